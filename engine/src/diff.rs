@@ -1,0 +1,917 @@
+//! The structural diff of two objects (SPEC §4).
+//!
+//! The diff walks both objects at once and never copies them: the implicit system fields,
+//! `exclude` subtrees and the bypass annotation are simply not visited, and `include` limits
+//! the walk to its subtrees. Lists are aligned by merge key the way strategic merge patch does,
+//! decided on the whole (unscoped) elements so that scoping never changes which elements
+//! correspond. `null`, an absent key, `{}` and `[]` are all "absent".
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::path::{FieldPath, PathPattern, PathSegment};
+
+/// How much of the subtree at a path takes part in the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Nothing here is compared.
+    Out,
+    /// Everything here is compared.
+    In,
+    /// Only some descendants are compared.
+    Partial,
+}
+
+/// Which subtrees are compared: built once per rule.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// `Some`: only these subtrees are compared.
+    include: Option<Vec<PathPattern>>,
+    /// Subtrees never compared (system fields, `exclude`, the bypass annotation).
+    skip: Vec<PathPattern>,
+}
+
+impl Scope {
+    pub fn new(include: Option<Vec<PathPattern>>, skip: Vec<PathPattern>) -> Self {
+        Self { include, skip }
+    }
+
+    /// The scope that compares everything.
+    pub fn everything() -> Self {
+        Self::default()
+    }
+
+    pub fn coverage(&self, path: &[PathSegment]) -> Coverage {
+        if self.skip.iter().any(|p| p.covers(path)) {
+            return Coverage::Out;
+        }
+        let included = match &self.include {
+            None => Coverage::In,
+            Some(include) if include.iter().any(|p| p.covers(path)) => Coverage::In,
+            Some(include) if include.iter().any(|p| p.reaches_below(path)) => Coverage::Partial,
+            Some(_) => return Coverage::Out,
+        };
+        if self.skip.iter().any(|p| p.reaches_below(path)) {
+            Coverage::Partial
+        } else {
+            included
+        }
+    }
+
+    fn child_coverage(&self, parent: Coverage, path: &[PathSegment]) -> Coverage {
+        // Everything below a fully compared node is fully compared: nothing skipped reaches
+        // below it and an include covers it.
+        match parent {
+            Coverage::In => Coverage::In,
+            _ => self.coverage(path),
+        }
+    }
+}
+
+/// What kind of change a path saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Removed,
+    Modified,
+    /// Kept list elements changed their relative order; reported at the list.
+    Reordered,
+}
+
+/// One changed path with the values on each side (absent sides are `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change<'a> {
+    pub path: FieldPath,
+    pub kind: ChangeKind,
+    pub old: Option<Cow<'a, Value>>,
+    pub new: Option<Cow<'a, Value>>,
+}
+
+/// Diffs `old` against `new` within `scope`. `descend` are the patterns (a rule's `mutable`)
+/// that make the diff look inside an added, removed or retyped map instead of reporting it
+/// whole, so that only the parts they do not cover are reported.
+pub fn diff<'a>(
+    old: &'a Value,
+    new: &'a Value,
+    scope: &Scope,
+    descend: &[PathPattern],
+) -> Vec<Change<'a>> {
+    let mut walker = Walker {
+        scope,
+        descend,
+        path: Vec::new(),
+        changes: Vec::new(),
+    };
+    let coverage = scope.coverage(&[]);
+    match (old, new) {
+        // The root is always compared key by key, even when it is empty.
+        (Value::Object(a), Value::Object(b)) if coverage != Coverage::Out => {
+            walker.walk_maps(Some(a), Some(b), coverage)
+        }
+        _ => walker.walk(Some(old), Some(new), coverage),
+    }
+    walker.changes
+}
+
+struct Walker<'s, 'a> {
+    scope: &'s Scope,
+    descend: &'s [PathPattern],
+    path: Vec<PathSegment>,
+    changes: Vec<Change<'a>>,
+}
+
+impl<'a> Walker<'_, 'a> {
+    fn walk(&mut self, old: Option<&'a Value>, new: Option<&'a Value>, coverage: Coverage) {
+        if coverage == Coverage::Out {
+            return;
+        }
+        let old = present(old);
+        let new = present(new);
+        match (old, new) {
+            (None, None) => {}
+            (Some(a), Some(b)) if value_eq(a, b) => {}
+            (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                self.walk_maps(Some(a), Some(b), coverage)
+            }
+            (Some(Value::Array(a)), Some(Value::Array(b))) => self.walk_lists(a, b, coverage),
+            _ => self.changed_node(old, new, coverage),
+        }
+    }
+
+    fn walk_maps(
+        &mut self,
+        old: Option<&'a Map<String, Value>>,
+        new: Option<&'a Map<String, Value>>,
+        coverage: Coverage,
+    ) {
+        if let Some(old) = old {
+            for (key, old_value) in old {
+                self.path.push(PathSegment::Key(key.clone()));
+                let child = self.scope.child_coverage(coverage, &self.path);
+                self.walk(Some(old_value), new.and_then(|m| m.get(key)), child);
+                self.path.pop();
+            }
+        }
+        if let Some(new) = new {
+            for (key, new_value) in new {
+                if old.is_some_and(|m| m.contains_key(key)) {
+                    continue;
+                }
+                self.path.push(PathSegment::Key(key.clone()));
+                let child = self.scope.child_coverage(coverage, &self.path);
+                self.walk(None, Some(new_value), child);
+                self.path.pop();
+            }
+        }
+    }
+
+    fn walk_lists(&mut self, old: &'a [Value], new: &'a [Value], coverage: Coverage) {
+        let field = match self.path.last() {
+            Some(PathSegment::Key(key)) => Some(key.as_str()),
+            _ => None,
+        };
+        let alignment = align(field, old, new);
+
+        // Order of kept elements (by new index): a decrease in old index means reordering.
+        // Under partial coverage only elements that have something in scope count.
+        let mut last_old = None;
+        let mut reordered = false;
+        for &(old_index, new_index) in &alignment.kept {
+            if coverage == Coverage::Partial {
+                let in_scope = self.has_scoped_content(&old[old_index], old_index)
+                    || self.has_scoped_content(&new[new_index], new_index);
+                if !in_scope {
+                    continue;
+                }
+            }
+            if last_old.is_some_and(|last| old_index < last) {
+                reordered = true;
+                break;
+            }
+            last_old = Some(old_index);
+        }
+        if reordered {
+            let (old_value, new_value) = self.node_values(coverage, old, new);
+            self.record(ChangeKind::Reordered, old_value, new_value);
+        }
+
+        for &(old_index, new_index) in &alignment.kept {
+            self.path.push(PathSegment::Index(new_index));
+            let child = self.scope.child_coverage(coverage, &self.path);
+            self.walk(Some(&old[old_index]), Some(&new[new_index]), child);
+            self.path.pop();
+        }
+        for &index in &alignment.removed {
+            self.whole_element(index, Some(&old[index]), None, coverage);
+        }
+        for &index in &alignment.added {
+            self.whole_element(index, None, Some(&new[index]), coverage);
+        }
+    }
+
+    /// An added or removed list element: reported whole at its index, never descended into.
+    fn whole_element(
+        &mut self,
+        index: usize,
+        old: Option<&'a Value>,
+        new: Option<&'a Value>,
+        coverage: Coverage,
+    ) {
+        self.path.push(PathSegment::Index(index));
+        let child = self.scope.child_coverage(coverage, &self.path);
+        if child != Coverage::Out {
+            let old_value = old.and_then(|v| self.scoped(v, child));
+            let new_value = new.and_then(|v| self.scoped(v, child));
+            if old_value.is_some() || new_value.is_some() {
+                let kind = if new.is_some() {
+                    ChangeKind::Added
+                } else {
+                    ChangeKind::Removed
+                };
+                self.record(kind, old_value, new_value);
+            }
+        }
+        self.path.pop();
+    }
+
+    /// A node whose value was added, removed, changed type or changed as a scalar.
+    fn changed_node(&mut self, old: Option<&'a Value>, new: Option<&'a Value>, coverage: Coverage) {
+        let old_map = old.and_then(Value::as_object);
+        let new_map = new.and_then(Value::as_object);
+        let at_map_key = matches!(self.path.last(), Some(PathSegment::Key(_)));
+        if at_map_key && (old_map.is_some() || new_map.is_some()) && self.wants_descent() {
+            // The side that is not a map counts as absent.
+            self.walk_maps(old_map, new_map, coverage);
+            return;
+        }
+        let old_value = old.and_then(|v| self.scoped(v, coverage));
+        let new_value = new.and_then(|v| self.scoped(v, coverage));
+        let kind = match (&old_value, &new_value) {
+            (None, None) => return,
+            (Some(a), Some(b)) if value_eq(a, b) => return,
+            (None, Some(_)) => ChangeKind::Added,
+            (Some(_), None) => ChangeKind::Removed,
+            (Some(_), Some(_)) => ChangeKind::Modified,
+        };
+        self.record(kind, old_value, new_value);
+    }
+
+    /// A deeper descent pattern reaches below this path and none covers the path itself.
+    fn wants_descent(&self) -> bool {
+        self.descend.iter().any(|p| p.reaches_below(&self.path))
+            && !self.descend.iter().any(|p| p.covers(&self.path))
+    }
+
+    fn node_values(
+        &mut self,
+        coverage: Coverage,
+        old: &'a [Value],
+        new: &'a [Value],
+    ) -> (Option<Cow<'a, Value>>, Option<Cow<'a, Value>>) {
+        match coverage {
+            Coverage::Partial => {
+                let old_value = self.project_list(old, coverage).map(Cow::Owned);
+                let new_value = self.project_list(new, coverage).map(Cow::Owned);
+                (old_value, new_value)
+            }
+            _ => (
+                Some(Cow::Owned(Value::Array(old.to_vec()))),
+                Some(Cow::Owned(Value::Array(new.to_vec()))),
+            ),
+        }
+    }
+
+    fn record(
+        &mut self,
+        kind: ChangeKind,
+        old: Option<Cow<'a, Value>>,
+        new: Option<Cow<'a, Value>>,
+    ) {
+        self.changes.push(Change {
+            path: FieldPath::from(self.path.clone()),
+            kind,
+            old,
+            new,
+        });
+    }
+
+    /// The part of `value` (at the current path) that is in scope; `None` when nothing is.
+    fn scoped(&mut self, value: &'a Value, coverage: Coverage) -> Option<Cow<'a, Value>> {
+        match coverage {
+            Coverage::Out => None,
+            Coverage::In => present(Some(value)).map(Cow::Borrowed),
+            Coverage::Partial => self.project(value, coverage).map(Cow::Owned),
+        }
+    }
+
+    fn has_scoped_content(&mut self, element: &'a Value, index: usize) -> bool {
+        self.path.push(PathSegment::Index(index));
+        let coverage = self.scope.coverage(&self.path);
+        let found = self.scoped(element, coverage).is_some();
+        self.path.pop();
+        found
+    }
+
+    /// Copies the in-scope part of `value` at the current path. Used only for values that are
+    /// reported whole under partial coverage, which is rare; the common path never copies.
+    fn project(&mut self, value: &Value, coverage: Coverage) -> Option<Value> {
+        match coverage {
+            Coverage::Out => None,
+            Coverage::In => present(Some(value)).cloned(),
+            Coverage::Partial => match value {
+                Value::Object(map) => {
+                    let mut out = Map::new();
+                    for (key, child_value) in map {
+                        self.path.push(PathSegment::Key(key.clone()));
+                        let child = self.scope.coverage(&self.path);
+                        if let Some(projected) = self.project(child_value, child) {
+                            out.insert(key.clone(), projected);
+                        }
+                        self.path.pop();
+                    }
+                    (!out.is_empty()).then_some(Value::Object(out))
+                }
+                Value::Array(items) => self.project_list(items, coverage),
+                // A scalar has no descendants, and only descendants are in scope here.
+                _ => None,
+            },
+        }
+    }
+
+    fn project_list(&mut self, items: &[Value], coverage: Coverage) -> Option<Value> {
+        let mut any = false;
+        let mut out = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            self.path.push(PathSegment::Index(index));
+            let child = self.scope.child_coverage(coverage, &self.path);
+            let projected = self.project(item, child);
+            self.path.pop();
+            any |= projected.is_some();
+            out.push(projected.unwrap_or(Value::Null));
+        }
+        any.then_some(Value::Array(out))
+    }
+}
+
+/// `None` for values that count as absent.
+fn present(value: Option<&Value>) -> Option<&Value> {
+    value.filter(|v| !is_absent(v))
+}
+
+/// `null`, `[]`, and maps whose every entry is absent (so `{}` too) are absent.
+pub fn is_absent(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.values().all(is_absent),
+        _ => false,
+    }
+}
+
+/// Equality after normalisation: absent entries ignored, numbers compared numerically.
+pub fn value_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Number(x), Value::Number(y)) => numbers_eq(x, y),
+        (Value::String(x), Value::String(y)) => x == y,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| value_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.iter().all(|(key, xv)| match y.get(key) {
+                Some(yv) => match (present(Some(xv)), present(Some(yv))) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => value_eq(a, b),
+                    _ => false,
+                },
+                None => is_absent(xv),
+            }) && y
+                .iter()
+                .all(|(key, yv)| x.contains_key(key) || is_absent(yv))
+        }
+        // `{}` and `[]` also compare equal to `null` when they meet inside a list.
+        _ => is_absent(a) && is_absent(b),
+    }
+}
+
+fn numbers_eq(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    if let (Some(a), Some(b)) = (x.as_i64(), y.as_i64()) {
+        return a == b;
+    }
+    if let (Some(a), Some(b)) = (x.as_u64(), y.as_u64()) {
+        return a == b;
+    }
+    match (x.as_f64(), y.as_f64()) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Which old element corresponds to which new one.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Alignment {
+    /// (old index, new index), in new-index order.
+    kept: Vec<(usize, usize)>,
+    removed: Vec<usize>,
+    added: Vec<usize>,
+}
+
+/// The merge key of a list, decided by the list's own field name first (as strategic merge
+/// patch does), then by `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MergeKey {
+    Field(&'static str),
+    /// `(containerPort | port, protocol)`, a missing protocol being TCP.
+    Port(&'static str),
+}
+
+fn merge_key_for(field: Option<&str>, old: &[Value], new: &[Value]) -> Option<MergeKey> {
+    let all = || old.iter().chain(new.iter());
+    if !all().all(Value::is_object) {
+        return None;
+    }
+    let key = match field {
+        Some("volumeMounts") => MergeKey::Field("mountPath"),
+        Some("volumeDevices") => MergeKey::Field("devicePath"),
+        Some("hostAliases") => MergeKey::Field("ip"),
+        Some("ports") => {
+            if all().all(|v| v.get("containerPort").is_some()) {
+                MergeKey::Port("containerPort")
+            } else {
+                MergeKey::Port("port")
+            }
+        }
+        _ => MergeKey::Field("name"),
+    };
+    Some(key)
+}
+
+fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
+    match key {
+        MergeKey::Field(field) => element.get(field)?.as_str().map(Cow::Borrowed),
+        MergeKey::Port(field) => {
+            let port = element.get(field)?.as_f64()?;
+            let protocol = match element.get("protocol") {
+                None | Some(Value::Null) => "TCP",
+                Some(Value::String(p)) => p.as_str(),
+                Some(_) => return None,
+            };
+            Some(Cow::Owned(format!("{port}/{protocol}")))
+        }
+    }
+}
+
+fn keys_of(key: MergeKey, items: &[Value]) -> Option<HashMap<Cow<'_, str>, usize>> {
+    let mut keys = HashMap::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        if keys.insert(element_key(key, item)?, index).is_some() {
+            return None; // repeated key
+        }
+    }
+    Some(keys)
+}
+
+fn align(field: Option<&str>, old: &[Value], new: &[Value]) -> Alignment {
+    if let Some(key) = merge_key_for(field, old, new)
+        && let (Some(old_keys), Some(new_keys)) = (keys_of(key, old), keys_of(key, new))
+    {
+        let mut alignment = Alignment::default();
+        for (new_index, item) in new.iter().enumerate() {
+            // Present: keys_of succeeded on `new`, so every element has a key.
+            let found = element_key(key, item).and_then(|k| old_keys.get(&k).copied());
+            match found {
+                Some(old_index) => alignment.kept.push((old_index, new_index)),
+                None => alignment.added.push(new_index),
+            }
+        }
+        for (old_index, item) in old.iter().enumerate() {
+            let kept = element_key(key, item).is_some_and(|k| new_keys.contains_key(&k));
+            if !kept {
+                alignment.removed.push(old_index);
+            }
+        }
+        return alignment;
+    }
+    let common = old.len().min(new.len());
+    Alignment {
+        kept: (0..common).map(|i| (i, i)).collect(),
+        removed: (common..old.len()).collect(),
+        added: (common..new.len()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn patterns(texts: &[&str]) -> Vec<PathPattern> {
+        texts
+            .iter()
+            .map(|t| PathPattern::parse(t).unwrap())
+            .collect()
+    }
+
+    fn changed_paths(old: &Value, new: &Value, scope: &Scope, descend: &[&str]) -> Vec<String> {
+        let descend = patterns(descend);
+        let mut paths: Vec<String> = diff(old, new, scope, &descend)
+            .into_iter()
+            .map(|c| c.path.to_string())
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    struct Case {
+        name: &'static str,
+        old: Value,
+        new: Value,
+        include: Option<&'static [&'static str]>,
+        skip: &'static [&'static str],
+        descend: &'static [&'static str],
+        want: &'static [&'static str],
+    }
+
+    fn case(name: &'static str, old: Value, new: Value, want: &'static [&'static str]) -> Case {
+        Case {
+            name,
+            old,
+            new,
+            include: None,
+            skip: &[],
+            descend: &[],
+            want,
+        }
+    }
+
+    #[test]
+    fn diff_table() {
+        let containers =
+            |items: Value| json!({"spec": {"template": {"spec": {"containers": items}}}});
+        let cases = vec![
+            case("identical", json!({"a": 1}), json!({"a": 1}), &[]),
+            case("scalar change", json!({"a": 1}), json!({"a": 2}), &["a"]),
+            case(
+                "added key",
+                json!({"a": 1}),
+                json!({"a": 1, "b": {"c": 1}}),
+                &["b"],
+            ),
+            case(
+                "removed key",
+                json!({"a": 1, "b": 2}),
+                json!({"a": 1}),
+                &["b"],
+            ),
+            case("null equals absent", json!({"a": null}), json!({}), &[]),
+            case("empty map equals absent", json!({"a": {}}), json!({}), &[]),
+            case(
+                "empty list equals absent",
+                json!({"a": []}),
+                json!({"a": null}),
+                &[],
+            ),
+            case(
+                "map emptied by nulls is absent",
+                json!({"a": {"b": null, "c": {}}}),
+                json!({}),
+                &[],
+            ),
+            case(
+                "empty map to filled map",
+                json!({"a": {}}),
+                json!({"a": {"x": 1}}),
+                &["a"],
+            ),
+            case("type change", json!({"a": "1"}), json!({"a": 1}), &["a"]),
+            case(
+                "numbers compare numerically",
+                json!({"a": 1}),
+                json!({"a": 1.0}),
+                &[],
+            ),
+            case(
+                "big numbers",
+                json!({"a": u64::MAX}),
+                json!({"a": u64::MAX}),
+                &[],
+            ),
+            case(
+                "nested change",
+                json!({"a": {"b": {"c": 1}}}),
+                json!({"a": {"b": {"c": 2}}}),
+                &["a.b.c"],
+            ),
+            case(
+                "quoted key",
+                json!({"m": {"a/b": 1}}),
+                json!({"m": {"a/b": 2}}),
+                &["m['a/b']"],
+            ),
+            case(
+                "sidecar inserted at index 0",
+                containers(json!([{"name": "app", "image": "a"}])),
+                containers(
+                    json!([{"name": "sidecar", "image": "s"}, {"name": "app", "image": "a"}]),
+                ),
+                &["spec.template.spec.containers[0]"],
+            ),
+            case(
+                "change inside kept element reported at new index",
+                containers(json!([{"name": "app", "image": "a"}])),
+                containers(
+                    json!([{"name": "sidecar", "image": "s"}, {"name": "app", "image": "b"}]),
+                ),
+                &[
+                    "spec.template.spec.containers[0]",
+                    "spec.template.spec.containers[1].image",
+                ],
+            ),
+            case(
+                "removed element at old index",
+                containers(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}])),
+                containers(json!([{"name": "a"}, {"name": "c"}])),
+                &["spec.template.spec.containers[1]"],
+            ),
+            case(
+                "reordered kept elements report the list",
+                containers(json!([{"name": "a"}, {"name": "b"}])),
+                containers(json!([{"name": "b"}, {"name": "a"}])),
+                &["spec.template.spec.containers"],
+            ),
+            case(
+                "lists of scalars align by index",
+                json!({"args": ["a", "b"]}),
+                json!({"args": ["x", "a", "b"]}),
+                &["args[0]", "args[1]", "args[2]"],
+            ),
+            case(
+                "missing name aligns by index",
+                json!({"items": [{"name": "a", "v": 1}, {"v": 2}]}),
+                json!({"items": [{"v": 2}, {"name": "a", "v": 1}]}),
+                &["items[0].name", "items[0].v", "items[1].name", "items[1].v"],
+            ),
+            case(
+                "repeated name aligns by index",
+                json!({"items": [{"name": "a", "v": 1}, {"name": "a", "v": 2}]}),
+                json!({"items": [{"name": "a", "v": 1}, {"name": "a", "v": 3}]}),
+                &["items[1].v"],
+            ),
+            case(
+                "env keyed by name",
+                json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}),
+                json!({"env": [{"name": "X", "value": "0"}, {"name": "A", "value": "1"}, {"name": "B", "value": "3"}]}),
+                &["env[0]", "env[2].value"],
+            ),
+            case(
+                "volumeMounts keyed by mountPath",
+                json!({"volumeMounts": [{"name": "data", "mountPath": "/a"}]}),
+                json!({"volumeMounts": [{"name": "data", "mountPath": "/b"}]}),
+                &["volumeMounts[0]", "volumeMounts[0]"],
+            ),
+            case(
+                "volumeDevices keyed by devicePath",
+                json!({"volumeDevices": [{"name": "d", "devicePath": "/dev/a"}]}),
+                json!({"volumeDevices": [{"name": "e", "devicePath": "/dev/a"}]}),
+                &["volumeDevices[0].name"],
+            ),
+            case(
+                "hostAliases keyed by ip",
+                json!({"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a"]}, {"ip": "10.0.0.2", "hostnames": ["b"]}]}),
+                json!({"hostAliases": [{"ip": "10.0.0.2", "hostnames": ["b"]}]}),
+                &["hostAliases[0]"],
+            ),
+            case(
+                "container ports keyed by containerPort and protocol, TCP default",
+                json!({"ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 53, "protocol": "UDP"}]}),
+                json!({"ports": [{"containerPort": 53, "protocol": "UDP"}, {"containerPort": 80, "protocol": "TCP", "name": "web"}]}),
+                &["ports", "ports[1].name", "ports[1].protocol"],
+            ),
+            case(
+                "service ports keyed by port",
+                json!({"ports": [{"port": 80, "targetPort": 8080}]}),
+                json!({"ports": [{"port": 443, "targetPort": 8443}, {"port": 80, "targetPort": 8081}]}),
+                &["ports[0]", "ports[1].targetPort"],
+            ),
+            case(
+                "same port, different protocol are different elements",
+                json!({"ports": [{"containerPort": 53, "protocol": "TCP"}]}),
+                json!({"ports": [{"containerPort": 53, "protocol": "UDP"}]}),
+                &["ports[0]", "ports[0]"],
+            ),
+            case(
+                "list element emptied stays positional",
+                json!({"l": [{"a": null}]}),
+                json!({"l": [{}]}),
+                &[],
+            ),
+        ];
+        for case in cases {
+            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
+            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
+            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(got, want, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn scope_table() {
+        let dep = |image: &str, replicas: i64, extra: Value| {
+            json!({
+                "metadata": {"name": "x", "resourceVersion": "1", "annotations": extra},
+                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": image}]}}},
+                "status": {"ready": replicas}
+            })
+        };
+        let cases = vec![
+            Case {
+                include: Some(&["spec.replicas"]),
+                ..case(
+                    "include keeps only its subtree",
+                    dep("a", 1, json!({})),
+                    dep("b", 2, json!({})),
+                    &["spec.replicas"],
+                )
+            },
+            Case {
+                include: Some(&["spec.template"]),
+                ..case(
+                    "include of a subtree",
+                    dep("a", 1, json!({})),
+                    dep("b", 2, json!({})),
+                    &["spec.template.spec.containers[0].image"],
+                )
+            },
+            Case {
+                skip: &["status", "spec.replicas"],
+                ..case(
+                    "skip removes subtrees",
+                    dep("a", 1, json!({})),
+                    dep("a", 2, json!({})),
+                    &[],
+                )
+            },
+            Case {
+                skip: &["metadata.annotations['x']"],
+                ..case(
+                    "skipped key inside an added map",
+                    dep("a", 1, json!(null)),
+                    dep("a", 1, json!({"x": "1"})),
+                    &[],
+                )
+            },
+            Case {
+                skip: &["metadata.annotations['x']"],
+                ..case(
+                    "added map keeps what is not skipped",
+                    dep("a", 1, json!(null)),
+                    dep("a", 1, json!({"x": "1", "y": "2"})),
+                    &["metadata.annotations"],
+                )
+            },
+            Case {
+                include: Some(&["spec.template.spec.containers[*].image"]),
+                ..case(
+                    "added element under include is reported at its index",
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "a", "args": ["1"]}]}}}}),
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "side", "image": "s"}, {"name": "app", "image": "a", "args": ["2"]}]}}}}),
+                    &["spec.template.spec.containers[0]"],
+                )
+            },
+            Case {
+                include: Some(&["spec.template.spec.containers[*].image"]),
+                ..case(
+                    "alignment is decided before scoping",
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "x"}]}}}}),
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "x"}]}}}}),
+                    &["spec.template.spec.containers[0]"],
+                )
+            },
+        ];
+        for case in cases {
+            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
+            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
+            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(got, want, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn descent_table() {
+        let restart = "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']";
+        let cases = vec![
+            Case {
+                descend: &[
+                    "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']",
+                ],
+                ..case(
+                    "descends into an added map",
+                    json!({"spec": {"template": {"spec": {"x": 1}}}}),
+                    json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}, "spec": {"x": 1}}}}),
+                    &["spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']"],
+                )
+            },
+            Case {
+                descend: &[
+                    "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']",
+                ],
+                ..case(
+                    "reports only what the pattern does not reach",
+                    json!({"spec": {"template": {}}}),
+                    json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now", "other": "x"}, "labels": {"a": "b"}}}}}),
+                    &[
+                        "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']",
+                        "spec.template.metadata.annotations.other",
+                        "spec.template.metadata.labels",
+                    ],
+                )
+            },
+            Case {
+                descend: &["spec.template.spec.containers[*].image"],
+                ..case(
+                    "no descent into an added list element",
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "a"}]}}}}),
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "side", "image": "s"}, {"name": "app", "image": "a"}]}}}}),
+                    &["spec.template.spec.containers[0]"],
+                )
+            },
+            Case {
+                descend: &["a.b"],
+                ..case(
+                    "descends into a retyped map, the scalar side absent",
+                    json!({"a": "x"}),
+                    json!({"a": {"b": 1}}),
+                    &["a.b"],
+                )
+            },
+            Case {
+                descend: &["a"],
+                ..case(
+                    "no descent when the pattern covers the path",
+                    json!({}),
+                    json!({"a": {"b": 1}}),
+                    &["a"],
+                )
+            },
+        ];
+        let _ = restart;
+        for case in cases {
+            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
+            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
+            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(got, want, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn change_values_are_reported() {
+        let old = json!({"spec": {"replicas": 3}});
+        let new = json!({"spec": {"replicas": 5}});
+        let changes = diff(&old, &new, &Scope::everything(), &[]);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].kind, ChangeKind::Modified);
+        assert_eq!(changes[0].old.as_deref(), Some(&json!(3)));
+        assert_eq!(changes[0].new.as_deref(), Some(&json!(5)));
+    }
+
+    pub(crate) fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|n| json!(n)),
+            "[a-z]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::btree_map("(name|image|[a-z]{1,4})", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn diff_of_an_object_with_itself_is_empty(value in arb_value()) {
+            let object = json!({"spec": value});
+            prop_assert!(diff(&object, &object.clone(), &Scope::everything(), &[]).is_empty());
+        }
+
+        #[test]
+        fn diff_is_empty_exactly_when_values_are_equal(a in arb_value(), b in arb_value()) {
+            let old = json!({"spec": a});
+            let new = json!({"spec": b});
+            let changes = diff(&old, &new, &Scope::everything(), &[]);
+            prop_assert_eq!(changes.is_empty(), value_eq(&old, &new));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Kubernetes manifests as they would be applied: multi-document YAML holding ConfigMaps,
+//! Namespaces and `List`s of them. Turns text into rule sources and namespace annotations.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::rule::{MODE_ANNOTATION, RuleSource, rule_source_from_config_map};
+
+/// A YAML document that could not be read, with where it went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: line {line} column {column}: {reason}")]
+pub struct ManifestError {
+    pub origin: String,
+    pub line: usize,
+    pub column: usize,
+    pub reason: String,
+}
+
+/// Every non-empty document of a multi-document YAML text, as JSON values. `List` objects are
+/// flattened into their items.
+pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestError> {
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = Value::deserialize(document).map_err(|e| {
+            let location = e.location();
+            let mut reason = e.to_string();
+            if let Some(at) = reason.rfind(" at line ") {
+                reason.truncate(at);
+            }
+            ManifestError {
+                origin: origin.to_owned(),
+                line: location.as_ref().map_or(0, |l| l.line()),
+                column: location.as_ref().map_or(0, |l| l.column()),
+                reason,
+            }
+        })?;
+        flatten(value, &mut documents);
+    }
+    Ok(documents)
+}
+
+fn flatten(value: Value, out: &mut Vec<Value>) {
+    match value {
+        Value::Null => {}
+        Value::Object(mut map)
+            if map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List"))
+                && map.get("items").is_some_and(Value::is_array) =>
+        {
+            if let Some(Value::Array(items)) = map.remove("items") {
+                for item in items {
+                    flatten(item, out);
+                }
+            }
+        }
+        other => out.push(other),
+    }
+}
+
+/// The rule ConfigMaps among `documents`. ConfigMaps without a namespace land in `default`,
+/// as `kubectl apply` would put them.
+pub fn rule_sources(documents: &[Value], origin: &str) -> Vec<RuleSource> {
+    documents
+        .iter()
+        .filter_map(|d| rule_source_from_config_map(d, "default", Some(origin)))
+        .collect()
+}
+
+/// What the decision needs to know of a namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    /// The raw value of the `drift-sentinel.k8s.io/mode` annotation.
+    pub mode_annotation: Option<String>,
+}
+
+/// Namespaces by name.
+pub type Namespaces = BTreeMap<String, NamespaceInfo>;
+
+/// The Namespace objects among `documents`.
+pub fn namespaces(documents: &[Value]) -> Namespaces {
+    documents
+        .iter()
+        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("Namespace"))
+        .filter_map(|d| {
+            let metadata = d.get("metadata")?;
+            let name = metadata.get("name")?.as_str()?.to_owned();
+            let mode_annotation = metadata
+                .get("annotations")
+                .and_then(|a| a.get(MODE_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((name, NamespaceInfo { mode_annotation }))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_multi_document_files_and_lists() {
+        let text = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: a
+  namespace: ops
+  annotations:
+    drift-sentinel.k8s.io/rule: "true"
+data:
+  spec: |
+    mode: enforce
+---
+---
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: b, annotations: {drift-sentinel.k8s.io/rule: "TRUE"}}
+    data: {spec: "mode: warn"}
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: not-a-rule}
+  - apiVersion: v1
+    kind: Namespace
+    metadata: {name: prod, annotations: {drift-sentinel.k8s.io/mode: warn}}
+"#;
+        let documents = parse_documents(text, "rules.yaml").unwrap();
+        assert_eq!(documents.len(), 4);
+        let sources = rule_sources(&documents, "rules.yaml");
+        let ids: Vec<String> = sources.iter().map(|s| s.id.to_string()).collect();
+        assert_eq!(ids, ["ops/a", "default/b"]);
+        let namespaces = namespaces(&documents);
+        assert_eq!(namespaces["prod"].mode_annotation.as_deref(), Some("warn"));
+    }
+
+    #[test]
+    fn syntax_errors_carry_the_location() {
+        let err = parse_documents("a: 1\nb: [1, 2\n", "bad.yaml").unwrap_err();
+        assert_eq!(err.origin, "bad.yaml");
+        assert!(err.line >= 2, "{err}");
+        assert!(err.to_string().starts_with("bad.yaml: line"), "{err}");
+    }
+}

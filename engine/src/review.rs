@@ -1,0 +1,292 @@
+//! The `AdmissionReview` wire format (`admission.k8s.io/v1` and `v1beta1`): parsing a request
+//! body and building the response document. Pure: bytes or values in, values out.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The API versions the webhook answers; a review is answered in the version it came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1Beta1,
+}
+
+impl ReviewVersion {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1Beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GroupVersionKind {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GroupVersionResource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub resource: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// `request` of an AdmissionReview: the fields the webhook uses.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    pub uid: String,
+    #[serde(default)]
+    pub kind: GroupVersionKind,
+    #[serde(default)]
+    pub resource: GroupVersionResource,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    pub operation: String,
+    #[serde(default)]
+    pub user_info: UserInfo,
+    #[serde(default)]
+    pub object: Option<Value>,
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+impl AdmissionRequest {
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+
+    pub fn sub_resource(&self) -> &str {
+        self.sub_resource.as_deref().unwrap_or("")
+    }
+}
+
+/// Why a body is not an AdmissionReview at all (answered with HTTP 400 and a plain message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotAReview(pub String);
+
+/// A body that is an AdmissionReview. `request` is `Err` with a reason when the review has no
+/// usable request; that is answered inside an AdmissionReview with code 400.
+#[derive(Debug)]
+pub struct ParsedReview {
+    pub version: ReviewVersion,
+    /// The request's uid where one could be read, to echo even for a malformed request.
+    pub uid: String,
+    pub request: Result<AdmissionRequest, String>,
+}
+
+/// Parses a request body.
+pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
+    let mut document: Value = serde_json::from_slice(body)
+        .map_err(|e| NotAReview(format!("request body is not valid JSON: {e}")))?;
+    let Some(object) = document.as_object_mut() else {
+        return Err(NotAReview(
+            "request body is not an AdmissionReview: expected a JSON object".into(),
+        ));
+    };
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != "AdmissionReview" {
+        return Err(NotAReview(format!(
+            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
+        )));
+    }
+    let version = match object.get("apiVersion").and_then(Value::as_str) {
+        Some("admission.k8s.io/v1") => ReviewVersion::V1,
+        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
+        other => {
+            return Err(NotAReview(format!(
+                "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+                other.unwrap_or("")
+            )));
+        }
+    };
+    let request = match object.remove("request") {
+        None | Some(Value::Null) => {
+            return Ok(ParsedReview {
+                version,
+                uid: String::new(),
+                request: Err("AdmissionReview has no request".into()),
+            });
+        }
+        Some(request) => request,
+    };
+    let uid = request
+        .get("uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let request = serde_json::from_value::<AdmissionRequest>(request)
+        .map_err(|e| format!("AdmissionReview request is malformed: {e}"));
+    Ok(ParsedReview {
+        version,
+        uid,
+        request,
+    })
+}
+
+/// `metav1.Status` as the webhook fills it in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResponseStatus {
+    pub status: &'static str,
+    pub code: u16,
+    pub message: String,
+}
+
+/// `response` of an AdmissionReview.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionResponse {
+    pub uid: String,
+    pub allowed: bool,
+    pub status: ResponseStatus,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+impl AdmissionResponse {
+    /// A request that cannot be judged (code 400).
+    pub fn bad_request(uid: &str, message: impl Into<String>) -> Self {
+        Self {
+            uid: uid.to_owned(),
+            allowed: false,
+            status: ResponseStatus {
+                status: "Failure",
+                code: 400,
+                message: message.into(),
+            },
+            warnings: Vec::new(),
+            audit_annotations: BTreeMap::new(),
+        }
+    }
+
+    /// An internal failure (code 500); the webhook's failurePolicy decides.
+    pub fn internal_error(uid: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: ResponseStatus {
+                status: "Failure",
+                code: 500,
+                message: message.into(),
+            },
+            ..Self::bad_request(uid, "")
+        }
+    }
+
+    /// The whole AdmissionReview document carrying this response.
+    pub fn into_review(self, version: ReviewVersion) -> Value {
+        serde_json::json!({
+            "apiVersion": version.api_version(),
+            "kind": "AdmissionReview",
+            "response": self,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v1_and_v1beta1() {
+        for (api, version) in [
+            ("admission.k8s.io/v1", ReviewVersion::V1),
+            ("admission.k8s.io/v1beta1", ReviewVersion::V1Beta1),
+        ] {
+            let body = serde_json::json!({
+                "apiVersion": api, "kind": "AdmissionReview",
+                "request": {"uid": "u1", "operation": "UPDATE",
+                    "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                    "userInfo": {"username": "alice", "groups": ["g"]},
+                    "object": {"a": 1}, "oldObject": {"a": 2}, "dryRun": true}
+            });
+            let parsed = parse_review(body.to_string().as_bytes()).unwrap();
+            assert_eq!(parsed.version, version);
+            let request = parsed.request.unwrap();
+            assert_eq!(request.uid, "u1");
+            assert_eq!(request.kind.kind, "Deployment");
+            assert_eq!(request.user_info.username, "alice");
+            assert_eq!(request.dry_run, Some(true));
+        }
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_review() {
+        let cases: &[(&str, &str)] = &[
+            ("not json", "not valid JSON"),
+            ("[1]", "expected a JSON object"),
+            (r#"{"kind": "Pod"}"#, "kind is \"Pod\""),
+            (
+                r#"{"kind": "AdmissionReview", "apiVersion": "v2"}"#,
+                "unsupported",
+            ),
+        ];
+        for (body, fragment) in cases {
+            let err = parse_review(body.as_bytes()).expect_err(body);
+            assert!(err.0.contains(fragment), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn missing_or_malformed_request_is_reported_inside_the_review() {
+        let parsed =
+            parse_review(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#)
+                .unwrap();
+        assert_eq!(
+            parsed.request.unwrap_err(),
+            "AdmissionReview has no request"
+        );
+        let parsed = parse_review(
+            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"x","operation":7}}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.uid, "x");
+        assert!(parsed.request.unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn response_shape() {
+        let review =
+            AdmissionResponse::bad_request("u", "nope").into_review(ReviewVersion::V1Beta1);
+        assert_eq!(
+            review,
+            serde_json::json!({
+                "apiVersion": "admission.k8s.io/v1beta1",
+                "kind": "AdmissionReview",
+                "response": {"uid": "u", "allowed": false, "status": {"status": "Failure", "code": 400, "message": "nope"}}
+            })
+        );
+    }
+}

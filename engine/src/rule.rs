@@ -1,0 +1,940 @@
+//! Rules: the YAML schema of a rule ConfigMap's `data.spec` (SPEC §2), its validation, and the
+//! compiled form that the decision uses. Everything a request needs (globs, path patterns, the
+//! diff scope, the text of messages) is prepared here, once per rule change.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::diff::Scope;
+use crate::glob::Glob;
+use crate::path::{PathPattern, PatternSegment};
+
+/// The annotation that marks a ConfigMap as a rule.
+pub const RULE_ANNOTATION: &str = "drift-sentinel.k8s.io/rule";
+/// The default bypass annotation.
+pub const DEFAULT_BYPASS_ANNOTATION: &str = "drift-sentinel.k8s.io/bypass";
+/// The namespace annotation that overrides a rule's mode.
+pub const MODE_ANNOTATION: &str = "drift-sentinel.k8s.io/mode";
+
+/// Fields that Kubernetes manages and that are never compared.
+pub const SYSTEM_FIELDS: &[&str] = &[
+    "status",
+    "metadata.managedFields",
+    "metadata.resourceVersion",
+    "metadata.generation",
+    "metadata.uid",
+    "metadata.creationTimestamp",
+    "metadata.selfLink",
+];
+
+/// What a rule does with a violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Enforce,
+    Warn,
+    DryRun,
+    Off,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Enforce, Mode::Warn, Mode::DryRun, Mode::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Warn => "warn",
+            Mode::DryRun => "dry-run",
+            Mode::Off => "off",
+        }
+    }
+
+    /// Exactly one of the four names; anything else is `None`.
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `namespace/name` of the ConfigMap a rule came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct RuleId {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A rule as found in a source, before validation: the ConfigMap's identity and `data.spec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSource {
+    pub id: RuleId,
+    /// `None` when the ConfigMap has no `data.spec`.
+    pub spec: Option<String>,
+    /// Where the ConfigMap was read from (a file path offline); for messages only.
+    pub origin: Option<String>,
+}
+
+/// Why a rule is invalid. It names the ConfigMap, the field and, where known, the line and
+/// column inside `data.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleError {
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    pub reason: String,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule ConfigMap {}/{}", self.namespace, self.name)?;
+        if let Some(origin) = &self.origin {
+            write!(f, " (from {origin})")?;
+        }
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => write!(f, ": data.spec line {line} column {column}")?,
+            (Some(line), None) => write!(f, ": data.spec line {line}")?,
+            _ => {}
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field {field}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// The document in `data.spec`, exactly as written. Unknown keys are errors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RuleSpecDocument {
+    mode: Mode,
+    #[serde(default, deserialize_with = "null_as_default")]
+    priority: i64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    namespaces: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    selectors: Vec<SelectorDocument>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    labels: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    users: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    exempt_users: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    include: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    exclude: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    mutable: Vec<String>,
+    #[serde(default)]
+    bypass: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SelectorDocument {
+    #[serde(default, deserialize_with = "null_as_default")]
+    api_group: String,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// An empty `key:` in YAML is `null`; for optional lists that means "not set".
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Matches an API group or a kind: a literal, or `*` for any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameMatch {
+    Any,
+    Exactly(String),
+}
+
+impl NameMatch {
+    fn new(text: &str) -> Self {
+        if text == "*" {
+            NameMatch::Any
+        } else {
+            NameMatch::Exactly(text.to_owned())
+        }
+    }
+
+    pub fn matches(&self, value: &str) -> bool {
+        match self {
+            NameMatch::Any => true,
+            NameMatch::Exactly(want) => want == value,
+        }
+    }
+}
+
+impl fmt::Display for NameMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameMatch::Any => f.write_str("*"),
+            NameMatch::Exactly(name) => f.write_str(name),
+        }
+    }
+}
+
+/// An `{apiGroup, kind}` selector; the core group is `""`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    pub group: NameMatch,
+    pub kind: NameMatch,
+}
+
+impl Selector {
+    pub fn matches(&self, group: &str, kind: &str) -> bool {
+        self.group.matches(group) && self.kind.matches(kind)
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.group {
+            NameMatch::Exactly(group) if group.is_empty() => write!(f, "core/{}", self.kind),
+            group => write!(f, "{group}/{}", self.kind),
+        }
+    }
+}
+
+/// `key=value` (exact) or `key` (presence).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub value: Option<String>,
+}
+
+impl LabelRequirement {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (key, value) = match text.split_once('=') {
+            Some((key, value)) => (key.trim(), Some(value.trim().to_owned())),
+            None => (text.trim(), None),
+        };
+        if key.is_empty() {
+            return Err(format!(
+                "label requirement {text:?} has an empty key; use key=value or key"
+            ));
+        }
+        if key.contains(char::is_whitespace) || key.contains('!') {
+            return Err(format!(
+                "label requirement {text:?} is not key=value or key (only exact match and presence are supported)"
+            ));
+        }
+        Ok(Self {
+            key: key.to_owned(),
+            value,
+        })
+    }
+
+    pub fn matches(&self, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+        let Some(actual) = labels.and_then(|l| l.get(&self.key)) else {
+            return false;
+        };
+        match &self.value {
+            None => true,
+            Some(want) => actual.as_str() == Some(want.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for LabelRequirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => write!(f, "{}={value}", self.key),
+            None => f.write_str(&self.key),
+        }
+    }
+}
+
+/// A validated rule, ready for requests.
+#[derive(Debug, Clone)]
+pub struct CompiledRule {
+    pub id: RuleId,
+    pub mode: Mode,
+    pub priority: i64,
+    pub namespaces: Vec<Glob>,
+    pub selectors: Vec<Selector>,
+    pub labels: Vec<LabelRequirement>,
+    pub users: Vec<String>,
+    pub exempt_users: Vec<Glob>,
+    pub include: Vec<PathPattern>,
+    pub exclude: Vec<PathPattern>,
+    pub mutable: Vec<PathPattern>,
+    pub bypass: String,
+    /// The diff scope: `include`, then system fields, `exclude` and the bypass annotation skipped.
+    pub scope: Scope,
+    /// `mutable` rendered for messages.
+    pub mutable_text: String,
+    pub origin: Option<String>,
+}
+
+impl CompiledRule {
+    pub fn matches_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.iter().any(|g| g.matches(namespace))
+    }
+
+    pub fn matches_kind(&self, group: &str, kind: &str) -> bool {
+        self.selectors.iter().any(|s| s.matches(group, kind))
+    }
+
+    /// All label requirements hold (true when there are none).
+    pub fn matches_labels(&self, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+        self.labels.iter().all(|l| l.matches(labels))
+    }
+
+    pub fn user_in_scope(&self, user: &str) -> bool {
+        self.users.is_empty() || self.users.iter().any(|u| u == user)
+    }
+
+    pub fn user_exempt(&self, user: &str) -> bool {
+        self.exempt_users.iter().any(|g| g.matches(user))
+    }
+
+    /// Whether a mutable pattern covers the path.
+    pub fn is_mutable(&self, path: &[crate::path::PathSegment]) -> bool {
+        self.mutable.iter().any(|p| p.covers(path))
+    }
+}
+
+/// Compiles one rule. Every problem is a [`RuleError`] naming the ConfigMap and the field.
+pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
+    let error =
+        |field: Option<String>, line: Option<usize>, column: Option<usize>, reason: String| {
+            RuleError {
+                namespace: source.id.namespace.clone(),
+                name: source.id.name.clone(),
+                origin: source.origin.clone(),
+                field,
+                line,
+                column,
+                reason,
+            }
+        };
+    let Some(spec) = source.spec.as_deref() else {
+        return Err(error(
+            Some("data.spec".into()),
+            None,
+            None,
+            "the ConfigMap is annotated as a rule but has no data.spec; put the rule YAML under data.spec".into(),
+        ));
+    };
+    if spec.trim().is_empty() {
+        return Err(error(
+            Some("data.spec".into()),
+            None,
+            None,
+            "data.spec is empty; it must hold the rule YAML (at least mode, namespaces and selectors)".into(),
+        ));
+    }
+    let document: RuleSpecDocument = serde_yaml::from_str(spec).map_err(|e| {
+        let location = e.location();
+        let (field, reason) = describe_yaml_error(&e);
+        error(
+            field,
+            location.as_ref().map(|l| l.line()),
+            location.as_ref().map(|l| l.column()),
+            reason,
+        )
+    })?;
+
+    // Semantic checks. Locate the offending text in the spec for a line and column.
+    let semantic = |field: String, needle: &str, reason: String| {
+        let (line, column) = locate(spec, needle);
+        error(Some(field), line, column, reason)
+    };
+
+    if document.namespaces.is_empty() {
+        return Err(semantic(
+            "namespaces".into(),
+            "namespaces",
+            "must list at least one namespace glob (use \"*\" for every namespace)".into(),
+        ));
+    }
+    let mut namespaces = Vec::with_capacity(document.namespaces.len());
+    for (i, text) in document.namespaces.iter().enumerate() {
+        let glob = Glob::new(text)
+            .map_err(|e| semantic(format!("namespaces[{i}]"), text, e.to_string()))?;
+        namespaces.push(glob);
+    }
+
+    if document.selectors.is_empty() {
+        return Err(semantic(
+            "selectors".into(),
+            "selectors",
+            "must list at least one {apiGroup, kind} selector".into(),
+        ));
+    }
+    let mut selectors = Vec::with_capacity(document.selectors.len());
+    for (i, selector) in document.selectors.iter().enumerate() {
+        let kind = match selector.kind.as_deref().map(str::trim) {
+            Some(kind) if !kind.is_empty() => kind,
+            _ => {
+                return Err(semantic(
+                    format!("selectors[{i}].kind"),
+                    "selectors",
+                    "a selector needs a kind (e.g. Deployment, or \"*\" for any kind)".into(),
+                ));
+            }
+        };
+        selectors.push(Selector {
+            group: NameMatch::new(selector.api_group.trim()),
+            kind: NameMatch::new(kind),
+        });
+    }
+
+    let mut labels = Vec::with_capacity(document.labels.len());
+    for (i, text) in document.labels.iter().enumerate() {
+        let requirement = LabelRequirement::parse(text)
+            .map_err(|reason| semantic(format!("labels[{i}]"), text, reason))?;
+        labels.push(requirement);
+    }
+
+    let mut exempt_users = Vec::with_capacity(document.exempt_users.len());
+    for (i, text) in document.exempt_users.iter().enumerate() {
+        let glob = Glob::new(text)
+            .map_err(|e| semantic(format!("exemptUsers[{i}]"), text, e.to_string()))?;
+        exempt_users.push(glob);
+    }
+
+    let patterns = |field: &str, texts: &[String]| -> Result<Vec<PathPattern>, RuleError> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                PathPattern::parse(text).map_err(|e| {
+                    let (line, column) = locate(spec, text);
+                    // Point at the bad character itself where the pattern was found.
+                    let column = column.map(|c| c + e.column - 1);
+                    error(Some(format!("{field}[{i}]")), line, column, e.to_string())
+                })
+            })
+            .collect()
+    };
+    let include = patterns("include", &document.include)?;
+    let exclude = patterns("exclude", &document.exclude)?;
+    let mutable = patterns("mutable", &document.mutable)?;
+
+    let bypass = match document.bypass.as_deref().map(str::trim) {
+        None => DEFAULT_BYPASS_ANNOTATION.to_owned(),
+        Some("") => {
+            return Err(semantic(
+                "bypass".into(),
+                "bypass",
+                "must be a non-empty annotation key (or be left out for the default drift-sentinel.k8s.io/bypass)".into(),
+            ));
+        }
+        Some(key) => key.to_owned(),
+    };
+
+    let mut skip: Vec<PathPattern> = SYSTEM_FIELDS
+        .iter()
+        .filter_map(|p| PathPattern::parse(p).ok())
+        .collect();
+    skip.extend(exclude.iter().cloned());
+    skip.push(bypass_pattern(&bypass));
+    let scope = Scope::new((!include.is_empty()).then(|| include.clone()), skip);
+
+    let mutable_text = if mutable.is_empty() {
+        "none".to_owned()
+    } else {
+        mutable
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+
+    Ok(CompiledRule {
+        id: source.id.clone(),
+        mode: document.mode,
+        priority: document.priority,
+        namespaces,
+        selectors,
+        labels,
+        users: document.users,
+        exempt_users,
+        include,
+        exclude,
+        mutable,
+        bypass,
+        scope,
+        mutable_text,
+        origin: source.origin.clone(),
+    })
+}
+
+/// `metadata.annotations['<key>']`.
+pub fn bypass_pattern(key: &str) -> PathPattern {
+    PathPattern::from_segments(vec![
+        PatternSegment::Key("metadata".into()),
+        PatternSegment::Key("annotations".into()),
+        PatternSegment::Key(key.to_owned()),
+    ])
+}
+
+/// Turns a serde_yaml error into (field, reason) without the trailing location.
+fn describe_yaml_error(error: &serde_yaml::Error) -> (Option<String>, String) {
+    let mut message = error.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    // serde_yaml prefixes nested errors with their path: "selectors[0]: missing field `kind`".
+    let (field, reason) = match message.split_once(": ") {
+        Some((path, rest))
+            if !path.contains(' ') && !path.is_empty() && !path.starts_with("invalid") =>
+        {
+            (Some(path.to_owned()), rest.to_owned())
+        }
+        _ => (None, message.clone()),
+    };
+    // "unknown field `mutabel`, expected one of ..." / "missing field `mode`": the key is the
+    // field, below the path serde_yaml gave, if any.
+    let named_key = (reason.starts_with("unknown field") || reason.starts_with("missing field"))
+        .then(|| {
+            let start = reason.find('`')? + 1;
+            let end = start + reason[start..].find('`')?;
+            Some(reason[start..end].to_owned())
+        })
+        .flatten();
+    let field = match (field, named_key) {
+        (Some(path), Some(key)) => Some(format!("{path}.{key}")),
+        (path, key) => path.or(key),
+    };
+    let reason = if reason.starts_with("unknown field") {
+        format!("{reason} (unknown keys are rejected; check the spelling)")
+    } else {
+        reason
+    };
+    (field, reason)
+}
+
+/// 1-based line and column of the first occurrence of `needle` in `text`.
+fn locate(text: &str, needle: &str) -> (Option<usize>, Option<usize>) {
+    if needle.is_empty() {
+        return (None, None);
+    }
+    let Some(offset) = text.find(needle) else {
+        return (None, None);
+    };
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text[line_start..offset].chars().count() + 1;
+    (Some(line), Some(column))
+}
+
+/// Whether a ConfigMap's annotations mark it as a rule: `"true"`, any case, spaces trimmed.
+pub fn is_rule_annotation(annotations: Option<&serde_json::Map<String, Value>>) -> bool {
+    annotations
+        .and_then(|a| a.get(RULE_ANNOTATION))
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Reads a ConfigMap object. `None` when it is not a rule ConfigMap (wrong kind or not
+/// annotated). `default_namespace` stands in for a missing `metadata.namespace`, as
+/// `kubectl apply` would use the current namespace.
+pub fn rule_source_from_config_map(
+    object: &Value,
+    default_namespace: &str,
+    origin: Option<&str>,
+) -> Option<RuleSource> {
+    if object.get("kind").and_then(Value::as_str) != Some("ConfigMap") {
+        return None;
+    }
+    let metadata = object.get("metadata")?;
+    if !is_rule_annotation(metadata.get("annotations").and_then(Value::as_object)) {
+        return None;
+    }
+    let namespace = metadata
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(default_namespace);
+    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
+    let spec = object
+        .get("data")
+        .and_then(|d| d.get("spec"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some(RuleSource {
+        id: RuleId {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+        spec,
+        origin: origin.map(str::to_owned),
+    })
+}
+
+/// The valid rules in match order (priority descending, then namespace and name ascending as
+/// byte strings), and the invalid ones with their errors.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    rules: Vec<CompiledRule>,
+    invalid: Vec<RuleError>,
+}
+
+impl RuleSet {
+    /// Compiles every source. One invalid rule never stops the others. A second definition of
+    /// the same ConfigMap is reported as invalid rather than silently replacing the first.
+    pub fn build(sources: impl IntoIterator<Item = RuleSource>) -> Self {
+        let mut seen: BTreeMap<RuleId, Option<String>> = BTreeMap::new();
+        let mut rules = Vec::new();
+        let mut invalid = Vec::new();
+        for source in sources {
+            if let Some(first_origin) = seen.get(&source.id) {
+                invalid.push(RuleError {
+                    namespace: source.id.namespace.clone(),
+                    name: source.id.name.clone(),
+                    origin: source.origin.clone(),
+                    field: None,
+                    line: None,
+                    column: None,
+                    reason: format!(
+                        "ConfigMap {} is defined more than once (first in {}); this definition is ignored",
+                        source.id,
+                        first_origin.as_deref().unwrap_or("another source")
+                    ),
+                });
+                continue;
+            }
+            seen.insert(source.id.clone(), source.origin.clone());
+            match compile(&source) {
+                Ok(rule) => rules.push(rule),
+                Err(e) => invalid.push(e),
+            }
+        }
+        rules.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.id.namespace.as_bytes().cmp(b.id.namespace.as_bytes()))
+                .then_with(|| a.id.name.as_bytes().cmp(b.id.name.as_bytes()))
+        });
+        invalid.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Self { rules, invalid }
+    }
+
+    /// Valid rules in match order.
+    pub fn rules(&self) -> &[CompiledRule] {
+        &self.rules
+    }
+
+    pub fn invalid(&self) -> &[RuleError] {
+        &self.invalid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(spec: &str) -> RuleSource {
+        RuleSource {
+            id: RuleId {
+                namespace: "drift-sentinel".into(),
+                name: "r".into(),
+            },
+            spec: Some(spec.into()),
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn compiles_the_seed_example() {
+        let rule = compile(&source(
+            r#"
+mode: enforce
+priority: 200
+namespaces:
+  - "prod-*"
+selectors:
+  - apiGroup: "apps"
+    kind: "Deployment"
+  - apiGroup: "apps"
+    kind: "StatefulSet"
+labels:
+  - "app=api-service"
+  - "team"
+users:
+  - "system:admin"
+exclude:
+  - "status"
+  - "metadata.managedFields"
+mutable:
+  - "spec.template.spec.containers[*].image"
+  - "spec.template.spec.initContainers[*].image"
+bypass: "drift-sentinel.k8s.io/bypass"
+"#,
+        ))
+        .unwrap();
+        assert_eq!(rule.mode, Mode::Enforce);
+        assert_eq!(rule.priority, 200);
+        assert!(rule.matches_namespace("prod-eu"));
+        assert!(!rule.matches_namespace("dev"));
+        assert!(rule.matches_kind("apps", "StatefulSet"));
+        assert!(!rule.matches_kind("", "StatefulSet"));
+        assert_eq!(rule.labels.len(), 2);
+        assert_eq!(rule.mutable.len(), 2);
+        assert_eq!(
+            rule.mutable_text,
+            "spec.template.spec.containers[*].image, spec.template.spec.initContainers[*].image"
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        let rule = compile(&source(
+            "mode: warn\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nlabels:\n",
+        ))
+        .unwrap();
+        assert_eq!(rule.priority, 0);
+        assert_eq!(rule.bypass, DEFAULT_BYPASS_ANNOTATION);
+        assert!(rule.matches_kind("", "Deployment"));
+        assert!(!rule.matches_kind("apps", "Deployment"));
+        assert!(
+            rule.matches_namespace(""),
+            "* matches cluster-scoped objects"
+        );
+        let any = compile(&source(
+            "mode: off\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]",
+        ))
+        .unwrap();
+        assert!(any.matches_kind("argoproj.io", "Rollout"));
+        assert_eq!(any.mode, Mode::Off);
+    }
+
+    #[test]
+    fn invalid_rules_table() {
+        // (spec, field named, fragment of the reason, line)
+        let cases: &[(&str, &str, &str, Option<usize>)] = &[
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmutabel: [spec.replicas]\n",
+                "mutabel",
+                "unknown field `mutabel`",
+                Some(4),
+            ),
+            (
+                "mode: Enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\n",
+                "mode",
+                "unknown variant `Enforce`",
+                Some(1),
+            ),
+            (
+                "namespaces: ['*']\nselectors: [{kind: Deployment}]\n",
+                "mode",
+                "missing field `mode`",
+                None,
+            ),
+            (
+                "mode: enforce\npriority: high\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\n",
+                "priority",
+                "invalid type",
+                Some(2),
+            ),
+            (
+                "mode: enforce\nnamespaces: []\nselectors: [{kind: Deployment}]\n",
+                "namespaces",
+                "at least one namespace",
+                Some(2),
+            ),
+            (
+                "mode: enforce\nselectors: [{kind: Deployment}]\n",
+                "namespaces",
+                "at least one namespace",
+                None,
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: []\n",
+                "selectors",
+                "at least one",
+                Some(3),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps}]\n",
+                "selectors[0].kind",
+                "needs a kind",
+                Some(3),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kinds: Deployment}]\n",
+                "selectors[0].kinds",
+                "unknown field",
+                Some(3),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['prod-[a']\nselectors: [{kind: Deployment}]\n",
+                "namespaces[0]",
+                "unterminated character class",
+                Some(2),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmutable:\n  - spec.replicas\n  - spec.template.spec.containers[*.image\n",
+                "mutable[1]",
+                "column",
+                Some(6),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nexclude: ['a..b']\n",
+                "exclude[0]",
+                "empty segment",
+                Some(4),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\ninclude: ['a[x]']\n",
+                "include[0]",
+                "bad index",
+                Some(4),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nlabels: ['=x']\n",
+                "labels[0]",
+                "empty key",
+                Some(4),
+            ),
+            (
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nbypass: ''\n",
+                "bypass",
+                "non-empty",
+                Some(4),
+            ),
+            (
+                "mode: enforce\nnamespaces: '*'\nselectors: [{kind: Deployment}]\n",
+                "namespaces",
+                "invalid type",
+                Some(2),
+            ),
+            ("- a\n- b\n", "", "invalid type", Some(1)),
+            ("mode: [enforce\n", "", "", None),
+        ];
+        for (spec, field, fragment, line) in cases {
+            let err = compile(&source(spec)).expect_err(spec);
+            if !field.is_empty() {
+                assert_eq!(err.field.as_deref(), Some(*field), "{spec}: {err}");
+            }
+            assert!(err.reason.contains(fragment), "{spec}: {err}");
+            if line.is_some() {
+                assert_eq!(err.line, *line, "{spec}: {err}");
+            }
+            let text = err.to_string();
+            assert!(
+                text.starts_with("rule ConfigMap drift-sentinel/r"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_or_empty_spec_is_invalid() {
+        let mut s = source("");
+        assert!(compile(&s).unwrap_err().reason.contains("empty"));
+        s.spec = None;
+        assert!(compile(&s).unwrap_err().reason.contains("no data.spec"));
+    }
+
+    #[test]
+    fn pattern_errors_point_at_the_character() {
+        let err = compile(&source(
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmutable: ['spec.a..b']\n",
+        ))
+        .unwrap_err();
+        // The pattern starts at column 12 of line 4; the empty segment is its 8th character.
+        assert_eq!((err.line, err.column), (Some(4), Some(19)), "{err}");
+    }
+
+    #[test]
+    fn rule_annotation_values() {
+        let cases = [
+            (Some("true"), true),
+            (Some(" TRUE "), true),
+            (Some("True"), true),
+            (Some("false"), false),
+            (Some("yes"), false),
+            (None, false),
+        ];
+        for (value, want) in cases {
+            let mut annotations = serde_json::Map::new();
+            if let Some(v) = value {
+                annotations.insert(RULE_ANNOTATION.into(), Value::String(v.into()));
+            }
+            assert_eq!(is_rule_annotation(Some(&annotations)), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn rule_set_orders_and_isolates_invalid_rules() {
+        let spec = |priority: i64| {
+            format!(
+                "mode: enforce\npriority: {priority}\nnamespaces: ['*']\nselectors: [{{kind: Deployment}}]\n"
+            )
+        };
+        let make = |ns: &str, name: &str, spec: String| RuleSource {
+            id: RuleId {
+                namespace: ns.into(),
+                name: name.into(),
+            },
+            spec: Some(spec),
+            origin: None,
+        };
+        let set = RuleSet::build(vec![
+            make("b", "x", spec(10)),
+            make("a", "y", spec(10)),
+            make("a", "x", spec(10)),
+            make("z", "top", spec(100)),
+            make("a", "broken", "mode: nope".into()),
+            make("a", "x", spec(1)),
+            make("B", "x", spec(10)),
+        ]);
+        let order: Vec<String> = set.rules().iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(order, ["z/top", "B/x", "a/x", "a/y", "b/x"]);
+        assert_eq!(set.invalid().len(), 2);
+        assert!(set.invalid().iter().any(|e| e.name == "broken"));
+        assert!(
+            set.invalid()
+                .iter()
+                .any(|e| e.reason.contains("more than once"))
+        );
+    }
+
+    #[test]
+    fn config_map_reading() {
+        let cm = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "r1", "annotations": {RULE_ANNOTATION: "true"}},
+            "data": {"spec": "mode: off"}
+        });
+        let source = rule_source_from_config_map(&cm, "default", Some("f.yaml")).unwrap();
+        assert_eq!(source.id.to_string(), "default/r1");
+        assert_eq!(source.spec.as_deref(), Some("mode: off"));
+        let unannotated = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "x"}});
+        assert!(rule_source_from_config_map(&unannotated, "default", None).is_none());
+        let secret = serde_json::json!({"kind": "Secret", "metadata": {"name": "x", "annotations": {RULE_ANNOTATION: "true"}}});
+        assert!(rule_source_from_config_map(&secret, "default", None).is_none());
+    }
+}
