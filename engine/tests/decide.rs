@@ -1,0 +1,697 @@
+//! The decision of SPEC §3, table-driven through the public API.
+
+use drift_engine::decision::{Mismatch, match_rule, target_of};
+use drift_engine::review::AdmissionRequest;
+use drift_engine::{Context, Outcome, RuleId, RuleSet, RuleSource, Step, decide};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn rule(namespace: &str, name: &str, spec: &str) -> RuleSource {
+    RuleSource {
+        id: RuleId {
+            namespace: namespace.into(),
+            name: name.into(),
+        },
+        spec: Some(spec.into()),
+        origin: None,
+    }
+}
+
+fn deployment(image: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "web", "namespace": "prod", "labels": {"app": "web", "team": "a"},
+            "resourceVersion": "10", "generation": 3, "uid": "u-1",
+            "managedFields": [{"manager": "kubectl"}]
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": image, "ports": [{"containerPort": 80}]}]}
+            }
+        },
+        "status": {"replicas": replicas}
+    })
+}
+
+fn update(old: Value, new: Value) -> AdmissionRequest {
+    let namespace = new["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    serde_json::from_value(json!({
+        "uid": "req-1",
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "name": "web",
+        "namespace": namespace,
+        "operation": "UPDATE",
+        "userInfo": {"username": "alice"},
+        "object": new,
+        "oldObject": old,
+    }))
+    .expect("test request")
+}
+
+const IMAGE_ONLY: &str = r#"
+mode: enforce
+namespaces: ["prod*"]
+selectors: [{apiGroup: apps, kind: Deployment}]
+mutable: ["spec.template.spec.containers[*].image"]
+"#;
+
+struct Case {
+    name: &'static str,
+    rules: Vec<RuleSource>,
+    request: AdmissionRequest,
+    namespace_mode: Option<&'static str>,
+    step: Step,
+    allowed: bool,
+    outcome: Option<Outcome>,
+    mode: Option<&'static str>,
+    denied: &'static [&'static str],
+    warnings: usize,
+}
+
+fn base(name: &'static str, spec: &str, request: AdmissionRequest) -> Case {
+    Case {
+        name,
+        rules: vec![rule("ops", "r", spec)],
+        request,
+        namespace_mode: None,
+        step: Step::NoChanges,
+        allowed: true,
+        outcome: Some(Outcome::Allowed),
+        mode: Some("enforce"),
+        denied: &[],
+        warnings: 0,
+    }
+}
+
+fn with_spec(spec: &str, mode: &str) -> String {
+    spec.replace("mode: enforce", &format!("mode: {mode}"))
+}
+
+#[test]
+fn decision_table() {
+    let image_change = || update(deployment("nginx:1", 3), deployment("nginx:2", 3));
+    let replicas_change = || update(deployment("nginx:1", 3), deployment("nginx:1", 5));
+    let mut create = image_change();
+    create.operation = "CREATE".into();
+    let mut other_ns = replicas_change();
+    other_ns.namespace = Some("dev".into());
+    let mut bob = replicas_change();
+    bob.user_info.username = "bob".into();
+    let deleting = {
+        let mut old = deployment("nginx:1", 3);
+        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let mut new = deployment("nginx:1", 3);
+        new["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        new["metadata"]["finalizers"] = json!(null);
+        old["metadata"]["finalizers"] = json!(["x"]);
+        update(old, new)
+    };
+    let bypass = {
+        let mut new = deployment("nginx:1", 5);
+        new["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "TRUE"});
+        update(deployment("nginx:1", 3), new)
+    };
+    let bypass_removed = {
+        let mut old = deployment("nginx:1", 3);
+        old["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "true"});
+        update(old, deployment("nginx:1", 3))
+    };
+    let system_only = {
+        let mut new = deployment("nginx:1", 3);
+        new["metadata"]["resourceVersion"] = json!("11");
+        new["metadata"]["generation"] = json!(4);
+        new["metadata"]["managedFields"] = json!([]);
+        new["status"] = json!({"replicas": 9});
+        update(deployment("nginx:1", 3), new)
+    };
+
+    let cases = vec![
+        Case {
+            rules: vec![],
+            step: Step::OperationNotEnforced,
+            outcome: None,
+            mode: None,
+            ..base("non-UPDATE operations are not enforced", IMAGE_ONLY, create)
+        },
+        Case {
+            step: Step::NoMatchingRule,
+            outcome: None,
+            mode: None,
+            ..base("no rule matches the namespace", IMAGE_ONLY, other_ns)
+        },
+        Case {
+            step: Step::OnlyMutable,
+            ..base("image change is mutable", IMAGE_ONLY, image_change())
+        },
+        Case {
+            step: Step::Violation,
+            allowed: false,
+            outcome: Some(Outcome::Denied),
+            denied: &["spec.replicas"],
+            ..base("replicas change is denied", IMAGE_ONLY, replicas_change())
+        },
+        Case {
+            step: Step::Violation,
+            outcome: Some(Outcome::Warned),
+            mode: Some("warn"),
+            denied: &["spec.replicas"],
+            warnings: 1,
+            ..base(
+                "warn mode warns",
+                &with_spec(IMAGE_ONLY, "warn"),
+                replicas_change(),
+            )
+        },
+        Case {
+            step: Step::Violation,
+            outcome: Some(Outcome::WouldDeny),
+            mode: Some("dry-run"),
+            denied: &["spec.replicas"],
+            ..base(
+                "dry-run allows silently",
+                &with_spec(IMAGE_ONLY, "dry-run"),
+                replicas_change(),
+            )
+        },
+        Case {
+            step: Step::ModeOff,
+            mode: Some("off"),
+            ..base(
+                "off allows without diffing",
+                &with_spec(IMAGE_ONLY, "off"),
+                replicas_change(),
+            )
+        },
+        Case {
+            namespace_mode: Some("warn"),
+            step: Step::Violation,
+            outcome: Some(Outcome::Warned),
+            mode: Some("warn"),
+            denied: &["spec.replicas"],
+            warnings: 1,
+            ..base(
+                "namespace annotation overrides the mode",
+                IMAGE_ONLY,
+                replicas_change(),
+            )
+        },
+        Case {
+            namespace_mode: Some("off"),
+            step: Step::ModeOff,
+            mode: Some("off"),
+            ..base("namespace annotation off", IMAGE_ONLY, replicas_change())
+        },
+        Case {
+            namespace_mode: Some("Warn"),
+            step: Step::Violation,
+            allowed: false,
+            outcome: Some(Outcome::Denied),
+            denied: &["spec.replicas"],
+            warnings: 1,
+            ..base(
+                "invalid namespace annotation is ignored with a warning",
+                IMAGE_ONLY,
+                replicas_change(),
+            )
+        },
+        Case {
+            namespace_mode: Some("bogus"),
+            step: Step::OnlyMutable,
+            warnings: 1,
+            ..base(
+                "invalid annotation warns whatever the outcome",
+                IMAGE_ONLY,
+                image_change(),
+            )
+        },
+        Case {
+            step: Step::UserNotInScope,
+            ..base(
+                "users set and user not listed",
+                &format!("{IMAGE_ONLY}users: [alice]\n"),
+                bob.clone(),
+            )
+        },
+        Case {
+            step: Step::Violation,
+            allowed: false,
+            outcome: Some(Outcome::Denied),
+            denied: &["spec.replicas"],
+            ..base(
+                "users set and user listed",
+                &format!("{IMAGE_ONLY}users: [bob]\n"),
+                bob.clone(),
+            )
+        },
+        Case {
+            step: Step::UserExempt,
+            namespace_mode: Some("dry-run"),
+            mode: Some("dry-run"),
+            ..base(
+                "exempt user",
+                &format!("{IMAGE_ONLY}exemptUsers: ['b*']\n"),
+                bob,
+            )
+        },
+        Case {
+            step: Step::BeingDeleted,
+            ..base(
+                "deletion in progress is never blocked",
+                IMAGE_ONLY,
+                deleting,
+            )
+        },
+        Case {
+            step: Step::Bypassed,
+            ..base("bypass annotation", IMAGE_ONLY, bypass)
+        },
+        Case {
+            step: Step::NoChanges,
+            ..base(
+                "removing the bypass annotation is allowed",
+                IMAGE_ONLY,
+                bypass_removed,
+            )
+        },
+        Case {
+            step: Step::NoChanges,
+            ..base("system fields are stripped", IMAGE_ONLY, system_only)
+        },
+        Case {
+            step: Step::NoChanges,
+            ..base(
+                "exclude removes a subtree",
+                &format!("{IMAGE_ONLY}exclude: [spec.replicas]\n"),
+                replicas_change(),
+            )
+        },
+        Case {
+            step: Step::NoChanges,
+            ..base(
+                "include keeps only its subtrees",
+                &format!("{IMAGE_ONLY}include: [spec.template]\n"),
+                replicas_change(),
+            )
+        },
+        Case {
+            step: Step::NoMatchingRule,
+            outcome: None,
+            mode: None,
+            ..base(
+                "labels must all hold",
+                &format!("{IMAGE_ONLY}labels: [app=web, missing]\n"),
+                replicas_change(),
+            )
+        },
+        Case {
+            step: Step::Violation,
+            allowed: false,
+            outcome: Some(Outcome::Denied),
+            denied: &["spec.replicas"],
+            ..base(
+                "labels key=value and presence",
+                &format!("{IMAGE_ONLY}labels: [app=web, team]\n"),
+                replicas_change(),
+            )
+        },
+    ];
+    for case in cases {
+        let rules = RuleSet::build(case.rules);
+        assert!(
+            rules.invalid().is_empty(),
+            "{}: {:?}",
+            case.name,
+            rules.invalid()
+        );
+        let context = Context {
+            namespace_mode: case.namespace_mode,
+            parent_labels: None,
+        };
+        let decision = decide(&rules, &case.request, &context);
+        assert_eq!(
+            decision.step, case.step,
+            "{}: {}",
+            case.name, decision.reason
+        );
+        assert_eq!(decision.allowed, case.allowed, "{}", case.name);
+        assert_eq!(decision.outcome, case.outcome, "{}", case.name);
+        assert_eq!(
+            decision.mode.map(|m| m.as_str()),
+            case.mode,
+            "{}",
+            case.name
+        );
+        assert_eq!(decision.denied_paths, case.denied, "{}", case.name);
+        assert_eq!(
+            decision.warnings.len(),
+            case.warnings,
+            "{}: {:?}",
+            case.name,
+            decision.warnings
+        );
+
+        let response = decision.response("req-1");
+        assert_eq!(response.uid, "req-1");
+        assert_eq!(response.allowed, case.allowed);
+        let annotations = &response.audit_annotations;
+        match case.outcome {
+            None => assert!(annotations.is_empty(), "{}: {annotations:?}", case.name),
+            Some(outcome) => {
+                assert_eq!(annotations["rule"], "ops/r", "{}", case.name);
+                assert_eq!(
+                    Some(annotations["mode"].as_str()),
+                    case.mode,
+                    "{}",
+                    case.name
+                );
+                assert_eq!(annotations["result"], outcome.as_str(), "{}", case.name);
+                assert_eq!(
+                    annotations.get("denied-paths").map(String::as_str),
+                    (!case.denied.is_empty())
+                        .then(|| case.denied.join(", "))
+                        .as_deref(),
+                    "{}",
+                    case.name
+                );
+            }
+        }
+        if !case.allowed {
+            assert_eq!(response.status.code, 403);
+            assert!(
+                response
+                    .status
+                    .message
+                    .starts_with("Drift Sentinel: immutable fields changed: ")
+            );
+        }
+    }
+}
+
+#[test]
+fn violation_message_and_response_shapes() {
+    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let mut new = deployment("nginx:1", 5);
+    new["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, json!({"name": "sidecar", "image": "envoy"}));
+    let request = update(deployment("nginx:1", 3), new);
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(
+        decision.denied_paths,
+        ["spec.replicas", "spec.template.spec.containers[0]"]
+    );
+    let message = decision.response("x").status.message;
+    assert!(
+        message.starts_with(
+            "Drift Sentinel: immutable fields changed: spec.replicas, spec.template.spec.containers[0]; spec.replicas: 3 → 5; spec.template.spec.containers[0]: <absent> → "
+        ),
+        "{message}"
+    );
+    assert!(
+        message
+            .contains("rule ops/r allows changes only to: spec.template.spec.containers[*].image"),
+        "{message}"
+    );
+    assert!(
+        message.contains("drift-sentinel.k8s.io/bypass"),
+        "{message}"
+    );
+    let review = decision
+        .response("x")
+        .into_review(drift_engine::ReviewVersion::V1);
+    assert_eq!(review["response"]["status"]["code"], 403);
+    assert_eq!(review["response"]["auditAnnotations"]["result"], "denied");
+    assert_eq!(
+        review["response"]["auditAnnotations"]["denied-paths"],
+        "spec.replicas, spec.template.spec.containers[0]"
+    );
+}
+
+#[test]
+fn values_in_messages_are_truncated_and_counted() {
+    let rules = RuleSet::build(vec![rule(
+        "ops",
+        "r",
+        "mode: warn\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+    )]);
+    let mut old = deployment("nginx:1", 3);
+    let mut new = deployment("nginx:1", 3);
+    for i in 0..15 {
+        old["metadata"]["annotations"][format!("k{i:02}")] = json!("x".repeat(200));
+        new["metadata"]["annotations"][format!("k{i:02}")] = json!("y".repeat(200));
+    }
+    let request = update(old, new);
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(decision.denied_paths.len(), 15);
+    assert!(
+        decision.reason.contains("and 5 more"),
+        "{}",
+        decision.reason
+    );
+    let shown = format!("\"{}…", "x".repeat(62));
+    assert!(decision.reason.contains(&shown), "{}", decision.reason);
+    assert!(!decision.reason.contains(&"x".repeat(64)));
+    let warning = &decision.warnings[0];
+    assert!(warning.len() <= 512, "{}", warning.len());
+    assert!(warning.ends_with('…'));
+    assert!(warning.starts_with("Drift Sentinel: immutable fields changed: "));
+}
+
+#[test]
+fn priority_and_tie_breaks() {
+    let spec = |priority: i64, mode: &str| {
+        format!(
+            "mode: {mode}\npriority: {priority}\nnamespaces: ['*']\nselectors: [{{apiGroup: '*', kind: '*'}}]\n"
+        )
+    };
+    let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
+    let cases: Vec<(Vec<RuleSource>, &str)> = vec![
+        (
+            vec![
+                rule("a", "low", &spec(1, "off")),
+                rule("z", "high", &spec(2, "warn")),
+            ],
+            "z/high",
+        ),
+        (
+            vec![
+                rule("b", "x", &spec(5, "off")),
+                rule("a", "y", &spec(5, "warn")),
+            ],
+            "a/y",
+        ),
+        (
+            vec![
+                rule("a", "b", &spec(5, "off")),
+                rule("a", "a", &spec(5, "warn")),
+            ],
+            "a/a",
+        ),
+        (
+            vec![
+                rule("a", "x", &spec(5, "off")),
+                rule("B", "x", &spec(5, "warn")),
+            ],
+            "B/x",
+        ),
+        (
+            vec![
+                rule("a", "x", &spec(-1, "off")),
+                rule("b", "x", &spec(0, "warn")),
+            ],
+            "b/x",
+        ),
+    ];
+    for (sources, want) in cases {
+        let rules = RuleSet::build(sources);
+        let decision = decide(&rules, &request, &Context::default());
+        assert_eq!(
+            decision.rule.map(|r| r.id.to_string()).as_deref(),
+            Some(want)
+        );
+    }
+}
+
+#[test]
+fn users_rule_wins_the_match_without_fall_through() {
+    let rules = RuleSet::build(vec![
+        rule(
+            "a",
+            "scoped",
+            "mode: enforce\npriority: 10\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nusers: [carol]\n",
+        ),
+        rule(
+            "a",
+            "fallback",
+            "mode: enforce\npriority: 1\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+        ),
+    ]);
+    let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(decision.step, Step::UserNotInScope);
+    assert_eq!(decision.rule.unwrap().id.name, "scoped");
+    assert_eq!(decision.reason, "user not in scoped user list");
+}
+
+#[test]
+fn malformed_update_objects_are_bad_requests() {
+    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let mut request = update(deployment("a", 1), deployment("a", 1));
+    request.old_object = Some(json!("nope"));
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(decision.step, Step::BadRequest);
+    let response = decision.response("x");
+    assert!(!response.allowed);
+    assert_eq!(response.status.code, 400);
+    assert!(response.status.message.contains("oldObject"));
+    assert!(response.audit_annotations.is_empty());
+    // Other operations are allowed whatever their objects.
+    request.operation = "DELETE".into();
+    request.object = None;
+    assert!(decide(&rules, &request, &Context::default()).allowed);
+}
+
+fn scale_request(old: i64, new: i64) -> AdmissionRequest {
+    let scale = |replicas: i64| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "prod"}, "spec": {"replicas": replicas}, "status": {"replicas": old}});
+    serde_json::from_value(json!({
+        "uid": "s-1",
+        "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "subResource": "scale",
+        "name": "web", "namespace": "prod", "operation": "UPDATE",
+        "userInfo": {"username": "hpa"},
+        "object": scale(new), "oldObject": scale(old)
+    }))
+    .unwrap()
+}
+
+#[test]
+fn scale_subresource_is_a_replicas_change_of_the_parent() {
+    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let request = scale_request(3, 5);
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(decision.step, Step::Violation);
+    assert_eq!(decision.denied_paths, ["spec.replicas"]);
+    assert_eq!(
+        decide(&rules, &scale_request(3, 3), &Context::default()).step,
+        Step::NoChanges
+    );
+
+    let mutable = RuleSet::build(vec![rule(
+        "ops",
+        "r",
+        &IMAGE_ONLY.replace("mutable: [", "mutable: [spec.replicas, "),
+    )]);
+    assert!(mutable.invalid().is_empty(), "{:?}", mutable.invalid());
+    assert_eq!(
+        decide(&mutable, &scale_request(3, 5), &Context::default()).step,
+        Step::OnlyMutable
+    );
+
+    // Label selectors need the parent's labels: unknown offline means no match.
+    let labelled = RuleSet::build(vec![rule(
+        "ops",
+        "r",
+        &format!("{IMAGE_ONLY}labels: [app=web]\n"),
+    )]);
+    assert_eq!(
+        decide(&labelled, &scale_request(3, 5), &Context::default()).step,
+        Step::NoMatchingRule
+    );
+    let labels = json!({"app": "web"});
+    let context = Context {
+        namespace_mode: None,
+        parent_labels: labels.as_object(),
+    };
+    assert_eq!(
+        decide(&labelled, &scale_request(3, 5), &context).step,
+        Step::Violation
+    );
+
+    let request = scale_request(3, 5);
+    let target = target_of(&request).unwrap();
+    assert_eq!(
+        (target.group.as_ref(), target.kind.as_ref()),
+        ("apps", "Deployment")
+    );
+    let rule = &labelled.rules()[0];
+    assert!(matches!(
+        match_rule(rule, &request, &target, &Context::default()),
+        Err(Mismatch::Labels(_))
+    ));
+}
+
+#[test]
+fn rollout_restart_is_covered_by_descent() {
+    let rules = RuleSet::build(vec![rule(
+        "ops",
+        "r",
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [\"spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']\"]\n",
+    )]);
+    let mut new = deployment("nginx:1", 3);
+    new["spec"]["template"]["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/restartedAt": "2026-12-02T10:00:00Z"});
+    let request = update(deployment("nginx:1", 3), new.clone());
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(decision.step, Step::OnlyMutable, "{}", decision.reason);
+    new["spec"]["template"]["metadata"]["annotations"]["other"] = json!("x");
+    let request = update(deployment("nginx:1", 3), new);
+    let decision = decide(&rules, &request, &Context::default());
+    assert_eq!(
+        decision.denied_paths,
+        ["spec.template.metadata.annotations.other"]
+    );
+}
+
+fn arb_scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<i32>().prop_map(|n| json!(n)),
+        "[a-z:0-9.]{1,10}".prop_map(Value::String),
+        any::<bool>().prop_map(Value::Bool),
+    ]
+}
+
+proptest! {
+    /// A change under a mutable pattern is never reported as denied.
+    #[test]
+    fn covered_changes_are_never_denied(
+        image in "[a-z]{1,8}:[0-9]{1,3}",
+        field in prop_oneof![Just("image"), Just("args"), Just("env"), Just("resources")],
+        value in arb_scalar(),
+        index in 0usize..3,
+    ) {
+        let containers: Vec<Value> = (0..3).map(|i| json!({"name": format!("c{i}"), "image": "base:1", "args": ["a"], "env": [{"name": "E", "value": "1"}]})).collect();
+        let mut old = deployment("x", 1);
+        old["spec"]["template"]["spec"]["containers"] = Value::Array(containers);
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][index][field] = if field == "image" { json!(image) } else { value };
+        let spec = format!(
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: ['spec.template.spec.containers[*].{field}']\n"
+        );
+        let rules = RuleSet::build(vec![rule("ops", "r", &spec)]);
+        let request = update(old, new);
+        let decision = decide(&rules, &request, &Context::default());
+        prop_assert!(decision.allowed, "{}", decision.reason);
+        prop_assert!(decision.denied_paths.is_empty());
+    }
+
+    /// An update that changes nothing is never a violation, whatever the object.
+    #[test]
+    fn identical_objects_are_never_violations(replicas in 0i64..100, image in "[a-z]{1,8}") {
+        let rules = RuleSet::build(vec![rule("ops", "r", "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n")]);
+        let object = deployment(&image, replicas);
+        let request = update(object.clone(), object);
+        let decision = decide(&rules, &request, &Context::default());
+        prop_assert_eq!(decision.step, Step::NoChanges);
+    }
+}
