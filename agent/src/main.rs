@@ -1,1 +1,21 @@
-fn main() {}
+//! `drift-sentinel`: parses the command line and runs the agent.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = drift_sentinel::cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("drift-sentinel: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(drift_sentinel::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drift-sentinel: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

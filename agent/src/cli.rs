@@ -1,0 +1,275 @@
+//! Command line of the agent. Every flag has a `DRIFT_SENTINEL_<FLAG>` environment equivalent
+//! and the defaults of the original Drift Sentinel.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "drift-sentinel",
+    version,
+    about = "Validating admission webhook that blocks unintended drift of workloads",
+    long_about = "Drift Sentinel compares the old and new object of every UPDATE of the workloads its \
+rules select and denies (or warns about, or records) changes outside the fields a rule declares \
+mutable.\n\nWithout a subcommand, `serve` runs."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the admission webhook (the default).
+    Serve(Box<ServeArgs>),
+}
+
+/// Subcommand names, to tell a flag of the default subcommand from a subcommand.
+const SUBCOMMANDS: &[&str] = &["serve", "help"];
+
+/// Parses the process arguments, running `serve` when no subcommand is named.
+pub fn parse() -> Cli {
+    Cli::parse_from(with_default_subcommand(std::env::args_os().collect()))
+}
+
+pub fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    let top_level_flag = matches!(first, "-h" | "--help" | "-V" | "--version");
+    if !SUBCOMMANDS.contains(&first) && !top_level_flag {
+        args.insert(1.min(args.len()), "serve".into());
+    }
+    args
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Listening")]
+pub struct ServeArgs {
+    /// Address of the webhook listener (HTTPS when a certificate is given). `:PORT` listens on
+    /// every interface.
+    #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
+    pub address: SocketAddr,
+
+    /// Address of the admin API (`/status`); loopback only, reach it with `kubectl port-forward`.
+    #[arg(long, env = "DRIFT_SENTINEL_ADMIN_ADDRESS", default_value = "127.0.0.1:9090", value_parser = parse_loopback_address)]
+    pub admin_address: SocketAddr,
+
+    /// TLS certificate (PEM chain). Re-read when the file changes.
+    #[arg(long, env = "DRIFT_SENTINEL_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// TLS private key (PEM). Re-read when the file changes.
+    #[arg(long, env = "DRIFT_SENTINEL_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Path of the admission endpoint.
+    #[arg(long, env = "DRIFT_SENTINEL_VALIDATE_PATH", default_value = "/validate", value_parser = parse_http_path)]
+    pub validate_path: String,
+
+    /// Path of the liveness endpoint.
+    #[arg(long, env = "DRIFT_SENTINEL_HEALTH_PATH", default_value = "/healthz", value_parser = parse_http_path)]
+    pub health_path: String,
+
+    /// Path of the readiness endpoint (ready once the first rule sync is done).
+    #[arg(long, env = "DRIFT_SENTINEL_READY_PATH", default_value = "/readyz", value_parser = parse_http_path)]
+    pub ready_path: String,
+
+    /// Path of the Prometheus metrics endpoint.
+    #[arg(long, env = "DRIFT_SENTINEL_METRICS_PATH", default_value = "/metrics", value_parser = parse_http_path)]
+    pub metrics_path: String,
+
+    /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
+    /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
+    /// (or comma-separated in the environment). Files are re-read when they change.
+    #[arg(long = "rules", env = "DRIFT_SENTINEL_RULES", value_delimiter = ',', help_heading = "Rule sources")]
+    pub rules: Vec<PathBuf>,
+
+    /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
+    /// cluster. Repeatable; a file or a directory.
+    #[arg(long = "namespaces", env = "DRIFT_SENTINEL_NAMESPACES", value_delimiter = ',', help_heading = "Rule sources")]
+    pub namespaces: Vec<PathBuf>,
+
+    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
+    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// How often rule files and TLS files are checked for changes.
+    #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration, help_heading = "Rule sources")]
+    pub reload_interval: Duration,
+
+    /// Resync period of the cluster watches.
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    pub watch_resync: Duration,
+
+    /// Longest wait for the first sync of the cluster watches.
+    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    pub startup_sync_timeout: Duration,
+
+    /// Longest time to read a request's headers.
+    #[arg(long, env = "DRIFT_SENTINEL_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub read_header_timeout: Duration,
+
+    /// Longest time to read a request's body.
+    #[arg(long, env = "DRIFT_SENTINEL_READ_TIMEOUT", default_value = "15s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub read_timeout: Duration,
+
+    /// Longest time to produce a response once the request is read.
+    #[arg(long, env = "DRIFT_SENTINEL_WRITE_TIMEOUT", default_value = "15s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub write_timeout: Duration,
+
+    /// A connection with nothing to read for this long is closed.
+    #[arg(long, env = "DRIFT_SENTINEL_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub idle_timeout: Duration,
+
+    /// Longest graceful shutdown after SIGTERM before the process exits anyway.
+    #[arg(long, env = "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub shutdown_timeout: Duration,
+
+    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
+    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
+    pub log_level: tracing::Level,
+}
+
+/// `:8080`, `0.0.0.0:8080`, `[::1]:8080` or `localhost:8080`.
+pub fn parse_address(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Some(port) = text.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("invalid port in address {text:?}"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    if let Some(port) = text.strip_prefix("localhost:") {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("invalid port in address {text:?}"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    text.parse().map_err(|_| {
+        format!("invalid address {text:?}: expected HOST:PORT with an IP address, or :PORT")
+    })
+}
+
+fn parse_loopback_address(text: &str) -> Result<SocketAddr, String> {
+    let address = parse_address(text)?;
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "admin address {text:?} is not a loopback address; the admin API listens on loopback only (e.g. 127.0.0.1:9090)"
+        ));
+    }
+    Ok(address)
+}
+
+fn parse_http_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid HTTP path {text:?}: it must start with '/' and contain no spaces"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+fn parse_log_level(text: &str) -> Result<tracing::Level, String> {
+    match text.trim().to_ascii_uppercase().as_str() {
+        "DEBUG" => Ok(tracing::Level::DEBUG),
+        "INFO" => Ok(tracing::Level::INFO),
+        "WARN" | "WARNING" => Ok(tracing::Level::WARN),
+        "ERROR" => Ok(tracing::Level::ERROR),
+        _ => Err(format!(
+            "invalid log level {text:?}: expected DEBUG, INFO, WARN or ERROR"
+        )),
+    }
+}
+
+/// Go-style durations: `30s`, `1m30s`, `500ms`, `1h`, `1.5s`; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let error = || {
+        format!("invalid duration {text:?}: expected e.g. 30s, 1m30s, 500ms (units: ns, us, ms, s, m, h)")
+    };
+    if text.is_empty() {
+        return Err(error());
+    }
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|_| error());
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(error)?;
+        if number_end == 0 {
+            return Err(error());
+        }
+        let number: f64 = rest[..number_end].parse().map_err(|_| error())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(error()),
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases: &[(&str, Option<Duration>)] = &[
+            ("30s", Some(Duration::from_secs(30))),
+            ("1m30s", Some(Duration::from_secs(90))),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("1h", Some(Duration::from_secs(3600))),
+            ("1.5s", Some(Duration::from_millis(1500))),
+            ("10", Some(Duration::from_secs(10))),
+            ("", None),
+            ("s", None),
+            ("10x", None),
+            ("-1s", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text).ok(), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(parse_address(":8080").unwrap().to_string(), "0.0.0.0:8080");
+        assert_eq!(parse_address("127.0.0.1:1").unwrap().to_string(), "127.0.0.1:1");
+        assert_eq!(parse_address("localhost:9").unwrap().to_string(), "127.0.0.1:9");
+        assert!(parse_address("nope").is_err());
+        assert!(parse_loopback_address("0.0.0.0:9090").is_err());
+        assert!(parse_loopback_address("[::1]:9090").is_ok());
+    }
+
+    #[test]
+    fn serve_is_the_default_subcommand() {
+        let args = |list: &[&str]| -> Vec<String> {
+            with_default_subcommand(list.iter().map(Into::into).collect())
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(args(&["ds"]), ["ds", "serve"]);
+        assert_eq!(args(&["ds", "--rules", "x"]), ["ds", "serve", "--rules", "x"]);
+        assert_eq!(args(&["ds", "serve", "--rules", "x"]), ["ds", "serve", "--rules", "x"]);
+        assert_eq!(args(&["ds", "--help"]), ["ds", "--help"]);
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,84 @@
+//! Prometheus metrics of the agent (SPEC §6), registered once on a private registry.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// Every metric the agent exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub admission_requests: IntCounterVec,
+    pub violations: IntCounterVec,
+    pub admission_duration: Histogram,
+    pub rules_loaded: IntGauge,
+    pub rules_invalid: IntGauge,
+    pub config_events: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let admission_requests = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_admission_requests_total",
+                "Admission requests answered, by namespace, resource and result.",
+            ),
+            &["namespace", "resource", "result"],
+        )?;
+        let violations = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_violations_total",
+                "Changed paths outside a rule's mutable fields, by namespace, resource, field (indices written [*]) and effective mode.",
+            ),
+            &["namespace", "resource", "field", "mode"],
+        )?;
+        let admission_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "drift_sentinel_admission_duration_seconds",
+                "Time to decide an admission request, from body received to response built.",
+            )
+            .buckets(vec![
+                0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005,
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            ]),
+        )?;
+        let rules_loaded = IntGauge::new(
+            "drift_sentinel_rules_loaded_total",
+            "Valid rules in the active rule set.",
+        )?;
+        let rules_invalid = IntGauge::new(
+            "drift_sentinel_rules_invalid",
+            "Rules (and rule files) that are invalid and not applied.",
+        )?;
+        let config_events = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_config_events_total",
+                "Rule configuration events, by type (added, updated, deleted, invalid, source_error, reload).",
+            ),
+            &["event_type"],
+        )?;
+        registry.register(Box::new(admission_requests.clone()))?;
+        registry.register(Box::new(violations.clone()))?;
+        registry.register(Box::new(admission_duration.clone()))?;
+        registry.register(Box::new(rules_loaded.clone()))?;
+        registry.register(Box::new(rules_invalid.clone()))?;
+        registry.register(Box::new(config_events.clone()))?;
+        Ok(Self {
+            registry,
+            admission_requests,
+            violations,
+            admission_duration,
+            rules_loaded,
+            rules_invalid,
+            config_events,
+        })
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Result<String, prometheus::Error> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}

@@ -1,0 +1,163 @@
+//! The agent's shared state: the active rule snapshot, swapped atomically when a source
+//! changes, so that an admission request never waits for (or sees half of) a rebuild.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use drift_engine::manifests::Namespaces;
+use drift_engine::{RuleId, RuleSet};
+use serde::Serialize;
+
+use crate::metrics::Metrics;
+
+/// A problem with a source as a whole (a file that cannot be read or parsed), as opposed to
+/// one invalid rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceError {
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            write!(f, ": line {line} column {column}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// Where the rules come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum SourceKind {
+    /// The built-in default rule; no source was configured.
+    BuiltIn,
+    /// Files given with `--rules` / `--namespaces`.
+    Files {
+        rules: Vec<String>,
+        namespaces: Vec<String>,
+    },
+}
+
+/// One consistent view of the rules and namespaces.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub rules: RuleSet,
+    pub namespaces: Namespaces,
+    pub source_errors: Vec<SourceError>,
+    pub kind: SourceKind,
+    pub loaded_at: SystemTime,
+    /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
+    pub specs: BTreeMap<RuleId, Option<String>>,
+}
+
+impl Snapshot {
+    pub fn empty(kind: SourceKind) -> Self {
+        Self {
+            rules: RuleSet::default(),
+            namespaces: Namespaces::new(),
+            source_errors: Vec::new(),
+            kind,
+            loaded_at: SystemTime::now(),
+            specs: BTreeMap::new(),
+        }
+    }
+
+    /// Invalid rules plus sources that could not be read at all.
+    pub fn invalid_count(&self) -> usize {
+        self.rules.invalid().len() + self.source_errors.len()
+    }
+}
+
+/// State shared by the listeners and the source watchers.
+pub struct Shared {
+    snapshot: ArcSwap<Snapshot>,
+    pub metrics: Metrics,
+    ready: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(metrics: Metrics, initial: Snapshot) -> Arc<Self> {
+        let shared = Arc::new(Self {
+            snapshot: ArcSwap::from_pointee(Snapshot::empty(initial.kind.clone())),
+            metrics,
+            ready: AtomicBool::new(false),
+        });
+        shared.install(initial);
+        shared
+    }
+
+    /// The active snapshot; cheap, lock-free.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Makes `next` the active snapshot: counts what changed, updates the gauges, logs each
+    /// new problem once, then swaps.
+    pub fn install(&self, next: Snapshot) {
+        let previous = self.snapshot.load();
+        let events = &self.metrics.config_events;
+        for (id, spec) in &next.specs {
+            match previous.specs.get(id) {
+                None => events.with_label_values(&["added"]).inc(),
+                Some(old) if old != spec => events.with_label_values(&["updated"]).inc(),
+                Some(_) => {}
+            }
+        }
+        for id in previous.specs.keys() {
+            if !next.specs.contains_key(id) {
+                events.with_label_values(&["deleted"]).inc();
+            }
+        }
+        for error in next.rules.invalid() {
+            if !previous.rules.invalid().contains(error) {
+                events.with_label_values(&["invalid"]).inc();
+                tracing::error!(
+                    rule = %format!("{}/{}", error.namespace, error.name),
+                    field = error.field.as_deref().unwrap_or(""),
+                    line = error.line,
+                    column = error.column,
+                    "invalid rule, not applied: {error}"
+                );
+            }
+        }
+        for error in &next.source_errors {
+            if !previous.source_errors.contains(error) {
+                events.with_label_values(&["source_error"]).inc();
+                tracing::error!(source = %error.source, "rule source cannot be read: {error}");
+            }
+        }
+        events.with_label_values(&["reload"]).inc();
+        self.metrics
+            .rules_loaded
+            .set(i64::try_from(next.rules.rules().len()).unwrap_or(i64::MAX));
+        self.metrics
+            .rules_invalid
+            .set(i64::try_from(next.invalid_count()).unwrap_or(i64::MAX));
+        tracing::info!(
+            rules_loaded = next.rules.rules().len(),
+            rules_invalid = next.invalid_count(),
+            rules = %next.rules.rules().iter().map(|r| r.id.to_string()).collect::<Vec<_>>().join(", "),
+            "rule set active"
+        );
+        self.snapshot.store(Arc::new(next));
+    }
+}

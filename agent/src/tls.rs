@@ -1,0 +1,155 @@
+//! TLS for the webhook listener: rustls with a certificate that is re-read when its files
+//! change on disk (a rotated Secret), without a restart. New handshakes get the new
+//! certificate; connections already open keep theirs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+/// Why the certificate files could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("{path} is not a PEM certificate chain: {reason}")]
+    BadCertificate { path: PathBuf, reason: String },
+    #[error("{path} is not a PEM private key (PKCS#8, PKCS#1 or SEC1): {reason}")]
+    BadKey { path: PathBuf, reason: String },
+    #[error("the key in {key} cannot sign with the certificate in {cert}: {reason}")]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+struct ReloadingResolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ResolvesServerCert for ReloadingResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// The certificate source and the acceptor built on it.
+pub struct ReloadingTls {
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    resolver: Arc<ReloadingResolver>,
+    acceptor: TlsAcceptor,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Reads and checks a certificate chain and its key.
+pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, TlsError> {
+    let cert_pem = std::fs::read(cert_path).map_err(|source| TlsError::Read {
+        path: cert_path.to_owned(),
+        source,
+    })?;
+    let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read {
+        path: key_path.to_owned(),
+        source,
+    })?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCertificate {
+            path: cert_path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: cert_path.to_owned(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::BadKey {
+        path: key_path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
+        cert: cert_path.to_owned(),
+        key: key_path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(certified)
+}
+
+impl ReloadingTls {
+    pub fn new(cert_path: PathBuf, key_path: PathBuf) -> Result<Self, TlsError> {
+        let certified = load_certified_key(&cert_path, &key_path)?;
+        let resolver = Arc::new(ReloadingResolver {
+            current: ArcSwap::from_pointee(certified),
+        });
+        // Safe defaults (TLS 1.2 and 1.3) of the ring provider cannot fail to build.
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Mismatch {
+                cert: cert_path.clone(),
+                key: key_path.clone(),
+                reason: e.to_string(),
+            })?
+            .with_no_client_auth()
+            .with_cert_resolver(resolver.clone());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Self {
+            cert_path,
+            key_path,
+            resolver,
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+        })
+    }
+
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.clone()
+    }
+
+    fn fingerprint(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        Some((std::fs::read(&self.cert_path).ok()?, std::fs::read(&self.key_path).ok()?))
+    }
+
+    /// Re-reads the files every `interval` and swaps in a changed, valid certificate. A bad
+    /// new pair is logged and the current certificate kept.
+    pub async fn watch(self: Arc<Self>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+        let mut last = self.fingerprint();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => return,
+            }
+            let current = self.fingerprint();
+            if current == last || current.is_none() {
+                continue;
+            }
+            last = current;
+            match load_certified_key(&self.cert_path, &self.key_path) {
+                Ok(certified) => {
+                    self.resolver.current.store(Arc::new(certified));
+                    tracing::info!(cert = %self.cert_path.display(), "TLS certificate reloaded");
+                }
+                Err(e) => {
+                    // Keep serving the old certificate; the next change of the files is tried again.
+                    tracing::warn!(error = %e, "TLS files changed but cannot be used yet; keeping the current certificate");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! The HTTP surface of the webhook listener: `POST /validate` (SPEC §5), liveness, readiness
+//! and metrics. The handler reads the body, hands it to the engine against the active rule
+//! snapshot, and answers; it never panics the server and never waits on a rule rebuild.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use drift_engine::review::{AdmissionResponse, ReviewVersion, parse_review};
+use drift_engine::{Context, Decision, decide};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use crate::state::Shared;
+
+/// Largest AdmissionReview accepted (413 beyond).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Bodies larger than this are judged on the blocking pool, under the write timeout.
+const INLINE_BODY_BYTES: usize = 1024 * 1024;
+
+/// Paths and timeouts of the webhook listener.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub validate_path: String,
+    pub health_path: String,
+    pub ready_path: String,
+    pub metrics_path: String,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+#[derive(Clone)]
+struct AppState {
+    shared: Arc<Shared>,
+    config: Arc<WebhookConfig>,
+}
+
+pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
+    let state = AppState {
+        shared,
+        config: Arc::new(config.clone()),
+    };
+    Router::new()
+        .route(&config.validate_path, post(validate))
+        .route(&config.health_path, get(|| async { "ok\n" }))
+        .route(&config.ready_path, get(ready))
+        .route(&config.metrics_path, get(metrics))
+        .with_state(state)
+}
+
+async fn ready(State(state): State<AppState>) -> Response {
+    if state.shared.is_ready() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the first rule sync has not completed\n",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    match state.shared.metrics.render() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render metrics: {e}")),
+    }
+}
+
+fn plain(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut text = message.into();
+    text.push('\n');
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+}
+
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+async fn validate(State(state): State<AppState>, request: Request) -> Response {
+    let started = Instant::now();
+    let content_type = request.headers().get(header::CONTENT_TYPE);
+    if !is_json(content_type) {
+        let got = content_type
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        return plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be application/json (got {got})"),
+        );
+    }
+    let declared_length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return too_large();
+    }
+    let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
+    let body = match tokio::time::timeout(state.config.read_timeout, body.collect()).await {
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                "request body not received within the read timeout",
+            );
+        }
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Ok(Err(e)) => {
+            return plain(StatusCode::BAD_REQUEST, format!("cannot read request body: {e}"));
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+
+    let shared = state.shared.clone();
+    let answer = if body.len() <= INLINE_BODY_BYTES {
+        judge_guarded(&shared, &body, started)
+    } else {
+        let task = tokio::task::spawn_blocking(move || judge_guarded(&shared, &body, started));
+        match tokio::time::timeout(state.config.write_timeout, task).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Answer::Internal("the decision task failed".into()),
+            Err(_) => Answer::Internal("no decision within the write timeout".into()),
+        }
+    };
+    match answer {
+        Answer::NotAReview(message) => {
+            state
+                .shared
+                .metrics
+                .admission_requests
+                .with_label_values(&["", "", "error"])
+                .inc();
+            plain(StatusCode::BAD_REQUEST, message)
+        }
+        Answer::Review(body) => json(body),
+        Answer::Internal(message) => {
+            tracing::error!(reason = %message, "internal failure while deciding a request");
+            state
+                .shared
+                .metrics
+                .admission_requests
+                .with_label_values(&["", "", "error"])
+                .inc();
+            let review = AdmissionResponse::internal_error("", format!("Drift Sentinel internal error: {message}"))
+                .into_review(ReviewVersion::V1);
+            json(Bytes::from(review.to_string()))
+        }
+    }
+}
+
+fn too_large() -> Response {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+fn json(body: Bytes) -> Response {
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+enum Answer {
+    NotAReview(String),
+    Review(Bytes),
+    Internal(String),
+}
+
+/// Judges a body; a panic anywhere inside becomes an internal-error answer.
+fn judge_guarded(shared: &Shared, body: &[u8], started: Instant) -> Answer {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| judge(shared, body, started))) {
+        Ok(answer) => answer,
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            Answer::Internal(detail)
+        }
+    }
+}
+
+fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
+    let parsed = match parse_review(body) {
+        Ok(parsed) => parsed,
+        Err(e) => return Answer::NotAReview(e.0),
+    };
+    let request = match parsed.request {
+        Ok(request) => request,
+        Err(reason) => {
+            tracing::warn!(uid = %parsed.uid, reason = %reason, "malformed AdmissionReview");
+            shared
+                .metrics
+                .admission_requests
+                .with_label_values(&["", "", "error"])
+                .inc();
+            let review = AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
+            return Answer::Review(Bytes::from(review.to_string()));
+        }
+    };
+    let snapshot = shared.snapshot();
+    let namespace_mode = snapshot
+        .namespaces
+        .get(request.namespace())
+        .and_then(|n| n.mode_annotation.as_deref());
+    let context = Context {
+        namespace_mode,
+        parent_labels: None,
+    };
+    let decision = decide(&snapshot.rules, &request, &context);
+    let response = decision.response(&request.uid);
+    let review = response.into_review(parsed.version);
+    let encoded = Bytes::from(review.to_string());
+    record(shared, &request, &decision, started.elapsed());
+    Answer::Review(encoded)
+}
+
+/// Metrics and the decision log line.
+fn record(shared: &Shared, request: &drift_engine::AdmissionRequest, decision: &Decision<'_>, elapsed: Duration) {
+    let metrics = &shared.metrics;
+    let resource = match request.sub_resource() {
+        "" => request.resource.resource.clone(),
+        sub => format!("{}/{sub}", request.resource.resource),
+    };
+    let result = match (decision.outcome, decision.allowed) {
+        (Some(outcome), _) => outcome.as_str(),
+        (None, true) => "allowed",
+        (None, false) => "error",
+    };
+    metrics
+        .admission_requests
+        .with_label_values(&[request.namespace(), &resource, result])
+        .inc();
+    metrics.admission_duration.observe(elapsed.as_secs_f64());
+    if decision.is_violation()
+        && let Some(mode) = decision.mode
+    {
+        let mut fields: Vec<String> = decision
+            .changes
+            .iter()
+            .filter(|c| !c.mutable)
+            .map(|c| c.change.path.to_wildcard_string())
+            .collect();
+        fields.dedup();
+        for field in fields {
+            metrics
+                .violations
+                .with_label_values(&[request.namespace(), &resource, &field, mode.as_str()])
+                .inc();
+        }
+    }
+    let changed: Vec<&str> = decision.changes.iter().map(|c| c.path.as_str()).collect();
+    tracing::info!(
+        uid = %request.uid,
+        operation = %request.operation,
+        namespace = request.namespace(),
+        resource = %resource,
+        name = request.name(),
+        user = %request.user_info.username,
+        rule = decision.rule.map(|r| r.id.to_string()).unwrap_or_default(),
+        mode = decision.mode.map(|m| m.as_str()).unwrap_or(""),
+        result = result,
+        reason = %decision.status_message(),
+        changed_fields = %changed.join(", "),
+        denied_fields = %decision.denied_paths.join(", "),
+        dry_run = request.dry_run.unwrap_or(false),
+        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        "admission decision"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let cases = [
+            ("application/json", true),
+            ("application/json; charset=utf-8", true),
+            ("Application/JSON", true),
+            ("text/plain", false),
+            ("application/x-www-form-urlencoded", false),
+        ];
+        for (value, want) in cases {
+            assert_eq!(is_json(Some(&HeaderValue::from_static(value))), want, "{value}");
+        }
+        assert!(!is_json(None));
+    }
+}
