@@ -46,7 +46,10 @@ pub fn status_document(shared: &Shared) -> Value {
         .map(|error| {
             let mut entry = serde_json::to_value(error).unwrap_or(Value::Null);
             if let Value::Object(map) = &mut entry {
-                map.insert("rule".into(), json!(format!("{}/{}", error.namespace, error.name)));
+                map.insert(
+                    "rule".into(),
+                    json!(format!("{}/{}", error.namespace, error.name)),
+                );
                 map.insert("message".into(), json!(error.to_string()));
             }
             entry

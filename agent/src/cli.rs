@@ -83,12 +83,22 @@ pub struct ServeArgs {
     /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
     /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
     /// (or comma-separated in the environment). Files are re-read when they change.
-    #[arg(long = "rules", env = "DRIFT_SENTINEL_RULES", value_delimiter = ',', help_heading = "Rule sources")]
+    #[arg(
+        long = "rules",
+        env = "DRIFT_SENTINEL_RULES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
     pub rules: Vec<PathBuf>,
 
     /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
     /// cluster. Repeatable; a file or a directory.
-    #[arg(long = "namespaces", env = "DRIFT_SENTINEL_NAMESPACES", value_delimiter = ',', help_heading = "Rule sources")]
+    #[arg(
+        long = "namespaces",
+        env = "DRIFT_SENTINEL_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
     pub namespaces: Vec<PathBuf>,
 
     /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
@@ -187,7 +197,9 @@ fn parse_log_level(text: &str) -> Result<tracing::Level, String> {
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let error = || {
-        format!("invalid duration {text:?}: expected e.g. 30s, 1m30s, 500ms (units: ns, us, ms, s, m, h)")
+        format!(
+            "invalid duration {text:?}: expected e.g. 30s, 1m30s, 500ms (units: ns, us, ms, s, m, h)"
+        )
     };
     if text.is_empty() {
         return Err(error());
@@ -250,8 +262,14 @@ mod tests {
     #[test]
     fn addresses() {
         assert_eq!(parse_address(":8080").unwrap().to_string(), "0.0.0.0:8080");
-        assert_eq!(parse_address("127.0.0.1:1").unwrap().to_string(), "127.0.0.1:1");
-        assert_eq!(parse_address("localhost:9").unwrap().to_string(), "127.0.0.1:9");
+        assert_eq!(
+            parse_address("127.0.0.1:1").unwrap().to_string(),
+            "127.0.0.1:1"
+        );
+        assert_eq!(
+            parse_address("localhost:9").unwrap().to_string(),
+            "127.0.0.1:9"
+        );
         assert!(parse_address("nope").is_err());
         assert!(parse_loopback_address("0.0.0.0:9090").is_err());
         assert!(parse_loopback_address("[::1]:9090").is_ok());
@@ -266,8 +284,14 @@ mod tests {
                 .collect()
         };
         assert_eq!(args(&["ds"]), ["ds", "serve"]);
-        assert_eq!(args(&["ds", "--rules", "x"]), ["ds", "serve", "--rules", "x"]);
-        assert_eq!(args(&["ds", "serve", "--rules", "x"]), ["ds", "serve", "--rules", "x"]);
+        assert_eq!(
+            args(&["ds", "--rules", "x"]),
+            ["ds", "serve", "--rules", "x"]
+        );
+        assert_eq!(
+            args(&["ds", "serve", "--rules", "x"]),
+            ["ds", "serve", "--rules", "x"]
+        );
         assert_eq!(args(&["ds", "--help"]), ["ds", "--help"]);
         use clap::CommandFactory;
         Cli::command().debug_assert();

@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = drift_sentinel::cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("drift-sentinel: cannot start the async runtime: {e}");

@@ -128,7 +128,10 @@ impl FileSource {
     }
 }
 
-fn documents(origin: &str, text: &Result<String, String>) -> Result<Vec<serde_json::Value>, SourceError> {
+fn documents(
+    origin: &str,
+    text: &Result<String, String>,
+) -> Result<Vec<serde_json::Value>, SourceError> {
     let text = text.as_ref().map_err(|reason| SourceError {
         source: origin.to_owned(),
         line: None,
@@ -227,7 +230,11 @@ mod tests {
     #[test]
     fn the_default_rule_is_valid() {
         let snapshot = builtin_snapshot();
-        assert!(snapshot.rules.invalid().is_empty(), "{:?}", snapshot.rules.invalid());
+        assert!(
+            snapshot.rules.invalid().is_empty(),
+            "{:?}",
+            snapshot.rules.invalid()
+        );
         assert_eq!(snapshot.rules.rules().len(), 1);
     }
 

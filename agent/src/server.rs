@@ -56,7 +56,8 @@ pub async fn serve(
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => {
-                    let handshake = tokio::time::timeout(timeouts.read_header, acceptor.accept(stream)).await;
+                    let handshake =
+                        tokio::time::timeout(timeouts.read_header, acceptor.accept(stream)).await;
                     match handshake {
                         Ok(Ok(stream)) => serve_connection(stream, router, timeouts, watcher).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
@@ -122,7 +123,11 @@ impl<T> IdleTimeout<T> {
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
@@ -148,7 +153,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 

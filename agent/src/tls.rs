@@ -85,11 +85,12 @@ pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<Certified
         path: key_path.to_owned(),
         reason: e.to_string(),
     })?;
-    let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
-        cert: cert_path.to_owned(),
-        key: key_path.to_owned(),
-        reason: e.to_string(),
-    })?;
+    let certified =
+        CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
+            cert: cert_path.to_owned(),
+            key: key_path.to_owned(),
+            reason: e.to_string(),
+        })?;
     Ok(certified)
 }
 
@@ -123,7 +124,10 @@ impl ReloadingTls {
     }
 
     fn fingerprint(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        Some((std::fs::read(&self.cert_path).ok()?, std::fs::read(&self.key_path).ok()?))
+        Some((
+            std::fs::read(&self.cert_path).ok()?,
+            std::fs::read(&self.key_path).ok()?,
+        ))
     }
 
     /// Re-reads the files every `interval` and swaps in a changed, valid certificate. A bad

@@ -76,14 +76,22 @@ async fn metrics(State(state): State<AppState>) -> Response {
             text,
         )
             .into_response(),
-        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render metrics: {e}")),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot render metrics: {e}"),
+        ),
     }
 }
 
 fn plain(status: StatusCode, message: impl Into<String>) -> Response {
     let mut text = message.into();
     text.push('\n');
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response()
 }
 
 fn is_json(content_type: Option<&HeaderValue>) -> bool {
@@ -98,9 +106,7 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
     let content_type = request.headers().get(header::CONTENT_TYPE);
     if !is_json(content_type) {
-        let got = content_type
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("none");
+        let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
         return plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("Content-Type must be application/json (got {got})"),
@@ -124,7 +130,10 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
         }
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
         Ok(Err(e)) => {
-            return plain(StatusCode::BAD_REQUEST, format!("cannot read request body: {e}"));
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read request body: {e}"),
+            );
         }
         Ok(Ok(collected)) => collected.to_bytes(),
     };
@@ -159,8 +168,11 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
                 .admission_requests
                 .with_label_values(&["", "", "error"])
                 .inc();
-            let review = AdmissionResponse::internal_error("", format!("Drift Sentinel internal error: {message}"))
-                .into_review(ReviewVersion::V1);
+            let review = AdmissionResponse::internal_error(
+                "",
+                format!("Drift Sentinel internal error: {message}"),
+            )
+            .into_review(ReviewVersion::V1);
             json(Bytes::from(review.to_string()))
         }
     }
@@ -217,7 +229,8 @@ fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
                 .admission_requests
                 .with_label_values(&["", "", "error"])
                 .inc();
-            let review = AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
+            let review =
+                AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
             return Answer::Review(Bytes::from(review.to_string()));
         }
     };
@@ -239,7 +252,12 @@ fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
 }
 
 /// Metrics and the decision log line.
-fn record(shared: &Shared, request: &drift_engine::AdmissionRequest, decision: &Decision<'_>, elapsed: Duration) {
+fn record(
+    shared: &Shared,
+    request: &drift_engine::AdmissionRequest,
+    decision: &Decision<'_>,
+    elapsed: Duration,
+) {
     let metrics = &shared.metrics;
     let resource = match request.sub_resource() {
         "" => request.resource.resource.clone(),
@@ -306,7 +324,11 @@ mod tests {
             ("application/x-www-form-urlencoded", false),
         ];
         for (value, want) in cases {
-            assert_eq!(is_json(Some(&HeaderValue::from_static(value))), want, "{value}");
+            assert_eq!(
+                is_json(Some(&HeaderValue::from_static(value))),
+                want,
+                "{value}"
+            );
         }
         assert!(!is_json(None));
     }

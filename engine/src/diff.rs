@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::path::{FieldPath, PathPattern, PathSegment};
+use crate::path::{AsSegment, FieldPath, PathPattern, PathSegment, SegmentRef};
 
 /// How much of the subtree at a path takes part in the comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ impl Scope {
         Self::default()
     }
 
-    pub fn coverage(&self, path: &[PathSegment]) -> Coverage {
+    pub fn coverage<S: AsSegment>(&self, path: &[S]) -> Coverage {
         if self.skip.iter().any(|p| p.covers(path)) {
             return Coverage::Out;
         }
@@ -60,7 +60,7 @@ impl Scope {
         }
     }
 
-    fn child_coverage(&self, parent: Coverage, path: &[PathSegment]) -> Coverage {
+    fn child_coverage<S: AsSegment>(&self, parent: Coverage, path: &[S]) -> Coverage {
         // Everything below a fully compared node is fully compared: nothing skipped reaches
         // below it and an include covers it.
         match parent {
@@ -102,10 +102,10 @@ pub fn diff<'a>(
     let mut walker = Walker {
         scope,
         descend,
-        path: Vec::new(),
+        path: Vec::with_capacity(16),
         changes: Vec::new(),
     };
-    let coverage = scope.coverage(&[]);
+    let coverage = scope.coverage::<SegmentRef<'_>>(&[]);
     match (old, new) {
         // The root is always compared key by key, even when it is empty.
         (Value::Object(a), Value::Object(b)) if coverage != Coverage::Out => {
@@ -116,10 +116,12 @@ pub fn diff<'a>(
     walker.changes
 }
 
+/// Walks both objects at once. The path is kept as borrowed keys, so visiting a node costs no
+/// allocation; a path is copied only when a change is recorded.
 struct Walker<'s, 'a> {
     scope: &'s Scope,
     descend: &'s [PathPattern],
-    path: Vec<PathSegment>,
+    path: Vec<SegmentRef<'a>>,
     changes: Vec<Change<'a>>,
 }
 
@@ -132,11 +134,16 @@ impl<'a> Walker<'_, 'a> {
         let new = present(new);
         match (old, new) {
             (None, None) => {}
-            (Some(a), Some(b)) if value_eq(a, b) => {}
             (Some(Value::Object(a)), Some(Value::Object(b))) => {
                 self.walk_maps(Some(a), Some(b), coverage)
             }
-            (Some(Value::Array(a)), Some(Value::Array(b))) => self.walk_lists(a, b, coverage),
+            (Some(Value::Array(a)), Some(Value::Array(b))) => {
+                // Aligning costs more than comparing: align only lists that differ.
+                if !lists_eq(a, b) {
+                    self.walk_lists(a, b, coverage)
+                }
+            }
+            (Some(a), Some(b)) if value_eq(a, b) => {}
             _ => self.changed_node(old, new, coverage),
         }
     }
@@ -147,30 +154,25 @@ impl<'a> Walker<'_, 'a> {
         new: Option<&'a Map<String, Value>>,
         coverage: Coverage,
     ) {
-        if let Some(old) = old {
-            for (key, old_value) in old {
-                self.path.push(PathSegment::Key(key.clone()));
-                let child = self.scope.child_coverage(coverage, &self.path);
-                self.walk(Some(old_value), new.and_then(|m| m.get(key)), child);
-                self.path.pop();
+        for_each_key(old, new, |key, old_value, new_value| {
+            // Most nodes are unchanged scalars: settle them without the bookkeeping of a walk.
+            if let (Some(a), Some(b)) = (old_value, new_value)
+                && is_scalar(a)
+                && is_scalar(b)
+                && value_eq(a, b)
+            {
+                return;
             }
-        }
-        if let Some(new) = new {
-            for (key, new_value) in new {
-                if old.is_some_and(|m| m.contains_key(key)) {
-                    continue;
-                }
-                self.path.push(PathSegment::Key(key.clone()));
-                let child = self.scope.child_coverage(coverage, &self.path);
-                self.walk(None, Some(new_value), child);
-                self.path.pop();
-            }
-        }
+            self.path.push(SegmentRef::Key(key));
+            let child = self.scope.child_coverage(coverage, &self.path);
+            self.walk(old_value, new_value, child);
+            self.path.pop();
+        });
     }
 
     fn walk_lists(&mut self, old: &'a [Value], new: &'a [Value], coverage: Coverage) {
         let field = match self.path.last() {
-            Some(PathSegment::Key(key)) => Some(key.as_str()),
+            Some(SegmentRef::Key(key)) => Some(*key),
             _ => None,
         };
         let alignment = align(field, old, new);
@@ -194,12 +196,21 @@ impl<'a> Walker<'_, 'a> {
             last_old = Some(old_index);
         }
         if reordered {
-            let (old_value, new_value) = self.node_values(coverage, old, new);
+            let (old_value, new_value) = match coverage {
+                Coverage::Partial => (
+                    self.project_list(old, coverage).map(Cow::Owned),
+                    self.project_list(new, coverage).map(Cow::Owned),
+                ),
+                _ => (
+                    Some(Cow::Owned(Value::Array(old.to_vec()))),
+                    Some(Cow::Owned(Value::Array(new.to_vec()))),
+                ),
+            };
             self.record(ChangeKind::Reordered, old_value, new_value);
         }
 
         for &(old_index, new_index) in &alignment.kept {
-            self.path.push(PathSegment::Index(new_index));
+            self.path.push(SegmentRef::Index(new_index));
             let child = self.scope.child_coverage(coverage, &self.path);
             self.walk(Some(&old[old_index]), Some(&new[new_index]), child);
             self.path.pop();
@@ -220,7 +231,7 @@ impl<'a> Walker<'_, 'a> {
         new: Option<&'a Value>,
         coverage: Coverage,
     ) {
-        self.path.push(PathSegment::Index(index));
+        self.path.push(SegmentRef::Index(index));
         let child = self.scope.child_coverage(coverage, &self.path);
         if child != Coverage::Out {
             let old_value = old.and_then(|v| self.scoped(v, child));
@@ -241,7 +252,7 @@ impl<'a> Walker<'_, 'a> {
     fn changed_node(&mut self, old: Option<&'a Value>, new: Option<&'a Value>, coverage: Coverage) {
         let old_map = old.and_then(Value::as_object);
         let new_map = new.and_then(Value::as_object);
-        let at_map_key = matches!(self.path.last(), Some(PathSegment::Key(_)));
+        let at_map_key = matches!(self.path.last(), Some(SegmentRef::Key(_)));
         if at_map_key && (old_map.is_some() || new_map.is_some()) && self.wants_descent() {
             // The side that is not a map counts as absent.
             self.walk_maps(old_map, new_map, coverage);
@@ -265,33 +276,15 @@ impl<'a> Walker<'_, 'a> {
             && !self.descend.iter().any(|p| p.covers(&self.path))
     }
 
-    fn node_values(
-        &mut self,
-        coverage: Coverage,
-        old: &'a [Value],
-        new: &'a [Value],
-    ) -> (Option<Cow<'a, Value>>, Option<Cow<'a, Value>>) {
-        match coverage {
-            Coverage::Partial => {
-                let old_value = self.project_list(old, coverage).map(Cow::Owned);
-                let new_value = self.project_list(new, coverage).map(Cow::Owned);
-                (old_value, new_value)
-            }
-            _ => (
-                Some(Cow::Owned(Value::Array(old.to_vec()))),
-                Some(Cow::Owned(Value::Array(new.to_vec()))),
-            ),
-        }
-    }
-
     fn record(
         &mut self,
         kind: ChangeKind,
         old: Option<Cow<'a, Value>>,
         new: Option<Cow<'a, Value>>,
     ) {
+        let path: Vec<PathSegment> = self.path.iter().map(|&s| PathSegment::from(s)).collect();
         self.changes.push(Change {
-            path: FieldPath::from(self.path.clone()),
+            path: FieldPath::from(path),
             kind,
             old,
             new,
@@ -308,7 +301,7 @@ impl<'a> Walker<'_, 'a> {
     }
 
     fn has_scoped_content(&mut self, element: &'a Value, index: usize) -> bool {
-        self.path.push(PathSegment::Index(index));
+        self.path.push(SegmentRef::Index(index));
         let coverage = self.scope.coverage(&self.path);
         let found = self.scoped(element, coverage).is_some();
         self.path.pop();
@@ -317,7 +310,7 @@ impl<'a> Walker<'_, 'a> {
 
     /// Copies the in-scope part of `value` at the current path. Used only for values that are
     /// reported whole under partial coverage, which is rare; the common path never copies.
-    fn project(&mut self, value: &Value, coverage: Coverage) -> Option<Value> {
+    fn project(&mut self, value: &'a Value, coverage: Coverage) -> Option<Value> {
         match coverage {
             Coverage::Out => None,
             Coverage::In => present(Some(value)).cloned(),
@@ -325,7 +318,7 @@ impl<'a> Walker<'_, 'a> {
                 Value::Object(map) => {
                     let mut out = Map::new();
                     for (key, child_value) in map {
-                        self.path.push(PathSegment::Key(key.clone()));
+                        self.path.push(SegmentRef::Key(key));
                         let child = self.scope.coverage(&self.path);
                         if let Some(projected) = self.project(child_value, child) {
                             out.insert(key.clone(), projected);
@@ -341,11 +334,11 @@ impl<'a> Walker<'_, 'a> {
         }
     }
 
-    fn project_list(&mut self, items: &[Value], coverage: Coverage) -> Option<Value> {
+    fn project_list(&mut self, items: &'a [Value], coverage: Coverage) -> Option<Value> {
         let mut any = false;
         let mut out = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            self.path.push(PathSegment::Index(index));
+            self.path.push(SegmentRef::Index(index));
             let child = self.scope.child_coverage(coverage, &self.path);
             let projected = self.project(item, child);
             self.path.pop();
@@ -353,6 +346,121 @@ impl<'a> Walker<'_, 'a> {
             out.push(projected.unwrap_or(Value::Null));
         }
         any.then_some(Value::Array(out))
+    }
+}
+
+/// Calls `f` once per key of either map, in key order, with each side's value.
+///
+/// serde_json's `Map` is a `BTreeMap` in this workspace (the `preserve_order` feature is off;
+/// a test guards that), so both maps iterate in key order and a merge join visits each key
+/// once without lookups.
+fn for_each_key<'a>(
+    old: Option<&'a Map<String, Value>>,
+    new: Option<&'a Map<String, Value>>,
+    mut f: impl FnMut(&'a str, Option<&'a Value>, Option<&'a Value>),
+) {
+    let (old, new) = match (old, new) {
+        (Some(old), Some(new)) => (old, new),
+        (Some(old), None) => return old.iter().for_each(|(k, v)| f(k, Some(v), None)),
+        (None, Some(new)) => return new.iter().for_each(|(k, v)| f(k, None, Some(v))),
+        (None, None) => return,
+    };
+    let mut old_entries = old.iter();
+    let mut new_entries = new.iter();
+    let mut a = old_entries.next();
+    let mut b = new_entries.next();
+    loop {
+        match (a, b) {
+            (None, None) => return,
+            (Some((key, value)), None) => {
+                f(key, Some(value), None);
+                a = old_entries.next();
+            }
+            (None, Some((key, value))) => {
+                f(key, None, Some(value));
+                b = new_entries.next();
+            }
+            (Some((ka, va)), Some((kb, vb))) => {
+                // Most keys are shared: test equality first, order only when they differ.
+                if keys_eq(ka, kb) {
+                    f(ka, Some(va), Some(vb));
+                    a = old_entries.next();
+                    b = new_entries.next();
+                } else if ka < kb {
+                    f(ka, Some(va), None);
+                    a = old_entries.next();
+                } else {
+                    f(kb, None, Some(vb));
+                    b = new_entries.next();
+                }
+            }
+        }
+    }
+}
+
+/// Key equality.
+#[inline]
+fn keys_eq(a: &str, b: &str) -> bool {
+    a == b
+}
+
+/// Whether two maps are equal after normalisation, stopping at the first difference.
+fn maps_eq(x: &Map<String, Value>, y: &Map<String, Value>) -> bool {
+    // Fast path: the same keys in the same order, as two versions of one object usually have.
+    if x.len() == y.len() {
+        let mut same_keys = true;
+        for ((ka, va), (kb, vb)) in x.iter().zip(y) {
+            if !keys_eq(ka, kb) {
+                same_keys = false;
+                break;
+            }
+            if !value_eq(va, vb) {
+                return false;
+            }
+        }
+        if same_keys {
+            return true;
+        }
+    }
+    let mut xs = x.iter();
+    let mut ys = y.iter();
+    let mut a = xs.next();
+    let mut b = ys.next();
+    loop {
+        match (a, b) {
+            (None, None) => return true,
+            (Some((_, va)), None) => {
+                if !is_absent(va) {
+                    return false;
+                }
+                a = xs.next();
+            }
+            (None, Some((_, vb))) => {
+                if !is_absent(vb) {
+                    return false;
+                }
+                b = ys.next();
+            }
+            (Some((ka, va)), Some((kb, vb))) => {
+                if keys_eq(ka, kb) {
+                    if !value_eq(va, vb) {
+                        return false;
+                    }
+                    a = xs.next();
+                    b = ys.next();
+                } else if ka < kb {
+                    if !is_absent(va) {
+                        return false;
+                    }
+                    a = xs.next();
+                } else {
+                    if !is_absent(vb) {
+                        return false;
+                    }
+                    b = ys.next();
+                }
+            }
+        }
     }
 }
 
@@ -371,6 +479,14 @@ pub fn is_absent(value: &Value) -> bool {
     }
 }
 
+fn is_scalar(value: &Value) -> bool {
+    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
+}
+
+fn lists_eq(x: &[Value], y: &[Value]) -> bool {
+    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| value_eq(a, b))
+}
+
 /// Equality after normalisation: absent entries ignored, numbers compared numerically.
 pub fn value_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
@@ -378,21 +494,9 @@ pub fn value_eq(a: &Value, b: &Value) -> bool {
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::Number(x), Value::Number(y)) => numbers_eq(x, y),
         (Value::String(x), Value::String(y)) => x == y,
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| value_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.iter().all(|(key, xv)| match y.get(key) {
-                Some(yv) => match (present(Some(xv)), present(Some(yv))) {
-                    (None, None) => true,
-                    (Some(a), Some(b)) => value_eq(a, b),
-                    _ => false,
-                },
-                None => is_absent(xv),
-            }) && y
-                .iter()
-                .all(|(key, yv)| x.contains_key(key) || is_absent(yv))
-        }
+        (Value::Array(x), Value::Array(y)) => lists_eq(x, y),
+        // `value_eq` itself treats absent values alike, so shared keys need no presence test.
+        (Value::Object(x), Value::Object(y)) => maps_eq(x, y),
         // `{}` and `[]` also compare equal to `null` when they meet inside a list.
         _ => is_absent(a) && is_absent(b),
     }
@@ -897,6 +1001,15 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    #[test]
+    fn serde_json_maps_iterate_in_key_order() {
+        // `for_each_key` merge-joins two maps and relies on this; enabling serde_json's
+        // `preserve_order` anywhere in the workspace would break it.
+        let map: Map<String, Value> = serde_json::from_str(r#"{"b": 1, "a": 2, "c": 3}"#).unwrap();
+        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
     }
 
     proptest! {

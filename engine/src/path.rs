@@ -14,6 +14,42 @@ pub enum PathSegment {
     Index(usize),
 }
 
+/// A borrowed path step, as the diff walks an object without copying its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentRef<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Anything that is one concrete path step; lets patterns match owned and borrowed paths.
+pub trait AsSegment {
+    fn as_segment(&self) -> SegmentRef<'_>;
+}
+
+impl AsSegment for PathSegment {
+    fn as_segment(&self) -> SegmentRef<'_> {
+        match self {
+            PathSegment::Key(key) => SegmentRef::Key(key),
+            PathSegment::Index(index) => SegmentRef::Index(*index),
+        }
+    }
+}
+
+impl AsSegment for SegmentRef<'_> {
+    fn as_segment(&self) -> SegmentRef<'_> {
+        *self
+    }
+}
+
+impl From<SegmentRef<'_>> for PathSegment {
+    fn from(segment: SegmentRef<'_>) -> Self {
+        match segment {
+            SegmentRef::Key(key) => PathSegment::Key(key.to_owned()),
+            SegmentRef::Index(index) => PathSegment::Index(index),
+        }
+    }
+}
+
 /// A concrete place inside an object. The empty path is the root.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct FieldPath {
@@ -139,12 +175,12 @@ pub enum PatternSegment {
 
 impl PatternSegment {
     /// Whether this pattern step matches one concrete path step.
-    pub fn matches(&self, segment: &PathSegment) -> bool {
-        match (self, segment) {
-            (PatternSegment::Key(want), PathSegment::Key(got)) => want == got,
-            (PatternSegment::AnyKey, PathSegment::Key(_)) => true,
-            (PatternSegment::Index(want), PathSegment::Index(got)) => want == got,
-            (PatternSegment::AnyIndex, PathSegment::Index(_)) => true,
+    pub fn matches<S: AsSegment>(&self, segment: &S) -> bool {
+        match (self, segment.as_segment()) {
+            (PatternSegment::Key(want), SegmentRef::Key(got)) => want == got,
+            (PatternSegment::AnyKey, SegmentRef::Key(_)) => true,
+            (PatternSegment::Index(want), SegmentRef::Index(got)) => *want == got,
+            (PatternSegment::AnyIndex, SegmentRef::Index(_)) => true,
             _ => false,
         }
     }
@@ -189,13 +225,13 @@ impl PathPattern {
 
     /// Whether the pattern matches `path` itself or one of its ancestors, i.e. whether the
     /// pattern's subtree contains `path`.
-    pub fn covers(&self, path: &[PathSegment]) -> bool {
+    pub fn covers<S: AsSegment>(&self, path: &[S]) -> bool {
         self.segments.len() <= path.len() && self.matches_prefix_of(path)
     }
 
     /// Whether `path` is a strict ancestor of something this pattern can match: the pattern
     /// reaches below `path`.
-    pub fn reaches_below(&self, path: &[PathSegment]) -> bool {
+    pub fn reaches_below<S: AsSegment>(&self, path: &[S]) -> bool {
         self.segments.len() > path.len()
             && self
                 .segments
@@ -204,7 +240,7 @@ impl PathPattern {
                 .all(|(pattern, segment)| pattern.matches(segment))
     }
 
-    fn matches_prefix_of(&self, path: &[PathSegment]) -> bool {
+    fn matches_prefix_of<S: AsSegment>(&self, path: &[S]) -> bool {
         self.segments
             .iter()
             .zip(path)

@@ -317,7 +317,7 @@ impl CompiledRule {
     }
 
     /// Whether a mutable pattern covers the path.
-    pub fn is_mutable(&self, path: &[crate::path::PathSegment]) -> bool {
+    pub fn is_mutable<S: crate::path::AsSegment>(&self, path: &[S]) -> bool {
         self.mutable.iter().any(|p| p.covers(path))
     }
 }
