@@ -323,6 +323,8 @@ impl CompiledRule {
 }
 
 /// Compiles one rule. Every problem is a [`RuleError`] naming the ConfigMap and the field.
+// Runs once per rule change, never per request: the size of the error is of no consequence.
+#[allow(clippy::result_large_err)]
 pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let error =
         |field: Option<String>, line: Option<usize>, column: Option<usize>, reason: String| {

@@ -1,0 +1,248 @@
+//! Test support: runs the real `drift-sentinel` binary on loopback ports, makes TLS
+//! certificates, and writes rule files.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A CA and a serving certificate for `localhost` and `127.0.0.1`.
+pub struct Pki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Pki {
+    pub fn new(name: &str) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
+        let key = KeyPair::generate().expect("serving key");
+        let params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("serving params");
+        let cert = params
+            .signed_by(&key, &ca, &ca_key)
+            .expect("serving certificate");
+        Self {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    pub fn write(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        let cert = dir.join("tls.crt");
+        let key = dir.join("tls.key");
+        // Write the key first and the certificate last: the agent reloads when either changes
+        // and retries on the next change if the pair does not match yet.
+        std::fs::write(&key, &self.key_pem).expect("write key");
+        std::fs::write(&cert, &self.cert_pem).expect("write cert");
+        (cert, key)
+    }
+
+    pub fn client(&self) -> reqwest::blocking::Client {
+        let ca = reqwest::Certificate::from_pem(self.ca_pem.as_bytes()).expect("CA for the client");
+        reqwest::blocking::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("HTTPS client")
+    }
+}
+
+pub fn plain_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
+
+/// A running agent.
+pub struct Agent {
+    child: Child,
+    /// `http(s)://127.0.0.1:PORT` of the webhook listener.
+    pub base: String,
+    /// `http://127.0.0.1:PORT` of the admin listener.
+    pub admin: String,
+    pub port: u16,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    /// Starts the agent with `args` (plus the listener addresses) and waits until it is ready.
+    pub fn start(args: &[&str], tls: bool) -> Self {
+        let port = free_port();
+        let admin_port = free_port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(args)
+            .arg("--address")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--admin-address")
+            .arg(format!("127.0.0.1:{admin_port}"))
+            .arg("--reload-interval")
+            .arg("200ms")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start drift-sentinel");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let logs = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let Ok(mut logs) = logs.lock() {
+                        logs.push(line);
+                    }
+                }
+            });
+        }
+        let scheme = if tls { "https" } else { "http" };
+        let agent = Self {
+            child,
+            base: format!("{scheme}://127.0.0.1:{port}"),
+            admin: format!("http://127.0.0.1:{admin_port}"),
+            port,
+            logs,
+        };
+        agent.wait_until_ready();
+        agent
+    }
+
+    fn wait_until_ready(&self) {
+        let client = plain_client();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(response) = client.get(format!("{}/status", self.admin)).send()
+                && response.status().is_success()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "agent did not become ready; logs:\n{}",
+            self.logs().join("\n")
+        );
+    }
+
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub fn status(&self) -> Value {
+        plain_client()
+            .get(format!("{}/status", self.admin))
+            .send()
+            .and_then(|r| r.json())
+            .expect("admin /status")
+    }
+
+    /// Waits until `check` holds on `/status`.
+    pub fn wait_for_status(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let status = self.status();
+            if check(&status) {
+                return status;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}; last status: {status:#}\nlogs:\n{}",
+                    self.logs().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A rule ConfigMap document.
+pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
+    let indented: String = spec
+        .trim_start_matches('\n')
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n{indented}"
+    )
+}
+
+/// POSTs a review and returns (HTTP status, body as JSON or text).
+pub fn post(client: &reqwest::blocking::Client, url: &str, body: &Value) -> (u16, Value) {
+    let response = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .expect("POST review");
+    let status = response.status().as_u16();
+    let text = response.text().unwrap_or_default();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}

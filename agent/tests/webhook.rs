@@ -1,0 +1,724 @@
+//! Black-box tests of the agent binary over real HTTP(S): the admission protocol (SPEC §5),
+//! decisions on realistic objects, rule files reloaded live, TLS rotation, shutdown.
+
+#[path = "../../engine/benches/fixtures.rs"]
+mod fixtures;
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Agent, Pki, plain_client, post, rule_config_map};
+
+const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
+
+fn write_rules(dir: &std::path::Path) {
+    std::fs::write(
+        dir.join("production.yaml"),
+        rule_config_map("drift-sentinel", "production", fixtures::RULE_SPEC),
+    )
+    .unwrap();
+    let many: Vec<String> = fixtures::many_rule_specs()
+        .into_iter()
+        .filter(|(name, _)| name != "production")
+        .map(|(name, spec)| rule_config_map("teams", &name, &spec))
+        .collect();
+    std::fs::write(dir.join("teams.yaml"), many.join("---\n")).unwrap();
+}
+
+#[test]
+fn https_decisions_on_realistic_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    write_rules(&rules);
+    let pki = Pki::new("a");
+    let (cert, key) = pki.write(dir.path());
+    let agent = Agent::start(
+        &[
+            "serve",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+        true,
+    );
+    let status = agent.status();
+    assert_eq!(status["rulesLoaded"], 50, "{status:#}");
+    assert_eq!(status["rulesInvalid"], 0);
+
+    let client = pki.client();
+    let url = format!("{}/validate", agent.base);
+
+    // (a) image only: allowed, the rule named.
+    let (old, new) = fixtures::image_change();
+    let (code, review) = post(&client, &url, &fixtures::review("uid-a", &old, &new));
+    assert_eq!(code, 200);
+    let response = &review["response"];
+    assert_eq!(response["uid"], "uid-a");
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        response["auditAnnotations"]["rule"],
+        "drift-sentinel/production"
+    );
+    assert_eq!(response["auditAnnotations"]["result"], "allowed");
+    assert_eq!(response["auditAnnotations"]["mode"], "enforce");
+    assert!(response["auditAnnotations"].get("denied-paths").is_none());
+
+    // (b) replicas: denied with 403 and the path.
+    let (old, new) = fixtures::replicas_change();
+    let (_, review) = post(&client, &url, &fixtures::review("uid-b", &old, &new));
+    let response = &review["response"];
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(review["kind"], "AdmissionReview");
+    assert_eq!(response["uid"], "uid-b");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{VIOLATION_PREFIX}spec.replicas;")),
+        "{message}"
+    );
+    assert!(message.contains("spec.replicas: 3 → 5"), "{message}");
+    assert_eq!(
+        response["auditAnnotations"]["denied-paths"],
+        "spec.replicas"
+    );
+    assert_eq!(response["auditAnnotations"]["result"], "denied");
+
+    // (c) sidecar at index 0 of a 200-variable container: exactly containers[0].
+    let (old, new) = fixtures::sidecar_insert();
+    let (_, review) = post(&client, &url, &fixtures::review("uid-c", &old, &new));
+    assert_eq!(
+        review["response"]["auditAnnotations"]["denied-paths"],
+        "spec.template.spec.containers[0]"
+    );
+
+    // (d) the other 49 rules have higher priority but other namespaces: the last one wins.
+    let mut old = fixtures::deployment(fixtures::IMAGES, 3);
+    let mut new = fixtures::deployment(fixtures::IMAGES, 4);
+    old["metadata"]["namespace"] = json!("team-07-payments");
+    new["metadata"]["namespace"] = json!("team-07-payments");
+    let (_, review) = post(&client, &url, &fixtures::review("uid-d", &old, &new));
+    assert_eq!(
+        review["response"]["auditAnnotations"]["rule"],
+        "teams/team-07"
+    );
+    let (old, new) = fixtures::image_change();
+    let (_, review) = post(&client, &url, &fixtures::review("uid-d2", &old, &new));
+    assert_eq!(
+        review["response"]["auditAnnotations"]["rule"],
+        "drift-sentinel/production"
+    );
+
+    // Plain HTTP to the TLS port is not answered as HTTP.
+    assert!(
+        plain_client()
+            .get(format!("http://127.0.0.1:{}/healthz", agent.port))
+            .send()
+            .map(|r| !r.status().is_success())
+            .unwrap_or(true)
+    );
+}
+
+fn offline_agent(rule_spec: &str, namespaces: Option<&str>) -> (tempfile::TempDir, Agent) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, rule_config_map("ops", "r", rule_spec)).unwrap();
+    let mut args = vec!["--rules".to_owned(), rules.to_str().unwrap().to_owned()];
+    if let Some(namespaces) = namespaces {
+        let file = dir.path().join("namespaces.yaml");
+        std::fs::write(&file, namespaces).unwrap();
+        args.push("--namespaces".into());
+        args.push(file.to_str().unwrap().into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start(&args, false);
+    (dir, agent)
+}
+
+const SIMPLE_RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+
+fn small_deployment(namespace: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": namespace},
+           "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+}
+
+#[test]
+fn admission_protocol_edges() {
+    let (_dir, agent) = offline_agent(SIMPLE_RULE, None);
+    let client = plain_client();
+    let url = format!("{}/validate", agent.base);
+    let send = |content_type: &str, body: Vec<u8>| {
+        let response = client
+            .post(&url)
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+            .unwrap();
+        (response.status().as_u16(), response.text().unwrap())
+    };
+
+    // 415 for anything but JSON.
+    let (code, text) = send("text/plain", b"{}".to_vec());
+    assert_eq!(code, 415, "{text}");
+    let (code, _) = send("application/x-www-form-urlencoded", b"{}".to_vec());
+    assert_eq!(code, 415);
+    // 400 with a plain message for what is not an AdmissionReview.
+    let (code, text) = send("application/json", b"not json".to_vec());
+    assert_eq!(code, 400);
+    assert!(text.contains("not valid JSON"), "{text}");
+    let (code, text) = send(
+        "application/json",
+        br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec(),
+    );
+    assert_eq!(code, 400);
+    assert!(text.contains("not an AdmissionReview"), "{text}");
+    // 413 beyond 8 MiB: declared by Content-Length (answered before the body is sent) and
+    // streamed in chunks without a length.
+    let declared = raw_exchange(
+        agent.port,
+        &format!(
+            "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            8 * 1024 * 1024 + 1
+        ),
+        &[],
+    );
+    assert!(declared.starts_with("HTTP/1.1 413"), "{declared}");
+    let chunk = format!("{:x}\r\n{}\r\n", 1024 * 1024, " ".repeat(1024 * 1024));
+    let chunks: Vec<&[u8]> = (0..9).map(|_| chunk.as_bytes()).collect();
+    let streamed = raw_exchange(
+        agent.port,
+        "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        &chunks,
+    );
+    assert!(streamed.starts_with("HTTP/1.1 413"), "{streamed}");
+    // Exactly at the limit is read (and is not a review).
+    let mut at_limit = vec![b' '; 8 * 1024 * 1024 - 2];
+    at_limit.splice(0..0, *b"{}");
+    let (code, _) = send("application/json", at_limit);
+    assert_eq!(code, 400);
+    // Wrong method.
+    let code = client.get(&url).send().unwrap().status().as_u16();
+    assert_eq!(code, 405);
+
+    // A review without a request: an AdmissionReview with allowed false and code 400.
+    let (code, review) = post(
+        &client,
+        &url,
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(review["response"]["allowed"], false);
+    assert_eq!(review["response"]["status"]["code"], 400);
+
+    // An UPDATE whose oldObject is not an object.
+    let mut bad = fixtures::review(
+        "uid-bad",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 2),
+    );
+    bad["request"]["oldObject"] = json!("nope");
+    let (_, review) = post(&client, &url, &bad);
+    assert_eq!(review["response"]["uid"], "uid-bad");
+    assert_eq!(review["response"]["allowed"], false);
+    assert_eq!(review["response"]["status"]["code"], 400);
+    assert!(
+        review["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("oldObject")
+    );
+
+    // Other operations are allowed whatever their objects, without audit annotations.
+    for operation in ["CREATE", "DELETE", "CONNECT"] {
+        let mut review_in = fixtures::review(
+            "uid-op",
+            &small_deployment("prod", 1),
+            &small_deployment("prod", 2),
+        );
+        review_in["request"]["operation"] = json!(operation);
+        review_in["request"]["object"] = Value::Null;
+        let (_, review) = post(&client, &url, &review_in);
+        assert_eq!(review["response"]["allowed"], true, "{operation}");
+        assert!(
+            review["response"].get("auditAnnotations").is_none(),
+            "{operation}: {review}"
+        );
+    }
+
+    // v1beta1 is answered in v1beta1.
+    let mut beta = fixtures::review(
+        "uid-beta",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 2),
+    );
+    beta["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let (_, review) = post(&client, &url, &beta);
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(review["response"]["uid"], "uid-beta");
+    assert_eq!(review["response"]["allowed"], false);
+
+    // dryRun requests are decided like any other.
+    let mut dry = fixtures::review(
+        "uid-dry",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 2),
+    );
+    dry["request"]["dryRun"] = json!(true);
+    let (_, review) = post(&client, &url, &dry);
+    assert_eq!(review["response"]["allowed"], false);
+
+    // Health, readiness and metrics.
+    assert_eq!(
+        client
+            .get(format!("{}/healthz", agent.base))
+            .send()
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        client
+            .get(format!("{}/readyz", agent.base))
+            .send()
+            .unwrap()
+            .status(),
+        200
+    );
+    let metrics = client
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    for name in [
+        "drift_sentinel_admission_requests_total{namespace=\"prod\",resource=\"deployments\",result=\"denied\"}",
+        "drift_sentinel_violations_total{field=\"spec.replicas\",mode=\"enforce\",namespace=\"prod\",resource=\"deployments\"}",
+        "drift_sentinel_admission_duration_seconds_bucket",
+        "drift_sentinel_rules_loaded_total 1",
+        "drift_sentinel_rules_invalid 0",
+        "drift_sentinel_config_events_total{event_type=\"added\"} 1",
+    ] {
+        assert!(metrics.contains(name), "missing {name} in\n{metrics}");
+    }
+
+    // Every log line is one JSON object; the decision line has the fields of SPEC §6.
+    let logs = agent.logs();
+    let decisions: Vec<Value> = logs
+        .iter()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+        })
+        .filter(|entry| entry["message"] == "admission decision")
+        .collect();
+    let denied = decisions
+        .iter()
+        .find(|d| d["uid"] == "uid-beta")
+        .expect("decision logged");
+    for field in [
+        "operation",
+        "namespace",
+        "resource",
+        "name",
+        "user",
+        "rule",
+        "mode",
+        "result",
+        "reason",
+        "changed_fields",
+        "latency_us",
+    ] {
+        assert!(denied.get(field).is_some(), "{field} missing in {denied}");
+    }
+    assert_eq!(denied["result"], "denied");
+}
+
+/// Sends a request head and body pieces on a raw connection (ignoring a peer that stops
+/// reading) and returns what the server answered.
+fn raw_exchange(port: u16, head: &str, pieces: &[&[u8]]) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    for piece in pieces {
+        if stream.write_all(piece).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn namespace_mode_annotation() {
+    let namespaces = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: relaxed\n  annotations:\n    drift-sentinel.k8s.io/mode: warn\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: typo\n  annotations:\n    drift-sentinel.k8s.io/mode: Warn\n";
+    let (_dir, agent) = offline_agent(SIMPLE_RULE, Some(namespaces));
+    let client = plain_client();
+    let url = format!("{}/validate", agent.base);
+
+    let (_, review) = post(
+        &client,
+        &url,
+        &fixtures::review(
+            "w",
+            &small_deployment("relaxed", 1),
+            &small_deployment("relaxed", 2),
+        ),
+    );
+    let response = &review["response"];
+    assert_eq!(response["allowed"], true);
+    assert_eq!(response["auditAnnotations"]["mode"], "warn");
+    assert_eq!(response["auditAnnotations"]["result"], "warned");
+    let warnings = response["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].as_str().unwrap().starts_with(VIOLATION_PREFIX));
+
+    let (_, review) = post(
+        &client,
+        &url,
+        &fixtures::review(
+            "t",
+            &small_deployment("typo", 1),
+            &small_deployment("typo", 2),
+        ),
+    );
+    let response = &review["response"];
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["auditAnnotations"]["mode"], "enforce");
+    let warnings = response["warnings"].as_array().unwrap();
+    assert!(
+        warnings[0].as_str().unwrap().contains("\"Warn\""),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn rule_files_reload_and_an_invalid_rule_is_isolated() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::write(
+        rules.join("good.yaml"),
+        rule_config_map("ops", "good", SIMPLE_RULE),
+    )
+    .unwrap();
+    let agent = Agent::start(&["--rules", rules.to_str().unwrap()], false);
+    let client = plain_client();
+    let url = format!("{}/validate", agent.base);
+    let replicas = fixtures::review(
+        "r",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 2),
+    );
+    assert_eq!(
+        post(&client, &url, &replicas).1["response"]["allowed"],
+        false
+    );
+
+    // A typo'd key: that rule is rejected by name and key; the good rule keeps working.
+    let typo = "mode: off\npriority: 100\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutabel: [spec.replicas]\n";
+    std::fs::write(
+        rules.join("typo.yaml"),
+        rule_config_map("ops", "typo", typo),
+    )
+    .unwrap();
+    let status =
+        agent.wait_for_status("the typo'd rule to be reported", |s| s["rulesInvalid"] == 1);
+    let invalid = &status["invalidRules"][0];
+    assert_eq!(invalid["rule"], "ops/typo");
+    assert_eq!(invalid["field"], "mutabel");
+    assert_eq!(invalid["line"], 5);
+    assert!(
+        invalid["message"].as_str().unwrap().contains("ops/typo"),
+        "{invalid}"
+    );
+    assert!(
+        invalid["message"].as_str().unwrap().contains("mutabel"),
+        "{invalid}"
+    );
+    assert_eq!(status["rulesLoaded"], 1);
+    assert_eq!(
+        post(&client, &url, &replicas).1["response"]["allowed"],
+        false
+    );
+    assert!(
+        agent
+            .logs()
+            .iter()
+            .any(|l| l.contains("invalid rule") && l.contains("mutabel"))
+    );
+    let metrics = client
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_rules_invalid 1"),
+        "{metrics}"
+    );
+
+    // Fixing it makes it apply (priority 100, mode off).
+    std::fs::write(
+        rules.join("typo.yaml"),
+        rule_config_map("ops", "typo", &typo.replace("mutabel", "mutable")),
+    )
+    .unwrap();
+    agent.wait_for_status("the fixed rule to load", |s| {
+        s["rulesLoaded"] == 2 && s["rulesInvalid"] == 0
+    });
+    let review = post(&client, &url, &replicas).1;
+    assert_eq!(review["response"]["allowed"], true);
+    assert_eq!(review["response"]["auditAnnotations"]["rule"], "ops/typo");
+
+    // A file that is not YAML is a source error; the other files still load.
+    std::fs::write(rules.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    let status = agent.wait_for_status("the broken file to be reported", |s| {
+        s["sourceErrors"].as_array().is_some_and(|e| !e.is_empty())
+    });
+    assert!(
+        status["sourceErrors"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("broken.yaml")
+    );
+    assert_eq!(status["rulesLoaded"], 2);
+
+    // Deleting a file removes its rules.
+    std::fs::remove_file(rules.join("typo.yaml")).unwrap();
+    agent.wait_for_status("the deleted rule to go", |s| s["rulesLoaded"] == 1);
+    assert_eq!(
+        post(&client, &url, &replicas).1["response"]["allowed"],
+        false
+    );
+}
+
+#[test]
+fn tls_certificate_is_reloaded_without_dropping_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
+    let first = Pki::new("first");
+    let (cert, key) = first.write(dir.path());
+    let agent = Agent::start(
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+        true,
+    );
+    let url = format!("{}/validate", agent.base);
+    let review = fixtures::review(
+        "x",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 1),
+    );
+    let old_client = first.client();
+    assert_eq!(post(&old_client, &url, &review).0, 200);
+
+    let second = Pki::new("second");
+    second.write(dir.path());
+    let new_client = second.client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if new_client
+            .get(format!("{}/healthz", agent.base))
+            .send()
+            .is_ok()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "new certificate never served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(post(&new_client, &url, &review).0, 200);
+    // The connection opened under the old certificate is still served.
+    assert_eq!(post(&old_client, &url, &review).0, 200);
+    // A fresh client that trusts only the old CA now fails the handshake.
+    assert!(
+        first
+            .client()
+            .get(format!("{}/healthz", agent.base))
+            .send()
+            .is_err()
+    );
+    assert!(
+        agent
+            .logs()
+            .iter()
+            .any(|l| l.contains("TLS certificate reloaded"))
+    );
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_and_exits_zero() {
+    let (_dir, mut agent) = offline_agent(SIMPLE_RULE, None);
+    let body = fixtures::review(
+        "inflight",
+        &small_deployment("prod", 1),
+        &small_deployment("prod", 2),
+    )
+    .to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let (first_half, second_half) = body.as_bytes().split_at(body.len() / 2);
+    stream.write_all(first_half).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    agent.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    // No new connections once shutdown started.
+    assert!(
+        TcpStream::connect(("127.0.0.1", agent.port)).is_err(),
+        "listener still accepting after SIGTERM"
+    );
+    stream.write_all(second_half).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut response = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&response).contains("\"uid\":\"inflight\"") {
+        let n = stream.read(&mut buffer).unwrap();
+        assert!(
+            n > 0,
+            "connection closed before the response: {}",
+            String::from_utf8_lossy(&response)
+        );
+        response.extend_from_slice(&buffer[..n]);
+    }
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    drop(stream);
+    let status = agent
+        .wait_exit(Duration::from_secs(10))
+        .expect("agent exited after SIGTERM");
+    assert!(status.success(), "{status:?}");
+}
+
+fn default_rule_deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {
+            "name": "web", "namespace": "shop", "generation": 4, "resourceVersion": "100",
+            "annotations": {
+                "deployment.kubernetes.io/revision": "3",
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"image\":\"shop:1.0\",\"name\":\"web\"}]}}}}\n"
+            }
+        },
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "shop:1.0"}]}}},
+        "status": {"observedGeneration": 4}
+    })
+}
+
+#[test]
+fn the_built_in_default_rule_allows_normal_operations() {
+    let agent = Agent::start(&[], false);
+    let status = agent.status();
+    assert_eq!(status["source"]["kind"], "builtIn");
+    assert!(
+        agent
+            .logs()
+            .iter()
+            .any(|l| l.contains("built-in default rule"))
+    );
+    let client = plain_client();
+    let url = format!("{}/validate", agent.base);
+    let old = default_rule_deployment();
+
+    // kubectl apply of a new image: the image and the last-applied annotation change.
+    let mut apply = old.clone();
+    apply["spec"]["template"]["spec"]["containers"][0]["image"] = json!("shop:1.1");
+    apply["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = json!(
+        "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"image\":\"shop:1.1\",\"name\":\"web\"}]}}}}\n"
+    );
+    apply["metadata"]["generation"] = json!(5);
+    // kubectl rollout restart: the pod template gains an annotations map.
+    let mut restart = old.clone();
+    restart["spec"]["template"]["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/restartedAt": "2026-12-02T12:00:00Z"});
+    // The Deployment controller bumps its revision annotation.
+    let mut revision = old.clone();
+    revision["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!("4");
+    for (name, new) in [
+        ("apply", apply),
+        ("restart", restart),
+        ("revision", revision),
+    ] {
+        let (_, review) = post(&client, &url, &fixtures::review(name, &old, &new));
+        assert_eq!(review["response"]["allowed"], true, "{name}: {review:#}");
+        assert_eq!(
+            review["response"]["auditAnnotations"]["rule"],
+            "built-in/default-rule"
+        );
+    }
+    let mut scaled = old.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    let (_, review) = post(&client, &url, &fixtures::review("scale", &old, &scaled));
+    assert_eq!(review["response"]["allowed"], false);
+    assert_eq!(
+        review["response"]["auditAnnotations"]["denied-paths"],
+        "spec.replicas"
+    );
+}
+
+#[test]
+fn command_line_errors_are_clear() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .env_clear()
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let help = run(&["serve", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success());
+    for flag in [
+        "--rules",
+        "--namespaces",
+        "--tls-cert-file",
+        "DRIFT_SENTINEL_ADDRESS",
+        "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT",
+        "--admin-address",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from help:\n{text}");
+    }
+    let admin = run(&["--admin-address", "0.0.0.0:9090"]);
+    assert!(!admin.status.success());
+    assert!(String::from_utf8_lossy(&admin.stderr).contains("loopback"));
+    let missing = run(&[
+        "--rules",
+        "/nonexistent/rules.yaml",
+        "--address",
+        "127.0.0.1:0",
+        "--admin-address",
+        "127.0.0.1:0",
+    ]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/rules.yaml"));
+    let duration = run(&["--shutdown-timeout", "ten"]);
+    assert!(!duration.status.success());
+    assert!(String::from_utf8_lossy(&duration.stderr).contains("invalid duration"));
+}
