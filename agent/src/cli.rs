@@ -25,10 +25,29 @@ pub struct Cli {
 pub enum Command {
     /// Serve the admission webhook (the default).
     Serve(Box<ServeArgs>),
+    /// Print the AdmissionReview the API server would send for an UPDATE of one manifest into
+    /// another, to try the webhook with curl.
+    Review(ReviewArgs),
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
-const SUBCOMMANDS: &[&str] = &["serve", "help"];
+const SUBCOMMANDS: &[&str] = &["serve", "review", "help"];
+
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    /// The object before the change (YAML or JSON).
+    #[arg(long)]
+    pub old: PathBuf,
+    /// The object after the change (YAML or JSON).
+    #[arg(long)]
+    pub new: PathBuf,
+    /// The requesting user.
+    #[arg(long, default_value = "kubernetes-admin")]
+    pub user: String,
+    /// The request uid.
+    #[arg(long, default_value = "00000000-0000-0000-0000-000000000001")]
+    pub uid: String,
+}
 
 /// Parses the process arguments, running `serve` when no subcommand is named.
 pub fn parse() -> Cli {

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod cli;
 pub mod metrics;
+pub mod review_cmd;
 pub mod rules_source;
 pub mod server;
 pub mod state;
@@ -26,6 +27,7 @@ use crate::state::Shared;
 pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(*args).await,
+        Command::Review(args) => review_cmd::run(&args),
     }
 }
 
