@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::cli::ReviewArgs;
 
 fn read_object(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let origin = path.display().to_string();
     let mut documents = drift_engine::manifests::parse_documents(&text, &origin)?;
     match documents.len() {
@@ -34,14 +35,22 @@ fn resource_of(kind: &str) -> String {
 pub fn build(args: &ReviewArgs) -> anyhow::Result<Value> {
     let old = read_object(&args.old)?;
     let new = read_object(&args.new)?;
-    let text = |v: &Value, pointer: &str| v.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned();
+    let text = |v: &Value, pointer: &str| {
+        v.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let api_version = text(&new, "/apiVersion");
     let kind = text(&new, "/kind");
     if kind.is_empty() || api_version.is_empty() {
         bail!("{} has no apiVersion or kind", args.new.display());
     }
     if text(&old, "/kind") != kind {
-        bail!("the old object is a {:?} and the new one a {kind:?}", text(&old, "/kind"));
+        bail!(
+            "the old object is a {:?} and the new one a {kind:?}",
+            text(&old, "/kind")
+        );
     }
     let (group, version) = match api_version.split_once('/') {
         Some((group, version)) => (group.to_owned(), version.to_owned()),
