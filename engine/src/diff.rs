@@ -349,11 +349,12 @@ impl<'a> Walker<'_, 'a> {
     }
 }
 
-/// Calls `f` once per key of either map, in key order, with each side's value.
+/// Calls `f` once per key of either map with each side's value.
 ///
-/// serde_json's `Map` is a `BTreeMap` in this workspace (the `preserve_order` feature is off;
-/// a test guards that), so both maps iterate in key order and a merge join visits each key
-/// once without lookups.
+/// Two versions of one object nearly always carry the same keys in the same order (the API
+/// server serialises both from the same types, and serde_json keeps that order here), so the
+/// maps are walked side by side while their keys agree; from the first disagreement on, keys
+/// are looked up instead.
 fn for_each_key<'a>(
     old: Option<&'a Map<String, Value>>,
     new: Option<&'a Map<String, Value>>,
@@ -365,103 +366,51 @@ fn for_each_key<'a>(
         (None, Some(new)) => return new.iter().for_each(|(k, v)| f(k, None, Some(v))),
         (None, None) => return,
     };
-    let mut old_entries = old.iter();
-    let mut new_entries = new.iter();
-    let mut a = old_entries.next();
-    let mut b = new_entries.next();
-    loop {
-        match (a, b) {
-            (None, None) => return,
-            (Some((key, value)), None) => {
-                f(key, Some(value), None);
-                a = old_entries.next();
-            }
-            (None, Some((key, value))) => {
-                f(key, None, Some(value));
-                b = new_entries.next();
-            }
-            (Some((ka, va)), Some((kb, vb))) => {
-                // Most keys are shared: test equality first, order only when they differ.
-                if keys_eq(ka, kb) {
-                    f(ka, Some(va), Some(vb));
-                    a = old_entries.next();
-                    b = new_entries.next();
-                } else if ka < kb {
-                    f(ka, Some(va), None);
-                    a = old_entries.next();
-                } else {
-                    f(kb, None, Some(vb));
-                    b = new_entries.next();
-                }
-            }
+    let mut shared = 0;
+    for ((ka, va), (kb, vb)) in old.iter().zip(new) {
+        if ka != kb {
+            break;
+        }
+        f(ka, Some(va), Some(vb));
+        shared += 1;
+    }
+    if shared == old.len() && shared == new.len() {
+        return;
+    }
+    for (key, value) in old.iter().skip(shared) {
+        f(key, Some(value), new.get(key));
+    }
+    for (key, value) in new.iter().skip(shared) {
+        if !old.contains_key(key) {
+            f(key, None, Some(value));
         }
     }
 }
 
-/// Key equality.
-#[inline]
-fn keys_eq(a: &str, b: &str) -> bool {
-    a == b
-}
-
-/// Whether two maps are equal after normalisation, stopping at the first difference.
+/// Whether two maps are equal after normalisation, stopping at the first difference. Same
+/// side-by-side walk as [`for_each_key`].
 fn maps_eq(x: &Map<String, Value>, y: &Map<String, Value>) -> bool {
-    // Fast path: the same keys in the same order, as two versions of one object usually have.
-    if x.len() == y.len() {
-        let mut same_keys = true;
-        for ((ka, va), (kb, vb)) in x.iter().zip(y) {
-            if !keys_eq(ka, kb) {
-                same_keys = false;
-                break;
-            }
-            if !value_eq(va, vb) {
-                return false;
-            }
+    let mut shared = 0;
+    for ((ka, va), (kb, vb)) in x.iter().zip(y) {
+        if ka != kb {
+            break;
         }
-        if same_keys {
-            return true;
+        if !value_eq(va, vb) {
+            return false;
         }
+        shared += 1;
     }
-    let mut xs = x.iter();
-    let mut ys = y.iter();
-    let mut a = xs.next();
-    let mut b = ys.next();
-    loop {
-        match (a, b) {
-            (None, None) => return true,
-            (Some((_, va)), None) => {
-                if !is_absent(va) {
-                    return false;
-                }
-                a = xs.next();
-            }
-            (None, Some((_, vb))) => {
-                if !is_absent(vb) {
-                    return false;
-                }
-                b = ys.next();
-            }
-            (Some((ka, va)), Some((kb, vb))) => {
-                if keys_eq(ka, kb) {
-                    if !value_eq(va, vb) {
-                        return false;
-                    }
-                    a = xs.next();
-                    b = ys.next();
-                } else if ka < kb {
-                    if !is_absent(va) {
-                        return false;
-                    }
-                    a = xs.next();
-                } else {
-                    if !is_absent(vb) {
-                        return false;
-                    }
-                    b = ys.next();
-                }
-            }
-        }
+    if shared == x.len() && shared == y.len() {
+        return true;
     }
+    let old_side_eq = x.iter().skip(shared).all(|(key, a)| match y.get(key) {
+        Some(b) => value_eq(a, b),
+        None => is_absent(a),
+    });
+    old_side_eq
+        && y.iter()
+            .skip(shared)
+            .all(|(key, b)| x.contains_key(key) || is_absent(b))
 }
 
 /// `None` for values that count as absent.
@@ -569,33 +518,63 @@ fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
     }
 }
 
-fn keys_of(key: MergeKey, items: &[Value]) -> Option<HashMap<Cow<'_, str>, usize>> {
-    let mut keys = HashMap::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
-        if keys.insert(element_key(key, item)?, index).is_some() {
-            return None; // repeated key
-        }
-    }
-    Some(keys)
+/// Lists up to this long are aligned by scanning instead of hashing: cheaper, no allocation
+/// beyond the keys themselves.
+const SCAN_ALIGN_MAX: usize = 16;
+
+/// The merge key of every element, or `None` when one lacks it or one is repeated.
+fn element_keys(key: MergeKey, items: &[Value]) -> Option<Vec<Cow<'_, str>>> {
+    let keys: Vec<Cow<'_, str>> = items
+        .iter()
+        .map(|item| element_key(key, item))
+        .collect::<Option<_>>()?;
+    let unique = if keys.len() <= SCAN_ALIGN_MAX {
+        (1..keys.len()).all(|i| !keys[..i].contains(&keys[i]))
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        keys.iter().all(|k| seen.insert(k.as_ref()))
+    };
+    unique.then_some(keys)
 }
 
 fn align(field: Option<&str>, old: &[Value], new: &[Value]) -> Alignment {
     if let Some(key) = merge_key_for(field, old, new)
-        && let (Some(old_keys), Some(new_keys)) = (keys_of(key, old), keys_of(key, new))
+        && let (Some(old_keys), Some(new_keys)) = (element_keys(key, old), element_keys(key, new))
     {
         let mut alignment = Alignment::default();
-        for (new_index, item) in new.iter().enumerate() {
-            // Present: keys_of succeeded on `new`, so every element has a key.
-            let found = element_key(key, item).and_then(|k| old_keys.get(&k).copied());
-            match found {
-                Some(old_index) => alignment.kept.push((old_index, new_index)),
-                None => alignment.added.push(new_index),
+        if old.len() <= SCAN_ALIGN_MAX && new.len() <= SCAN_ALIGN_MAX {
+            for (new_index, k) in new_keys.iter().enumerate() {
+                match old_keys.iter().position(|o| o == k) {
+                    Some(old_index) => alignment.kept.push((old_index, new_index)),
+                    None => alignment.added.push(new_index),
+                }
             }
-        }
-        for (old_index, item) in old.iter().enumerate() {
-            let kept = element_key(key, item).is_some_and(|k| new_keys.contains_key(&k));
-            if !kept {
-                alignment.removed.push(old_index);
+            for (old_index, k) in old_keys.iter().enumerate() {
+                if !new_keys.contains(k) {
+                    alignment.removed.push(old_index);
+                }
+            }
+        } else {
+            let old_positions: HashMap<&str, usize> = old_keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_ref(), i))
+                .collect();
+            let new_positions: HashMap<&str, usize> = new_keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_ref(), i))
+                .collect();
+            for (new_index, k) in new_keys.iter().enumerate() {
+                match old_positions.get(k.as_ref()) {
+                    Some(&old_index) => alignment.kept.push((old_index, new_index)),
+                    None => alignment.added.push(new_index),
+                }
+            }
+            for (old_index, k) in old_keys.iter().enumerate() {
+                if !new_positions.contains_key(k.as_ref()) {
+                    alignment.removed.push(old_index);
+                }
             }
         }
         return alignment;
@@ -1004,12 +983,21 @@ mod tests {
     }
 
     #[test]
-    fn serde_json_maps_iterate_in_key_order() {
-        // `for_each_key` merge-joins two maps and relies on this; enabling serde_json's
-        // `preserve_order` anywhere in the workspace would break it.
-        let map: Map<String, Value> = serde_json::from_str(r#"{"b": 1, "a": 2, "c": 3}"#).unwrap();
-        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["a", "b", "c"]);
+    fn maps_in_any_key_order_compare_alike() {
+        let a: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"x": 2, "y": null}, "c": 3}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"c": 3, "a": {"x": 2}, "b": 1}"#).unwrap();
+        assert!(value_eq(&a, &b));
+        assert!(diff(&a, &b, &Scope::everything(), &[]).is_empty());
+        let c: Value = serde_json::from_str(r#"{"c": 4, "d": 1, "b": 1}"#).unwrap();
+        let paths: Vec<String> = diff(&a, &c, &Scope::everything(), &[])
+            .into_iter()
+            .map(|change| change.path.to_string())
+            .collect();
+        assert_eq!(paths.len(), 3, "{paths:?}");
+        for path in ["a", "c", "d"] {
+            assert!(paths.contains(&path.to_owned()), "{paths:?}");
+        }
     }
 
     proptest! {
