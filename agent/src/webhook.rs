@@ -151,23 +151,13 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
     };
     match answer {
         Answer::NotAReview(message) => {
-            state
-                .shared
-                .metrics
-                .admission_requests
-                .with_label_values(&["", "", "error"])
-                .inc();
+            count_error(&state.shared);
             plain(StatusCode::BAD_REQUEST, message)
         }
         Answer::Review(body) => json(body),
         Answer::Internal(message) => {
             tracing::error!(reason = %message, "internal failure while deciding a request");
-            state
-                .shared
-                .metrics
-                .admission_requests
-                .with_label_values(&["", "", "error"])
-                .inc();
+            count_error(&state.shared);
             let review = AdmissionResponse::internal_error(
                 "",
                 format!("Drift Sentinel internal error: {message}"),
@@ -176,6 +166,15 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
             json(Bytes::from(review.to_string()))
         }
     }
+}
+
+/// A request answered without a decision (not a review, malformed, internal failure).
+fn count_error(shared: &Shared) {
+    shared
+        .metrics
+        .admission_requests
+        .with_label_values(&["", "", "error"])
+        .inc();
 }
 
 fn too_large() -> Response {
@@ -224,11 +223,7 @@ fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
         Ok(request) => request,
         Err(reason) => {
             tracing::warn!(uid = %parsed.uid, reason = %reason, "malformed AdmissionReview");
-            shared
-                .metrics
-                .admission_requests
-                .with_label_values(&["", "", "error"])
-                .inc();
+            count_error(shared);
             let review =
                 AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
             return Answer::Review(Bytes::from(review.to_string()));

@@ -632,6 +632,16 @@ mod tests {
         }
     }
 
+    fn run_cases(cases: Vec<Case>) {
+        for case in cases {
+            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
+            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
+            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(got, want, "{}", case.name);
+        }
+    }
+
     #[test]
     fn diff_table() {
         let containers =
@@ -794,13 +804,7 @@ mod tests {
                 &[],
             ),
         ];
-        for case in cases {
-            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
-            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
-            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
-            want.sort();
-            assert_eq!(got, want, "{}", case.name);
-        }
+        run_cases(cases);
     }
 
     #[test]
@@ -877,18 +881,11 @@ mod tests {
                 )
             },
         ];
-        for case in cases {
-            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
-            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
-            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
-            want.sort();
-            assert_eq!(got, want, "{}", case.name);
-        }
+        run_cases(cases);
     }
 
     #[test]
     fn descent_table() {
-        let restart = "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']";
         let cases = vec![
             Case {
                 descend: &[
@@ -944,14 +941,7 @@ mod tests {
                 )
             },
         ];
-        let _ = restart;
-        for case in cases {
-            let scope = Scope::new(case.include.map(patterns), patterns(case.skip));
-            let got = changed_paths(&case.old, &case.new, &scope, case.descend);
-            let mut want: Vec<String> = case.want.iter().map(|s| s.to_string()).collect();
-            want.sort();
-            assert_eq!(got, want, "{}", case.name);
-        }
+        run_cases(cases);
     }
 
     #[test]
