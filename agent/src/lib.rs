@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod cluster_source;
 pub mod metrics;
 pub mod review_cmd;
 pub mod rules_source;
@@ -14,7 +15,7 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -71,6 +72,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         tracing::info!(rules = ?args.rules, namespaces = ?args.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
         let shared = Shared::new(metrics, snapshot);
+        shared.set_ready(true);
         if !args.rules.is_empty() {
             tokio::spawn(rules_source::watch_files(
                 source,
@@ -81,18 +83,24 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         shared
     } else if cluster_configured(&args) {
-        bail!(
-            "cluster mode (rules from ConfigMaps in the cluster) is not available in this build; \
-             run offline with --rules PATH (and --namespaces PATH), or without a kubeconfig and \
-             outside a cluster to serve the built-in default rule"
-        );
+        let client = cluster_source::client(args.kubeconfig.as_deref()).await?;
+        tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
+        let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
+        tokio::spawn(cluster_source::run(
+            client,
+            shared.clone(),
+            args.startup_sync_timeout,
+            shutdown_rx.clone(),
+        ));
+        shared
     } else {
         tracing::warn!(
             "no rule source configured (no --rules, no cluster configuration): serving the built-in default rule"
         );
-        Shared::new(metrics, rules_source::builtin_snapshot())
+        let shared = Shared::new(metrics, rules_source::builtin_snapshot());
+        shared.set_ready(true);
+        shared
     };
-    shared.set_ready(true);
 
     let tls = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => {

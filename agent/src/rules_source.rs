@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use crate::state::{Shared, Snapshot, SourceError, SourceKind};
 
 /// `data.spec` of the built-in default rule (the chart ships the same file).
-pub const DEFAULT_RULE_SPEC: &str = include_str!("../rules/default-rule.yaml");
+pub const DEFAULT_RULE_SPEC: &str =
+    include_str!("../../charts/drift-sentinel/files/default-rule.yaml");
 
 /// Identity of the built-in default rule.
 pub fn default_rule_id() -> RuleId {
@@ -113,18 +114,28 @@ impl FileSource {
                 Err(e) => source_errors.push(e),
             }
         }
-        let specs = sources
-            .iter()
-            .map(|s| (s.id.clone(), s.spec.clone()))
-            .collect();
-        Snapshot {
-            rules: RuleSet::build(sources),
-            namespaces,
-            source_errors,
-            kind: self.kind(),
-            loaded_at: SystemTime::now(),
-            specs,
-        }
+        build_snapshot(sources, namespaces, source_errors, self.kind())
+    }
+}
+
+/// The snapshot of a set of rule sources: the one path from any source to the rule set.
+pub fn build_snapshot(
+    sources: Vec<RuleSource>,
+    namespaces: manifests::Namespaces,
+    source_errors: Vec<SourceError>,
+    kind: SourceKind,
+) -> Snapshot {
+    let specs = sources
+        .iter()
+        .map(|s| (s.id.clone(), s.spec.clone()))
+        .collect();
+    Snapshot {
+        rules: RuleSet::build(sources),
+        namespaces,
+        source_errors,
+        kind,
+        loaded_at: SystemTime::now(),
+        specs,
     }
 }
 

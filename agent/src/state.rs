@@ -42,6 +42,8 @@ impl std::fmt::Display for SourceError {
 pub enum SourceKind {
     /// The built-in default rule; no source was configured.
     BuiltIn,
+    /// Rule ConfigMaps and Namespaces watched in the cluster.
+    Cluster,
     /// Files given with `--rules` / `--namespaces`.
     Files {
         rules: Vec<String>,
@@ -73,6 +75,19 @@ impl Snapshot {
         }
     }
 
+    /// A rule ConfigMap that could not be fetched: reported as invalid, never applied.
+    pub fn add_unreadable_rule(&mut self, id: RuleId, reason: String) {
+        self.rules.push_invalid(drift_engine::RuleError {
+            namespace: id.namespace,
+            name: id.name,
+            origin: None,
+            field: None,
+            line: None,
+            column: None,
+            reason,
+        });
+    }
+
     /// Invalid rules plus sources that could not be read at all.
     pub fn invalid_count(&self) -> usize {
         self.rules.invalid().len() + self.source_errors.len()
@@ -84,6 +99,8 @@ pub struct Shared {
     snapshot: ArcSwap<Snapshot>,
     pub metrics: Metrics,
     ready: AtomicBool,
+    /// Why the agent is not ready, for `/readyz`.
+    not_ready_reason: std::sync::Mutex<String>,
 }
 
 impl Shared {
@@ -92,6 +109,7 @@ impl Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::empty(initial.kind.clone())),
             metrics,
             ready: AtomicBool::new(false),
+            not_ready_reason: std::sync::Mutex::new("starting".into()),
         });
         shared.install(initial);
         shared
@@ -108,6 +126,21 @@ impl Shared {
 
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Marks the agent not ready and says why.
+    pub fn set_not_ready(&self, reason: &str) {
+        if let Ok(mut current) = self.not_ready_reason.lock() {
+            *current = reason.to_owned();
+        }
+        self.set_ready(false);
+    }
+
+    pub fn not_ready_reason(&self) -> String {
+        self.not_ready_reason
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
     }
 
     /// Makes `next` the active snapshot: counts what changed, updates the gauges, logs each

@@ -58,11 +58,10 @@ async fn ready(State(state): State<AppState>) -> Response {
     if state.shared.is_ready() {
         (StatusCode::OK, "ok\n").into_response()
     } else {
-        (
+        plain(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the first rule sync has not completed\n",
+            format!("not ready: {}", state.shared.not_ready_reason()),
         )
-            .into_response()
     }
 }
 

@@ -643,6 +643,14 @@ impl RuleSet {
         Self { rules, invalid }
     }
 
+    /// Adds a rule that could not even be read (its source failed), so that it is reported
+    /// with the others.
+    pub fn push_invalid(&mut self, error: RuleError) {
+        self.invalid.push(error);
+        self.invalid
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    }
+
     /// Valid rules in match order.
     pub fn rules(&self) -> &[CompiledRule] {
         &self.rules

@@ -1,0 +1,318 @@
+//! Cluster mode against the API server double over real HTTP: the real kube-rs client and
+//! watches, rule ConfigMaps created, changed, broken and deleted while requests flow, Namespace
+//! mode annotations, and faults (410 Gone, dropped watches, failing requests).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use drift_testkit::{ApiServer, Fault};
+use serde_json::{Value, json};
+use support::{Agent, plain_client, post};
+
+const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+
+fn config_map(namespace: &str, name: &str, rule: Option<&str>) -> Value {
+    let mut object = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"spec": rule.unwrap_or("not a rule"), "other": "x".repeat(2048)}
+    });
+    if rule.is_some() {
+        object["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/rule": "true"});
+    }
+    object
+}
+
+fn namespace(name: &str, mode: Option<&str>) -> Value {
+    let mut object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    if let Some(mode) = mode {
+        object["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/mode": mode});
+    }
+    object
+}
+
+fn review(namespace: &str) -> Value {
+    let deployment = |replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": namespace, "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": deployment(2), "oldObject": deployment(1)}})
+}
+
+struct Cluster {
+    runtime: tokio::runtime::Runtime,
+    server: Option<ApiServer>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime.block_on(ApiServer::start()).unwrap();
+        Self {
+            runtime,
+            server: Some(server),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn api(&self) -> &ApiServer {
+        self.server.as_ref().unwrap()
+    }
+
+    fn agent(&self) -> Agent {
+        let kubeconfig = self.api().write_kubeconfig(self.dir.path()).unwrap();
+        Agent::start(
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--startup-sync-timeout",
+                "2s",
+            ],
+            false,
+        )
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _guard = self.runtime.enter();
+        self.server.take();
+    }
+}
+
+fn ready(agent: &Agent) -> (u16, String) {
+    let response = plain_client()
+        .get(format!("{}/readyz", agent.base))
+        .send()
+        .unwrap();
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+fn wait_until(what: &str, agent: &Agent, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\nlogs:\n{}",
+            agent.logs().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn decision(agent: &Agent, namespace: &str) -> Value {
+    post(
+        &plain_client(),
+        &format!("{}/validate", agent.base),
+        &review(namespace),
+    )
+    .1["response"]
+        .clone()
+}
+
+#[test]
+fn rules_and_namespaces_follow_the_cluster() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(namespace("relaxed", Some("warn")));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    for i in 0..200 {
+        api.apply(config_map("apps", &format!("plain-{i}"), None));
+    }
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let status = agent.status();
+    assert_eq!(status["rulesLoaded"], 1, "{status:#}");
+    assert_eq!(status["source"]["kind"], "cluster");
+
+    // Only rule ConfigMaps are fetched whole; the others are seen as metadata only.
+    let requests = api.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/namespaces/ops/configmaps/rule")),
+        "{requests:?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.contains("/configmaps/plain-")),
+        "a plain ConfigMap was fetched"
+    );
+
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+    assert_eq!(
+        decision(&agent, "relaxed")["auditAnnotations"]["result"],
+        "warned"
+    );
+
+    // A change of the rule applies.
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", "dry-run")),
+    ));
+    wait_until("the rule change", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["result"] == "would-deny"
+    });
+
+    // A namespace annotation change applies.
+    api.apply(namespace("prod", Some("off")));
+    wait_until("the namespace change", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["mode"] == "off"
+    });
+
+    // A broken rule is reported (status, metrics, one Warning Event) and the other rule stays.
+    api.apply(config_map(
+        "ops",
+        "typo",
+        Some("mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmutabel: [x]\n"),
+    ));
+    agent.wait_for_status("the invalid rule", |s| s["rulesInvalid"] == 1);
+    assert_eq!(agent.status()["rulesLoaded"], 1);
+    assert_eq!(
+        decision(&agent, "relaxed")["auditAnnotations"]["rule"],
+        "ops/rule"
+    );
+    let invalid_events = || {
+        api.list("events.k8s.io/v1", "Event")
+            .into_iter()
+            .filter(|e| e["reason"] == "InvalidRule" && e["regarding"]["name"] == "typo")
+            .collect::<Vec<Value>>()
+    };
+    wait_until("the InvalidRule event", &agent, || {
+        invalid_events().len() == 1
+    });
+    let event = &invalid_events()[0];
+    assert_eq!(event["type"], "Warning");
+    assert!(
+        event["note"].as_str().unwrap().contains("mutabel"),
+        "{event}"
+    );
+    // Unrelated changes (and relists) do not repeat the Event for the same version.
+    api.apply(config_map("apps", "plain-0", None));
+    api.close_watches();
+    std::thread::sleep(Duration::from_secs(2));
+    let event = &invalid_events()[0];
+    assert!(
+        event.get("series").is_none_or(Value::is_null),
+        "event repeated: {event}"
+    );
+
+    // Deleting the rule leaves no matching rule; the annotation removed likewise.
+    api.delete("v1", "ConfigMap", "ops", "rule");
+    wait_until("the deletion", &agent, || {
+        decision(&agent, "relaxed")
+            .get("auditAnnotations")
+            .is_none()
+    });
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_rules_loaded_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("drift_sentinel_config_events_total{event_type=\"deleted\"}"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn watch_faults_are_survived_with_the_rule_set_intact() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+
+    // Watches dropped and the history compacted: the next watch gets 410 Gone and the agent
+    // relists. Requests keep seeing the rule throughout.
+    let lists_before = count_lists(api);
+    api.compact();
+    api.inject(Fault::GoneOnNextWatch);
+    api.close_watches();
+    for _ in 0..20 {
+        assert_eq!(decision(&agent, "prod")["allowed"], false);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", "warn")),
+    ));
+    wait_until("the change after the relist", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
+    });
+    assert!(count_lists(api) > lists_before, "no relist after 410 Gone");
+
+    // A burst of server errors: backoff, then recovery; the rule set never disappears.
+    api.inject(Fault::Fail {
+        count: 6,
+        status: 500,
+    });
+    api.close_watches();
+    for _ in 0..10 {
+        assert_eq!(
+            decision(&agent, "prod")["auditAnnotations"]["rule"],
+            "ops/rule"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    wait_until("recovery after errors", &agent, || {
+        decision(&agent, "prod")["allowed"] == false
+    });
+    assert!(
+        agent.logs().iter().any(|l| l.contains("watch failed")),
+        "no watch error logged"
+    );
+    assert_eq!(ready(&agent).0, 200);
+}
+
+/// List requests (GETs without `watch=true`) of rule ConfigMaps served so far.
+fn count_lists(api: &ApiServer) -> usize {
+    api.requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/configmaps") && !r.contains("watch=true"))
+        .count()
+}
+
+#[test]
+fn not_ready_until_the_first_sync() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    api.inject(Fault::Fail {
+        count: 100_000,
+        status: 503,
+    });
+    let agent = cluster.agent();
+    let (code, text) = ready(&agent);
+    assert_eq!(code, 503);
+    assert!(text.contains("first sync"), "{text}");
+    // After the startup sync timeout the reason says so.
+    wait_until("the startup timeout", &agent, || {
+        ready(&agent).1.contains("not complete after")
+    });
+    assert_eq!(decision(&agent, "prod").get("auditAnnotations"), None);
+    api.heal();
+    wait_until("ready after healing", &agent, || ready(&agent).0 == 200);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+}
