@@ -250,13 +250,29 @@ impl<'a> Walker<'_, 'a> {
 
     /// A node whose value was added, removed, changed type or changed as a scalar.
     fn changed_node(&mut self, old: Option<&'a Value>, new: Option<&'a Value>, coverage: Coverage) {
-        let old_map = old.and_then(Value::as_object);
-        let new_map = new.and_then(Value::as_object);
         let at_map_key = matches!(self.path.last(), Some(SegmentRef::Key(_)));
-        if at_map_key && (old_map.is_some() || new_map.is_some()) && self.wants_descent() {
-            // The side that is not a map counts as absent.
-            self.walk_maps(old_map, new_map, coverage);
-            return;
+        if at_map_key && self.wants_descent() {
+            // Descend into the container(s); a side of another type counts as absent. A list
+            // is descended to its elements, which are then reported whole at their index.
+            let (old_map, new_map) = (
+                old.and_then(Value::as_object),
+                new.and_then(Value::as_object),
+            );
+            let (old_list, new_list) =
+                (old.and_then(Value::as_array), new.and_then(Value::as_array));
+            if old_map.is_some() || new_map.is_some() {
+                self.walk_maps(old_map, new_map, coverage);
+            }
+            if old_list.is_some() || new_list.is_some() {
+                let (old_items, new_items) = (
+                    old_list.map_or(&[][..], Vec::as_slice),
+                    new_list.map_or(&[][..], Vec::as_slice),
+                );
+                self.walk_lists(old_items, new_items, coverage);
+            }
+            if old_map.is_some() || new_map.is_some() || old_list.is_some() || new_list.is_some() {
+                return;
+            }
         }
         let old_value = old.and_then(|v| self.scoped(v, coverage));
         let new_value = new.and_then(|v| self.scoped(v, coverage));
