@@ -244,8 +244,14 @@ impl<'a> Walker<'_, 'a> {
         self.path.push(SegmentRef::Index(index));
         let child = self.scope.child_coverage(coverage, &self.path);
         if child != Coverage::Out {
-            let old_value = old.and_then(|v| self.scoped(v, child));
-            let new_value = new.and_then(|v| self.scoped(v, child));
+            // An element exists even when its value is empty: under full coverage it is
+            // reported as it is; under partial coverage only if something of it is in scope.
+            let element = |walker: &mut Self, v: &'a Value| match child {
+                Coverage::In => Some(Cow::Borrowed(v)),
+                _ => walker.scoped(v, child),
+            };
+            let old_value = old.and_then(|v| element(self, v));
+            let new_value = new.and_then(|v| element(self, v));
             if old_value.is_some() || new_value.is_some() {
                 let kind = if new.is_some() {
                     ChangeKind::Added
@@ -1057,7 +1063,7 @@ mod tests {
         let text = "abcdefghijklmnopqrstuvwxyz0123456789";
         for n in 0..text.len() {
             let a = &text[..n];
-            assert!(str_eq(a, &a.to_owned()), "{n}");
+            assert!(str_eq(a, a.to_owned().as_str()), "{n}");
             for i in 0..n {
                 let mut b = a.as_bytes().to_vec();
                 b[i] = b'#';
