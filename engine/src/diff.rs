@@ -130,6 +130,16 @@ impl<'a> Walker<'_, 'a> {
         if coverage == Coverage::Out {
             return;
         }
+        // Two scalars: the common leaf, settled without the absence tests below.
+        if let (Some(a), Some(b)) = (old, new)
+            && is_scalar(a)
+            && is_scalar(b)
+        {
+            if !value_eq(a, b) {
+                self.changed_node(old, new, coverage);
+            }
+            return;
+        }
         let old = present(old);
         let new = present(new);
         match (old, new) {
@@ -139,8 +149,8 @@ impl<'a> Walker<'_, 'a> {
             }
             (Some(Value::Array(a)), Some(Value::Array(b))) => {
                 // Aligning costs more than comparing: align only lists that differ.
-                if !lists_eq(a, b) {
-                    self.walk_lists(a, b, coverage)
+                if let Some(first) = first_difference(a, b) {
+                    self.walk_lists(a, b, first, coverage)
                 }
             }
             (Some(a), Some(b)) if value_eq(a, b) => {}
@@ -170,14 +180,27 @@ impl<'a> Walker<'_, 'a> {
         });
     }
 
-    fn walk_lists(&mut self, old: &'a [Value], new: &'a [Value], coverage: Coverage) {
+    /// Walks two lists that differ; the elements before `first_difference` are known equal.
+    fn walk_lists(
+        &mut self,
+        old: &'a [Value],
+        new: &'a [Value],
+        first_difference: usize,
+        coverage: Coverage,
+    ) {
         let field = match self.path.last() {
             Some(SegmentRef::Key(key)) => Some(*key),
             _ => None,
         };
         if old.len() == new.len() && aligns_by_position(field, old, new) {
-            // Every element keeps its place: no reordering, nothing added or removed.
+            // Every element keeps its place: no reordering, nothing added or removed. Equal
+            // elements are settled by comparison, cheaper than a walk.
             for (index, (old_item, new_item)) in old.iter().zip(new).enumerate() {
+                if index < first_difference
+                    || (index > first_difference && value_eq(old_item, new_item))
+                {
+                    continue;
+                }
                 self.path.push(SegmentRef::Index(index));
                 let child = self.scope.child_coverage(coverage, &self.path);
                 self.walk(Some(old_item), Some(new_item), child);
@@ -284,7 +307,8 @@ impl<'a> Walker<'_, 'a> {
                     old_list.map_or(&[][..], Vec::as_slice),
                     new_list.map_or(&[][..], Vec::as_slice),
                 );
-                self.walk_lists(old_items, new_items, coverage);
+                let first = first_difference(old_items, new_items).unwrap_or(0);
+                self.walk_lists(old_items, new_items, first, coverage);
             }
             if old_map.is_some() || new_map.is_some() || old_list.is_some() || new_list.is_some() {
                 return;
@@ -421,6 +445,7 @@ fn for_each_key<'a>(
 
 /// Whether two maps are equal after normalisation, stopping at the first difference. Same
 /// side-by-side walk as [`for_each_key`].
+#[inline(never)]
 fn maps_eq(x: &Map<String, Value>, y: &Map<String, Value>) -> bool {
     let mut shared = 0;
     for ((ka, va), (kb, vb)) in x.iter().zip(y) {
@@ -492,25 +517,41 @@ fn is_scalar(value: &Value) -> bool {
     matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
 }
 
+/// The index of the first element pair that differs, or the shorter length when one list
+/// extends the other; `None` when the lists are equal.
+fn first_difference(x: &[Value], y: &[Value]) -> Option<usize> {
+    match x.iter().zip(y).position(|(a, b)| !value_eq(a, b)) {
+        Some(index) => Some(index),
+        None if x.len() == y.len() => None,
+        None => Some(x.len().min(y.len())),
+    }
+}
+
+#[inline(never)]
 fn lists_eq(x: &[Value], y: &[Value]) -> bool {
     x.len() == y.len() && x.iter().zip(y).all(|(a, b)| value_eq(a, b))
 }
 
 /// Equality after normalisation: absent entries ignored, numbers compared numerically.
+///
+/// Small and inlined so that the leaves of a map or list compare inside its loop; the
+/// containers recurse through the out-of-line `maps_eq` and `lists_eq`.
+#[inline]
 pub fn value_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Null, Value::Null) => true,
-        (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Number(x), Value::Number(y)) => numbers_eq(x, y),
         (Value::String(x), Value::String(y)) => str_eq(x, y),
-        (Value::Array(x), Value::Array(y)) => lists_eq(x, y),
+        (Value::Number(x), Value::Number(y)) => numbers_eq(x, y),
+        (Value::Bool(x), Value::Bool(y)) => x == y,
         // `value_eq` itself treats absent values alike, so shared keys need no presence test.
         (Value::Object(x), Value::Object(y)) => maps_eq(x, y),
+        (Value::Array(x), Value::Array(y)) => lists_eq(x, y),
+        (Value::Null, Value::Null) => true,
         // `{}` and `[]` also compare equal to `null` when they meet inside a list.
         _ => is_absent(a) && is_absent(b),
     }
 }
 
+#[inline]
 fn numbers_eq(x: &serde_json::Number, y: &serde_json::Number) -> bool {
     if let (Some(a), Some(b)) = (x.as_i64(), y.as_i64()) {
         return a == b;

@@ -150,11 +150,15 @@ fn render_key(out: &mut String, key: &str) {
         out.push_str(key);
     } else {
         out.push_str("['");
-        for c in key.chars() {
-            if c == '\'' || c == '\\' {
-                out.push('\\');
+        if key.contains(['\'', '\\']) {
+            for c in key.chars() {
+                if c == '\'' || c == '\\' {
+                    out.push('\\');
+                }
+                out.push(c);
             }
-            out.push(c);
+        } else {
+            out.push_str(key);
         }
         out.push_str("']");
     }
