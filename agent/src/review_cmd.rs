@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::cli::ReviewArgs;
 
@@ -20,62 +20,12 @@ fn read_object(path: &Path) -> anyhow::Result<Value> {
     }
 }
 
-/// Plural resource names of the kinds the chart intercepts by default.
-fn resource_of(kind: &str) -> String {
-    match kind {
-        "Deployment" => "deployments".into(),
-        "StatefulSet" => "statefulsets".into(),
-        "DaemonSet" => "daemonsets".into(),
-        "ReplicaSet" => "replicasets".into(),
-        "Rollout" => "rollouts".into(),
-        other => format!("{}s", other.to_ascii_lowercase()),
-    }
-}
-
 pub fn build(args: &ReviewArgs) -> anyhow::Result<Value> {
     let old = read_object(&args.old)?;
     let new = read_object(&args.new)?;
-    let text = |v: &Value, pointer: &str| {
-        v.pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let api_version = text(&new, "/apiVersion");
-    let kind = text(&new, "/kind");
-    if kind.is_empty() || api_version.is_empty() {
-        bail!("{} has no apiVersion or kind", args.new.display());
-    }
-    if text(&old, "/kind") != kind {
-        bail!(
-            "the old object is a {:?} and the new one a {kind:?}",
-            text(&old, "/kind")
-        );
-    }
-    let (group, version) = match api_version.split_once('/') {
-        Some((group, version)) => (group.to_owned(), version.to_owned()),
-        None => (String::new(), api_version.clone()),
-    };
-    let gvk = json!({"group": group, "version": version, "kind": kind});
-    let gvr = json!({"group": group, "version": version, "resource": resource_of(&kind)});
-    Ok(json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": args.uid,
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": text(&new, "/metadata/name"),
-            "namespace": text(&new, "/metadata/namespace"),
-            "operation": "UPDATE",
-            "userInfo": {"username": args.user, "groups": ["system:authenticated"]},
-            "object": new,
-            "oldObject": old,
-            "dryRun": false
-        }
-    }))
+    Ok(drift_engine::review::update_review(
+        old, new, &args.user, &args.uid,
+    )?)
 }
 
 pub fn run(args: &ReviewArgs) -> anyhow::Result<()> {

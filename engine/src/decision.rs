@@ -439,6 +439,25 @@ pub fn decide<'a>(
     }
 }
 
+/// The changes that `rule` does not compare because of its `include` / `exclude` (the system
+/// fields left aside), for previews that show a person what was ignored and why.
+pub fn excluded_changes<'a>(
+    rule: &CompiledRule,
+    old: &'a Value,
+    new: &'a Value,
+) -> Vec<Change<'a>> {
+    let mut skip: Vec<crate::path::PathPattern> = crate::rule::SYSTEM_FIELDS
+        .iter()
+        .filter_map(|p| crate::path::PathPattern::parse(p).ok())
+        .collect();
+    skip.push(crate::rule::bypass_pattern(&rule.bypass));
+    let unscoped = crate::diff::Scope::new(None, skip);
+    diff::diff(old, new, &unscoped, &rule.mutable)
+        .into_iter()
+        .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)
+        .collect()
+}
+
 /// A `/scale` update can only change `spec.replicas`.
 fn scale_changes<'a>(rule: &CompiledRule, old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
     let path = FieldPath::from(vec![

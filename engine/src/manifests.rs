@@ -61,6 +61,24 @@ fn flatten(value: Value, out: &mut Vec<Value>) {
     }
 }
 
+/// The one object of a manifest file (a file with several objects, or none, is an error).
+pub fn single_object(text: &str, origin: &str) -> Result<Value, ManifestError> {
+    let mut documents = parse_documents(text, origin)?;
+    let error = |reason: String| ManifestError {
+        origin: origin.to_owned(),
+        line: 1,
+        column: 1,
+        reason,
+    };
+    match documents.len() {
+        1 => Ok(documents.remove(0)),
+        0 => Err(error("holds no object".into())),
+        n => Err(error(format!(
+            "holds {n} objects; give one object per file"
+        ))),
+    }
+}
+
 /// The rule ConfigMaps among `documents`. ConfigMaps without a namespace land in `default`,
 /// as `kubectl apply` would put them.
 pub fn rule_sources(documents: &[Value], origin: &str) -> Vec<RuleSource> {

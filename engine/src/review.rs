@@ -156,6 +156,80 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     })
 }
 
+/// Why an UPDATE review cannot be built from two objects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BuildError(pub String);
+
+/// Plural resource name of a kind, as the API server names it in `request.resource`.
+pub fn resource_of(kind: &str) -> String {
+    match kind {
+        "Deployment" => "deployments".into(),
+        "StatefulSet" => "statefulsets".into(),
+        "DaemonSet" => "daemonsets".into(),
+        "ReplicaSet" => "replicasets".into(),
+        "Rollout" => "rollouts".into(),
+        other => format!("{}s", other.to_ascii_lowercase()),
+    }
+}
+
+/// The `admission.k8s.io/v1` AdmissionReview the API server sends for an UPDATE of `old` into
+/// `new` by `user`.
+pub fn update_review(old: Value, new: Value, user: &str, uid: &str) -> Result<Value, BuildError> {
+    let text = |v: &Value, pointer: &str| {
+        v.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let api_version = text(&new, "/apiVersion");
+    let kind = text(&new, "/kind");
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(BuildError(
+            "the new object has no apiVersion or kind".into(),
+        ));
+    }
+    if text(&old, "/kind") != kind || text(&old, "/apiVersion") != api_version {
+        return Err(BuildError(format!(
+            "the old object is a {} {:?} and the new one a {api_version} {kind:?}; both must be the same kind",
+            text(&old, "/apiVersion"),
+            text(&old, "/kind")
+        )));
+    }
+    if text(&old, "/metadata/name") != text(&new, "/metadata/name") {
+        return Err(BuildError(format!(
+            "the old object is named {:?} and the new one {:?}; an update keeps the name",
+            text(&old, "/metadata/name"),
+            text(&new, "/metadata/name")
+        )));
+    }
+    let (group, version) = match api_version.split_once('/') {
+        Some((group, version)) => (group.to_owned(), version.to_owned()),
+        None => (String::new(), api_version.clone()),
+    };
+    let gvk = serde_json::json!({"group": group, "version": version, "kind": kind});
+    let gvr =
+        serde_json::json!({"group": group, "version": version, "resource": resource_of(&kind)});
+    Ok(serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": text(&new, "/metadata/name"),
+            "namespace": text(&new, "/metadata/namespace"),
+            "operation": "UPDATE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": new,
+            "oldObject": old,
+            "dryRun": false
+        }
+    }))
+}
+
 /// `metav1.Status` as the webhook fills it in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ResponseStatus {

@@ -1,0 +1,137 @@
+//! `kubectl drift`: tells a person why an edit is, or would be, denied. Every verdict it shows
+//! comes from `drift-engine`, the same code the agent runs, so the two never disagree.
+//!
+//! This version has the offline commands (`preview --rules --old --new`, `explain --rules -f`);
+//! the cluster commands come with the plugin's cluster support.
+
+pub mod cli;
+mod offline;
+mod render;
+
+use anyhow::{Context as _, bail};
+use drift_engine::review::{AdmissionRequest, parse_review, update_review};
+use drift_engine::{Context, Outcome, Step, decide};
+use serde_json::Value;
+
+use crate::cli::{Cli, Command, ExplainArgs, PreviewArgs};
+
+/// The name of the webhook in the chart's ValidatingWebhookConfiguration, as the API server
+/// quotes it in a denial.
+pub const WEBHOOK_NAME: &str = "validate.drift-sentinel.k8s.io";
+
+/// What a command concluded; decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Allowed, no violation.
+    Allowed,
+    /// Would be denied.
+    Denied,
+    /// A violation that a non-enforcing mode allows (warn, dry-run).
+    ViolationAllowed,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Allowed => 0,
+            Verdict::Denied => 1,
+            Verdict::ViolationAllowed => 3,
+        }
+    }
+
+    fn of(decision: &drift_engine::Decision<'_>) -> Self {
+        match decision.outcome {
+            _ if !decision.allowed => Verdict::Denied,
+            Some(Outcome::Warned | Outcome::WouldDeny) => Verdict::ViolationAllowed,
+            _ => Verdict::Allowed,
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<Verdict> {
+    match cli.command {
+        Command::Preview(args) => preview(&args),
+        Command::Explain(args) => explain(&args),
+    }
+}
+
+fn require_offline(rules: &[std::path::PathBuf], what: &str) -> anyhow::Result<()> {
+    if rules.is_empty() {
+        bail!(
+            "{what} against a live cluster is not available in this version; run it offline with --rules PATH (see `kubectl drift {what} --help`)"
+        );
+    }
+    Ok(())
+}
+
+/// The request an UPDATE of `old` into `new` would send.
+fn request_for(old: Value, new: Value, user: &str) -> anyhow::Result<AdmissionRequest> {
+    let review = update_review(old, new, user, "kubectl-drift-preview")?;
+    let body = serde_json::to_vec(&review)?;
+    let parsed = parse_review(&body).map_err(|e| anyhow::anyhow!(e.0))?;
+    parsed.request.map_err(anyhow::Error::msg)
+}
+
+fn preview(args: &PreviewArgs) -> anyhow::Result<Verdict> {
+    require_offline(&args.offline.rules, "preview")?;
+    let (Some(old_path), Some(new_path)) = (&args.old, &args.new) else {
+        bail!("offline preview needs both --old FILE and --new FILE");
+    };
+    let rules = offline::load_rules(&args.offline.rules)?;
+    let namespaces = offline::load_namespaces(args.offline.namespace_file.as_deref())?;
+    let old = offline::read_object(old_path)?;
+    let new = offline::read_object(new_path)?;
+    let request = request_for(old, new, &args.user).with_context(|| {
+        format!(
+            "cannot compare {} with {}",
+            old_path.display(),
+            new_path.display()
+        )
+    })?;
+    let namespace_mode = namespaces
+        .get(request.namespace())
+        .and_then(|n| n.mode_annotation.as_deref());
+    let context = Context {
+        namespace_mode,
+        parent_labels: None,
+    };
+    let decision = decide(&rules.set, &request, &context);
+    let excluded = match (decision.rule, &request.old_object, &request.object) {
+        (Some(rule), Some(old), Some(new))
+            if decision.step == Step::Violation
+                || decision.step == Step::OnlyMutable
+                || decision.step == Step::NoChanges =>
+        {
+            drift_engine::decision::excluded_changes(rule, old, new)
+        }
+        _ => Vec::new(),
+    };
+    let verdict = Verdict::of(&decision);
+    render::preview(
+        &args.common,
+        &request,
+        &decision,
+        &excluded,
+        &rules,
+        verdict,
+    )?;
+    Ok(verdict)
+}
+
+fn explain(args: &ExplainArgs) -> anyhow::Result<Verdict> {
+    require_offline(&args.offline.rules, "explain")?;
+    let Some(path) = &args.file else {
+        bail!("offline explain needs the object: -f FILE");
+    };
+    let rules = offline::load_rules(&args.offline.rules)?;
+    let namespaces = offline::load_namespaces(args.offline.namespace_file.as_deref())?;
+    let object = offline::read_object(path)?;
+    // Explaining an object is explaining an edit of it that changes nothing.
+    let request = request_for(object.clone(), object, &args.user)
+        .with_context(|| format!("cannot read {} as a Kubernetes object", path.display()))?;
+    let namespace_mode = namespaces
+        .get(request.namespace())
+        .and_then(|n| n.mode_annotation.as_deref());
+    render::explain(&args.common, &request, namespace_mode, &rules)?;
+    Ok(Verdict::Allowed)
+}

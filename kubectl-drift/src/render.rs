@@ -1,0 +1,473 @@
+//! What the commands print: a screen a person reads (`-o text`, coloured only on a terminal
+//! and never with `NO_COLOR`), or the same facts as JSON or YAML for scripts.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+use drift_engine::decision::{Mismatch, display_value, match_rule, target_of};
+use drift_engine::diff::Change;
+use drift_engine::review::AdmissionRequest;
+use drift_engine::rule::Mode;
+use drift_engine::{Context, Decision, Step};
+use serde_json::{Value, json};
+
+use crate::cli::{Common, Output};
+use crate::offline::LoadedRules;
+use crate::{Verdict, WEBHOOK_NAME};
+
+struct Style {
+    colour: bool,
+}
+
+impl Style {
+    fn detect() -> Self {
+        let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Self { colour }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn red(&self, text: &str) -> String {
+        self.paint("1;31", text)
+    }
+    fn green(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+    fn yellow(&self, text: &str) -> String {
+        self.paint("33", text)
+    }
+    fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+}
+
+fn emit(common: &Common, document: &Value, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+    match common.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(document)?),
+        Output::Yaml => print!("{}", serde_yaml::to_string(document)?),
+        Output::Text => print!("{}", text()),
+    }
+    Ok(())
+}
+
+fn object_summary(request: &AdmissionRequest) -> Value {
+    json!({
+        "apiVersion": if request.kind.group.is_empty() { request.kind.version.clone() } else { format!("{}/{}", request.kind.group, request.kind.version) },
+        "kind": request.kind.kind,
+        "namespace": request.namespace(),
+        "name": request.name(),
+    })
+}
+
+fn object_line(request: &AdmissionRequest) -> String {
+    match request.namespace() {
+        "" => format!("{} {}", request.kind.kind, request.name()),
+        ns => format!("{} {ns}/{}", request.kind.kind, request.name()),
+    }
+}
+
+fn mode_source(decision: &Decision<'_>) -> &'static str {
+    match decision.mode_source {
+        Some(drift_engine::decision::ModeSource::NamespaceAnnotation) => {
+            "namespace annotation drift-sentinel.k8s.io/mode"
+        }
+        Some(drift_engine::decision::ModeSource::Rule) => "the rule",
+        None => "",
+    }
+}
+
+/// The message the API server would return to kubectl.
+fn api_server_message(decision: &Decision<'_>) -> Option<String> {
+    (!decision.allowed).then(|| {
+        format!(
+            "admission webhook \"{WEBHOOK_NAME}\" denied the request: {}",
+            decision.status_message()
+        )
+    })
+}
+
+pub fn preview(
+    common: &Common,
+    request: &AdmissionRequest,
+    decision: &Decision<'_>,
+    excluded: &[Change<'_>],
+    rules: &LoadedRules,
+    verdict: Verdict,
+) -> anyhow::Result<()> {
+    let mut changes: Vec<Value> = decision
+        .changes
+        .iter()
+        .map(|c| {
+            json!({
+                "path": c.path,
+                "old": c.change.old.as_deref(),
+                "new": c.change.new.as_deref(),
+                "status": if c.mutable { "mutable" } else { "denied" },
+            })
+        })
+        .collect();
+    changes.extend(excluded.iter().map(|c| {
+        json!({"path": c.path.to_string(), "old": c.old.as_deref(), "new": c.new.as_deref(), "status": "excluded"})
+    }));
+    let document = json!({
+        "object": object_summary(request),
+        "user": request.user_info.username,
+        "rule": decision.rule.map(|r| r.id.to_string()),
+        "mode": decision.mode.map(Mode::as_str),
+        "modeSource": decision.mode_source,
+        "step": decision.step,
+        "reason": decision.reason,
+        "allowed": decision.allowed,
+        "result": decision.outcome.map(|o| o.as_str()),
+        "changes": changes,
+        "deniedPaths": decision.denied_paths,
+        "warnings": decision.warnings,
+        "apiServerMessage": api_server_message(decision),
+        "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "exitCode": verdict.exit_code(),
+    });
+    emit(common, &document, || {
+        preview_text(request, decision, excluded, rules, verdict)
+    })
+}
+
+fn preview_text(
+    request: &AdmissionRequest,
+    decision: &Decision<'_>,
+    excluded: &[Change<'_>],
+    rules: &LoadedRules,
+    verdict: Verdict,
+) -> String {
+    let style = Style::detect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Object:  {} (edited by {})",
+        object_line(request),
+        request.user_info.username
+    );
+    match (decision.rule, decision.mode) {
+        (Some(rule), Some(mode)) => {
+            let origin = rule
+                .origin
+                .as_deref()
+                .map(|o| format!(", {o}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "Rule:    {} (priority {}{origin})",
+                rule.id, rule.priority
+            );
+            let _ = writeln!(out, "Mode:    {mode} (from {})", mode_source(decision));
+        }
+        _ => {
+            let _ = writeln!(out, "Rule:    none matches ({})", decision.reason);
+        }
+    }
+    let rows: Vec<(String, String, String)> = decision
+        .changes
+        .iter()
+        .map(|c| {
+            let status = if c.mutable {
+                style.green("mutable")
+            } else {
+                style.red("denied")
+            };
+            (
+                c.path.clone(),
+                arrow(c.change.old.as_deref(), c.change.new.as_deref()),
+                status,
+            )
+        })
+        .chain(excluded.iter().map(|c| {
+            (
+                c.path.to_string(),
+                arrow(c.old.as_deref(), c.new.as_deref()),
+                style.yellow("excluded"),
+            )
+        }))
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNo changes {}.",
+            if decision.rule.is_some() {
+                "in the compared fields"
+            } else {
+                "judged"
+            }
+        );
+    } else {
+        let width = rows
+            .iter()
+            .map(|r| r.0.chars().count())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let values_width = rows
+            .iter()
+            .map(|r| r.1.chars().count())
+            .max()
+            .unwrap_or(9)
+            .max(9);
+        let _ = writeln!(
+            out,
+            "\n{:width$}  {:values_width$}  VERDICT",
+            "CHANGE", "OLD → NEW"
+        );
+        for (path, values, status) in rows {
+            let _ = writeln!(out, "{path:width$}  {values:values_width$}  {status}");
+        }
+    }
+    out.push('\n');
+    let headline = match verdict {
+        Verdict::Denied => style.red("DENIED"),
+        Verdict::ViolationAllowed => style.yellow("ALLOWED WITH A VIOLATION"),
+        Verdict::Allowed => style.green("ALLOWED"),
+    };
+    let why = match verdict {
+        Verdict::Allowed => format!(" ({})", decision.reason),
+        _ => String::new(),
+    };
+    let _ = writeln!(out, "Verdict: {headline}{why}");
+    if let Some(message) = api_server_message(decision) {
+        let _ = writeln!(
+            out,
+            "\nThe API server would answer:\n  Error from server: {message}"
+        );
+    } else if decision.step == Step::Violation {
+        for warning in &decision.warnings {
+            let _ = writeln!(out, "\nkubectl would print:\n  Warning: {warning}");
+        }
+        if decision.warnings.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nRecorded only (dry-run): {}",
+                decision.status_message()
+            );
+        }
+    } else {
+        for warning in &decision.warnings {
+            let _ = writeln!(out, "Warning: {warning}");
+        }
+    }
+    if verdict == Verdict::Denied
+        && let Some(rule) = decision.rule
+    {
+        let _ = writeln!(
+            out,
+            "\nTo allow it: make {} mutable in rule {} (mutable now: {}), or set annotation {}: \"true\" on the object.",
+            decision.denied_paths.join(", "),
+            rule.id,
+            rule.mutable_text,
+            rule.bypass
+        );
+    }
+    if !rules.set.invalid().is_empty() {
+        let _ = writeln!(out, "\n{}", style.yellow("Invalid rules (not applied):"));
+        for error in rules.set.invalid() {
+            let _ = writeln!(out, "  {error}");
+        }
+    }
+    out
+}
+
+fn arrow(old: Option<&Value>, new: Option<&Value>) -> String {
+    let cut = |v: Option<&Value>| {
+        let text = display_value(v);
+        drift_engine::decision::truncate_chars(&text, 40)
+    };
+    format!("{} → {}", cut(old), cut(new))
+}
+
+pub fn explain(
+    common: &Common,
+    request: &AdmissionRequest,
+    namespace_mode: Option<&str>,
+    rules: &LoadedRules,
+) -> anyhow::Result<()> {
+    let context = Context {
+        namespace_mode,
+        parent_labels: None,
+    };
+    let target = target_of(request);
+    let mut winner = None;
+    let mut considered = Vec::new();
+    for rule in rules.set.rules() {
+        let outcome = match &target {
+            Some(target) => match_rule(rule, request, target, &context),
+            None => Err(Mismatch::Selector),
+        };
+        let reason = match &outcome {
+            Ok(()) => "matches: namespace, selector and labels".to_owned(),
+            Err(Mismatch::Namespace) => format!(
+                "namespace {:?} matches none of {}",
+                request.namespace(),
+                rule.namespaces
+                    .iter()
+                    .map(|g| g.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(Mismatch::Selector) => format!(
+                "{}/{} matches none of the selectors {}",
+                if request.kind.group.is_empty() {
+                    "core"
+                } else {
+                    &request.kind.group
+                },
+                request.kind.kind,
+                rule.selectors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(Mismatch::Labels(failed)) => format!("label requirement {failed} does not hold"),
+        };
+        let wins = outcome.is_ok() && winner.is_none();
+        if wins {
+            winner = Some(rule);
+        }
+        considered.push((rule, outcome.is_ok(), wins, reason));
+    }
+    let decision = drift_engine::decide(&rules.set, request, &context);
+    let bypass_value = winner.and_then(|rule| {
+        request
+            .object
+            .as_ref()?
+            .pointer("/metadata/annotations")?
+            .get(&rule.bypass)?
+            .as_str()
+            .map(str::to_owned)
+    });
+    let user = &request.user_info.username;
+    let document = json!({
+        "object": object_summary(request),
+        "rules": considered.iter().map(|(rule, matched, wins, reason)| json!({
+            "rule": rule.id.to_string(), "priority": rule.priority, "mode": rule.mode.as_str(),
+            "matched": matched, "winner": wins, "reason": reason, "origin": rule.origin,
+        })).collect::<Vec<_>>(),
+        "winner": winner.map(|r| r.id.to_string()),
+        "mode": decision.mode.map(Mode::as_str),
+        "modeSource": decision.mode_source,
+        "namespaceModeAnnotation": namespace_mode,
+        "include": winner.map(|r| r.include.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "exclude": winner.map(|r| r.exclude.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "mutable": winner.map(|r| r.mutable.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": bypass_value, "active": bypass_value.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))})),
+        "users": winner.map(|r| json!({"scoped": r.users, "inScope": r.user_in_scope(user), "exempt": r.user_exempt(user)})),
+        "warnings": decision.warnings,
+        "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    emit(common, &document, || {
+        let style = Style::detect();
+        let mut out = String::new();
+        let _ = writeln!(out, "Object:  {}\n", object_line(request));
+        let _ = writeln!(out, "RULES IN PRIORITY ORDER");
+        let width = considered
+            .iter()
+            .map(|c| c.0.id.to_string().len())
+            .max()
+            .unwrap_or(4);
+        for (rule, matched, wins, reason) in &considered {
+            let mark = if *wins {
+                style.green("WINS   ")
+            } else if *matched {
+                style.yellow("matches")
+            } else {
+                "no     ".to_owned()
+            };
+            let shadowed = if *matched && !*wins {
+                " (a higher-priority rule wins)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {mark}  {:width$}  priority {:>5}  {}{shadowed}",
+                rule.id.to_string(),
+                rule.priority,
+                reason
+            );
+        }
+        match winner {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "\nNo rule matches: every UPDATE of this object is allowed."
+                );
+            }
+            Some(rule) => {
+                let _ = writeln!(out, "\nWinner:  {}", style.bold(&rule.id.to_string()));
+                let _ = writeln!(
+                    out,
+                    "Mode:    {} (from {})",
+                    decision.mode.map(Mode::as_str).unwrap_or(""),
+                    mode_source(&decision)
+                );
+                let list = |patterns: &[drift_engine::PathPattern]| {
+                    if patterns.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        patterns
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "Include: {}",
+                    if rule.include.is_empty() {
+                        "(everything)".to_owned()
+                    } else {
+                        list(&rule.include)
+                    }
+                );
+                let _ = writeln!(out, "Exclude: {}", list(&rule.exclude));
+                let _ = writeln!(out, "Mutable: {}", list(&rule.mutable));
+                let state = match bypass_value.as_deref() {
+                    Some(v) if v.trim().eq_ignore_ascii_case("true") => {
+                        format!("set to {v:?}: every UPDATE is allowed")
+                    }
+                    Some(v) => format!("present but {v:?} (only \"true\" bypasses)"),
+                    None => "not set".to_owned(),
+                };
+                let _ = writeln!(out, "Bypass:  annotation {} {state}", rule.bypass);
+                if !rule.users.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "Users:   only {} (user {user} {})",
+                        rule.users.join(", "),
+                        if rule.user_in_scope(user) {
+                            "is listed"
+                        } else {
+                            "is not listed: allowed"
+                        }
+                    );
+                }
+                if rule.user_exempt(user) {
+                    let _ = writeln!(out, "Exempt:  user {user} is exempt: allowed");
+                }
+            }
+        }
+        for warning in &decision.warnings {
+            let _ = writeln!(out, "Warning: {warning}");
+        }
+        if !rules.set.invalid().is_empty() {
+            let _ = writeln!(out, "\n{}", style.yellow("Invalid rules (not applied):"));
+            for error in rules.set.invalid() {
+                let _ = writeln!(out, "  {error}");
+            }
+        }
+        out
+    })
+}

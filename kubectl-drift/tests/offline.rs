@@ -1,0 +1,359 @@
+//! The offline commands through the real binary: verdicts, exit codes, text and JSON output,
+//! and discovery as a kubectl plugin.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples")
+}
+
+fn plugin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-drift"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kubectl-drift")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: NAMESPACE\nspec:\n  replicas: REPLICAS\n  template:\n    spec:\n      containers:\n        - name: app\n          image: IMAGE\n";
+
+fn deployment(namespace: &str, replicas: u32, image: &str) -> String {
+    DEPLOYMENT
+        .replace("NAMESPACE", namespace)
+        .replace("REPLICAS", &replicas.to_string())
+        .replace("IMAGE", image)
+}
+
+#[test]
+fn preview_of_the_example_edit_is_denied_with_the_reason() {
+    let examples = examples();
+    let output = plugin(&[
+        "preview",
+        "--rules",
+        examples.to_str().unwrap(),
+        "--namespace-file",
+        examples.join("namespaces.yaml").to_str().unwrap(),
+        "--old",
+        examples.join("deployment-before.yaml").to_str().unwrap(),
+        "--new",
+        examples.join("deployment-after.yaml").to_str().unwrap(),
+    ]);
+    let screen = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{screen}");
+    for expected in [
+        "Deployment prod-eu/checkout",
+        "drift-sentinel/drift-sentinel-strict",
+        "spec.replicas",
+        "3 → 5",
+        "spec.template.spec.containers[0].image",
+        "denied",
+        "Verdict: DENIED",
+        "admission webhook \"validate.drift-sentinel.k8s.io\" denied the request: Drift Sentinel: immutable fields changed: spec.replicas, spec.template.spec.containers[0].image",
+        "drift-sentinel.k8s.io/bypass",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "missing {expected:?} in\n{screen}"
+        );
+    }
+    assert!(
+        screen.lines().count() < 30,
+        "more than one screen:\n{screen}"
+    );
+}
+
+fn rules_dir(dir: &Path) -> String {
+    write(
+        dir,
+        "rules.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: images\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['prod']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n    exclude: ['metadata.labels']\n    mutable: ['spec.template.spec.containers[*].image']\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: staging\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: warn\n    namespaces: ['staging']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['*']\n    selectors: [{kind: Deployment}]\n    mutabel: [x]\n",
+    )
+}
+
+#[test]
+fn preview_exit_codes_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let old = write(dir.path(), "old.yaml", &deployment("prod", 2, "nginx:1"));
+    let image = write(dir.path(), "image.yaml", &deployment("prod", 2, "nginx:2"));
+    let scaled = write(dir.path(), "scaled.yaml", &deployment("prod", 3, "nginx:1"));
+    let staging_old = write(
+        dir.path(),
+        "s-old.yaml",
+        &deployment("staging", 2, "nginx:1"),
+    );
+    let staging_new = write(
+        dir.path(),
+        "s-new.yaml",
+        &deployment("staging", 3, "nginx:1"),
+    );
+
+    // A mutable-only change: exit 0, the change marked mutable.
+    let output = plugin(&["preview", "--rules", &rules, "--old", &old, "--new", &image]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let screen = text(&output);
+    assert!(
+        screen.contains("mutable") && screen.contains("Verdict: ALLOWED"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("ops/broken"),
+        "invalid rules are shown:\n{screen}"
+    );
+
+    // A denied change: exit 1; JSON carries the same verdict.
+    let output = plugin(&[
+        "preview", "--rules", &rules, "--old", &old, "--new", &scaled, "-o", "json",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["allowed"], false);
+    assert_eq!(
+        document["deniedPaths"],
+        serde_json::json!(["spec.replicas"])
+    );
+    assert_eq!(document["rule"], "ops/images");
+    assert_eq!(document["exitCode"], 1);
+    assert!(
+        document["apiServerMessage"]
+            .as_str()
+            .unwrap()
+            .contains("Drift Sentinel: immutable fields changed: spec.replicas")
+    );
+
+    // A violation allowed by warn: exit 3.
+    let output = plugin(&[
+        "preview",
+        "--rules",
+        &rules,
+        "--old",
+        &staging_old,
+        "--new",
+        &staging_new,
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("Warning: Drift Sentinel: immutable fields changed: spec.replicas")
+    );
+
+    // Excluded changes are shown as such; YAML output parses.
+    let labelled = write(
+        dir.path(),
+        "labelled.yaml",
+        &deployment("prod", 2, "nginx:1").replace(
+            "namespace: prod\n",
+            "namespace: prod\n  labels:\n    tier: web\n",
+        ),
+    );
+    let output = plugin(&[
+        "preview", "--rules", &rules, "--old", &old, "--new", &labelled, "-o", "yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let document: Value = serde_yaml::from_slice(&output.stdout).unwrap();
+    let statuses: Vec<&str> = document["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["excluded"], "{document:#}");
+
+    // A namespace file switches the mode: dry-run allows with exit 3.
+    let namespaces = write(
+        dir.path(),
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: prod\n  annotations:\n    drift-sentinel.k8s.io/mode: dry-run\n",
+    );
+    let output = plugin(&[
+        "preview",
+        "--rules",
+        &rules,
+        "--namespace-file",
+        &namespaces,
+        "--old",
+        &old,
+        "--new",
+        &scaled,
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+
+    // The user's name is used: users-scoped rules see it.
+    let output = plugin(&[
+        "preview",
+        "--rules",
+        &rules,
+        "--old",
+        &old,
+        "--new",
+        &scaled,
+        "--user",
+        "system:serviceaccount:ci:deployer",
+        "-o",
+        "json",
+    ]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["user"], "system:serviceaccount:ci:deployer");
+}
+
+#[test]
+fn errors_exit_2_with_a_message_naming_what_was_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let old = write(dir.path(), "old.yaml", &deployment("prod", 2, "nginx:1"));
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "preview".into(),
+                "--rules".into(),
+                rules.clone(),
+                "--old".into(),
+                old.clone(),
+                "--new".into(),
+                "/nope.yaml".into(),
+            ],
+            "/nope.yaml",
+        ),
+        (
+            vec![
+                "preview".into(),
+                "--rules".into(),
+                "/no/rules".into(),
+                "--old".into(),
+                old.clone(),
+                "--new".into(),
+                old.clone(),
+            ],
+            "/no/rules",
+        ),
+        (
+            vec![
+                "preview".into(),
+                "--rules".into(),
+                rules.clone(),
+                "--old".into(),
+                old.clone(),
+            ],
+            "--new",
+        ),
+        (vec!["preview".into(), "-f".into(), old.clone()], "--rules"),
+        (vec!["explain".into(), "deploy/web".into()], "--rules"),
+        (
+            vec![
+                "preview".into(),
+                "--rules".into(),
+                old.clone(),
+                "--old".into(),
+                old.clone(),
+                "--new".into(),
+                old.clone(),
+            ],
+            "no rule ConfigMaps",
+        ),
+        (
+            vec![
+                "preview".into(),
+                "--rules".into(),
+                rules.clone(),
+                "--old".into(),
+                old.clone(),
+                "--new".into(),
+                rules.clone(),
+            ],
+            "objects",
+        ),
+        (vec!["preview".into(), "--bogus".into()], "--bogus"),
+    ];
+    for (args, fragment) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = plugin(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(
+            text(&output).contains(fragment),
+            "{args:?}: missing {fragment:?} in {}",
+            text(&output)
+        );
+    }
+}
+
+#[test]
+fn explain_lists_every_rule_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let object = write(dir.path(), "web.yaml", &deployment("prod", 2, "nginx:1"));
+    let output = plugin(&["explain", "--rules", &rules, "-f", &object]);
+    let screen = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{screen}");
+    for expected in [
+        "WINS",
+        "ops/images",
+        "namespace \"prod\" matches none of staging",
+        "Mutable: spec.template.spec.containers[*].image",
+        "Exclude: metadata.labels",
+        "Bypass:  annotation drift-sentinel.k8s.io/bypass not set",
+        "Invalid rules",
+        "mutabel",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "missing {expected:?} in\n{screen}"
+        );
+    }
+    let output = plugin(&["explain", "--rules", &rules, "-f", &object, "-o", "json"]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["winner"], "ops/images");
+    assert_eq!(document["mode"], "enforce");
+    assert_eq!(document["rules"].as_array().unwrap().len(), 2);
+}
+
+/// `kubectl drift …` through the real kubectl, which finds the plugin on PATH.
+#[test]
+fn kubectl_discovers_the_plugin() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let kubectl = std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| Some(repo.join(".tools/bin/kubectl")).filter(|p| p.exists()))
+        .expect("the real kubectl is needed: run `bash .ci/install-tools` (or set KUBECTL)");
+    let plugin_dir = PathBuf::from(env!("CARGO_BIN_EXE_kubectl-drift"));
+    let plugin_dir = plugin_dir.parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        plugin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let old = write(dir.path(), "old.yaml", &deployment("prod", 2, "nginx:1"));
+    let new = write(dir.path(), "new.yaml", &deployment("prod", 5, "nginx:1"));
+    let output = Command::new(kubectl)
+        .args([
+            "drift", "preview", "--rules", &rules, "--old", &old, "--new", &new,
+        ])
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("KUBECONFIG", dir.path().join("none"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("Verdict: DENIED"),
+        "{}",
+        text(&output)
+    );
+}
