@@ -128,7 +128,7 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration, help_heading = "Rule sources")]
     pub reload_interval: Duration,
 
-    /// Resync period of the cluster watches.
+    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
     #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
     pub watch_resync: Duration,
 

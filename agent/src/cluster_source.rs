@@ -74,6 +74,7 @@ pub async fn run(
     client: Client,
     shared: Arc<Shared>,
     startup_sync_timeout: Duration,
+    resync: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Metadata-only: the data of ConfigMaps that are not rules is never transferred or kept.
@@ -101,6 +102,8 @@ pub async fn run(
     let startup_deadline = tokio::time::sleep(startup_sync_timeout);
     tokio::pin!(startup_deadline);
     let mut deadline_passed = false;
+    // Rule ConfigMaps whose data could not be fetched are tried again every resync period.
+    let mut resync_timer = tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
     loop {
         let changed = tokio::select! {
             event = config_map_events.next() => {
@@ -121,6 +124,7 @@ pub async fn run(
                 }
                 false
             }
+            _ = resync_timer.tick() => refetch_unreadable(&mut state, &client).await,
             _ = shutdown.changed() => return,
         };
         if changed && state.config_maps_synced && state.namespaces_synced {
@@ -204,6 +208,23 @@ async fn report_invalid(state: &mut ClusterState, shared: &Shared, recorder: &Re
         .map(|c| (c.uid.clone(), c.resource_version.clone()))
         .collect();
     state.reported.retain(|v| live.contains(v));
+}
+
+/// Fetches again the rule ConfigMaps whose last fetch failed; returns whether any changed.
+async fn refetch_unreadable(state: &mut ClusterState, client: &Client) -> bool {
+    let mut changed = false;
+    for ((namespace, name), entry) in state.config_maps.iter_mut() {
+        if entry.spec.is_ok() {
+            continue;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        if let Ok(config_map) = api.get(name).await {
+            entry.spec = Ok(config_map.data.and_then(|mut d| d.remove("spec")));
+            entry.resource_version = config_map.metadata.resource_version.unwrap_or_default();
+            changed = true;
+        }
+    }
+    changed
 }
 
 fn truncate_on_char_boundary(text: &mut String, max: usize) {

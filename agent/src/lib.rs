@@ -90,6 +90,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             client,
             shared.clone(),
             args.startup_sync_timeout,
+            args.watch_resync,
             shutdown_rx.clone(),
         ));
         shared

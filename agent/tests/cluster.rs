@@ -78,6 +78,8 @@ impl Cluster {
                 kubeconfig.to_str().unwrap(),
                 "--startup-sync-timeout",
                 "2s",
+                "--watch-resync",
+                "1s",
             ],
             false,
         )
@@ -314,6 +316,35 @@ fn not_ready_until_the_first_sync() {
     assert_eq!(decision(&agent, "prod").get("auditAnnotations"), None);
     api.heal();
     wait_until("ready after healing", &agent, || ready(&agent).0 == 200);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+}
+
+#[test]
+fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    api.inject(Fault::FailPath {
+        contains: "/namespaces/ops/configmaps/rule".into(),
+        status: 500,
+    });
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let status = agent.wait_for_status("the unreadable rule", |s| s["rulesInvalid"] == 1);
+    assert_eq!(status["invalidRules"][0]["rule"], "ops/rule");
+    assert!(
+        status["invalidRules"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read the ConfigMap"),
+        "{status:#}"
+    );
+    assert_eq!(decision(&agent, "prod").get("auditAnnotations"), None);
+    api.heal();
+    agent.wait_for_status("the rule fetched on resync", |s| {
+        s["rulesLoaded"] == 1 && s["rulesInvalid"] == 0
+    });
     assert_eq!(decision(&agent, "prod")["allowed"], false);
 }
 

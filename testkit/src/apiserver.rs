@@ -105,6 +105,8 @@ pub enum Fault {
     GoneOnNextWatch,
     /// Every request waits this long first.
     Latency(Duration),
+    /// Requests whose path contains this text answer with this HTTP status, until healed.
+    FailPath { contains: String, status: u16 },
 }
 
 #[derive(Debug, Clone)]
@@ -128,6 +130,7 @@ struct Store {
     fail: Option<(usize, u16)>,
     gone_on_next_watch: bool,
     latency: Option<Duration>,
+    fail_paths: Vec<(String, u16)>,
     requests: Vec<String>,
     uid_counter: u64,
 }
@@ -248,6 +251,7 @@ impl ApiServer {
             Fault::Fail { count, status } => store.fail = Some((count, status)),
             Fault::GoneOnNextWatch => store.gone_on_next_watch = true,
             Fault::Latency(latency) => store.latency = Some(latency),
+            Fault::FailPath { contains, status } => store.fail_paths.push((contains, status)),
         }
     }
 
@@ -257,6 +261,7 @@ impl ApiServer {
         store.fail = None;
         store.gone_on_next_watch = false;
         store.latency = None;
+        store.fail_paths.clear();
     }
 
     /// Ends every open watch stream, as a load balancer dropping connections would.
@@ -483,6 +488,11 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let (latency, fail, gone) = {
         let mut store = lock(&inner.store);
         store.requests.push(format!("{method} {uri}"));
+        let path_fault = store
+            .fail_paths
+            .iter()
+            .find(|(contains, _)| uri.path().contains(contains.as_str()))
+            .map(|(_, code)| *code);
         let fail = match store.fail {
             Some((count, code)) if count > 0 => {
                 store.fail = if count > 1 {
@@ -492,7 +502,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
                 };
                 Some(code)
             }
-            _ => None,
+            _ => path_fault,
         };
         (store.latency, fail, store.gone_on_next_watch)
     };
