@@ -125,11 +125,11 @@ pub struct ServeArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// How often rule files and TLS files are checked for changes.
-    #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration, help_heading = "Rule sources")]
+    #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_period, help_heading = "Rule sources")]
     pub reload_interval: Duration,
 
     /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
     pub watch_resync: Duration,
 
     /// Longest wait for the first sync of the cluster watches.
@@ -212,6 +212,15 @@ fn parse_log_level(text: &str) -> Result<tracing::Level, String> {
     }
 }
 
+/// A duration that paces a loop: it must not be zero.
+fn parse_period(text: &str) -> Result<Duration, String> {
+    let period = parse_duration(text)?;
+    if period < Duration::from_millis(10) {
+        return Err(format!("invalid period {text:?}: it must be at least 10ms"));
+    }
+    Ok(period)
+}
+
 /// Go-style durations: `30s`, `1m30s`, `500ms`, `1h`, `1.5s`; a bare number means seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -273,6 +282,8 @@ mod tests {
             ("10x", None),
             ("-1s", None),
         ];
+        assert!(parse_period("0s").is_err());
+        assert!(parse_period("200ms").is_ok());
         for (text, want) in cases {
             assert_eq!(parse_duration(text).ok(), *want, "{text}");
         }

@@ -51,6 +51,8 @@ struct RuleConfigMap {
     resource_version: String,
     /// `data.spec`, or why the ConfigMap could not be fetched.
     spec: Result<Option<String>, String>,
+    /// A newer version exists that could not be fetched yet.
+    stale: bool,
 }
 
 type Key = (String, String);
@@ -214,13 +216,14 @@ async fn report_invalid(state: &mut ClusterState, shared: &Shared, recorder: &Re
 async fn refetch_unreadable(state: &mut ClusterState, client: &Client) -> bool {
     let mut changed = false;
     for ((namespace, name), entry) in state.config_maps.iter_mut() {
-        if entry.spec.is_ok() {
+        if entry.spec.is_ok() && !entry.stale {
             continue;
         }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
         if let Ok(config_map) = api.get(name).await {
             entry.spec = Ok(config_map.data.and_then(|mut d| d.remove("spec")));
             entry.resource_version = config_map.metadata.resource_version.unwrap_or_default();
+            entry.stale = false;
             changed = true;
         }
     }
@@ -253,6 +256,7 @@ async fn fetch(client: &Client, meta: &PartialObjectMeta<ConfigMap>) -> RuleConf
         uid: meta.uid().unwrap_or_default(),
         resource_version: meta.resource_version().unwrap_or_default(),
         spec,
+        stale: false,
     }
 }
 
@@ -309,7 +313,18 @@ async fn on_config_map_event(
             if unchanged {
                 return false;
             }
-            let entry = fetch(client, &meta).await;
+            let mut entry = fetch(client, &meta).await;
+            if entry.spec.is_err()
+                && let Some(previous) = state.config_maps.get(&key).filter(|c| c.spec.is_ok())
+            {
+                // A failed read of a new version keeps the last good rule in force (marked
+                // stale, so the resync fetches it again) rather than switching it off.
+                tracing::warn!(rule = %format!("{}/{}", key.0, key.1), "cannot read the new version of a rule ConfigMap; keeping the previous one until the next resync");
+                entry = RuleConfigMap {
+                    stale: true,
+                    ..previous.clone()
+                };
+            }
             state.config_maps.insert(key, entry);
             true
         }

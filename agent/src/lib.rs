@@ -62,25 +62,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             namespaces: args.namespaces.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
-        let mut snapshot = source.build(&source.read());
+        let contents = source.read();
+        let snapshot = source.build(&contents);
         if args.rules.is_empty() {
-            // Namespaces from files, no rule files: the built-in default rule applies.
-            let builtin = rules_source::builtin_snapshot();
-            snapshot.rules = builtin.rules;
-            snapshot.specs = builtin.specs;
             tracing::info!("no --rules given: serving the built-in default rule");
         }
         tracing::info!(rules = ?args.rules, namespaces = ?args.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
         let shared = Shared::new(metrics, snapshot);
         shared.set_ready(true);
-        if !args.rules.is_empty() {
-            tokio::spawn(rules_source::watch_files(
-                source,
-                shared.clone(),
-                args.reload_interval,
-                shutdown_rx.clone(),
-            ));
-        }
+        tokio::spawn(rules_source::watch_files(
+            source,
+            contents.fingerprint(),
+            shared.clone(),
+            args.reload_interval,
+            shutdown_rx.clone(),
+        ));
         shared
     } else if cluster_configured(&args) {
         let client = cluster_source::client(args.kubeconfig.as_deref()).await?;

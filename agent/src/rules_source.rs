@@ -56,7 +56,8 @@ pub struct Contents {
 }
 
 impl Contents {
-    fn fingerprint(&self) -> u64 {
+    /// Changes whenever any file's content (or readability) changes.
+    pub fn fingerprint(&self) -> u64 {
         let mut hasher = DefaultHasher::new();
         self.rules.hash(&mut hasher);
         self.namespaces.hash(&mut hasher);
@@ -113,6 +114,16 @@ impl FileSource {
                 Ok(documents) => namespaces.extend(manifests::namespaces(&documents)),
                 Err(e) => source_errors.push(e),
             }
+        }
+        if self.rules.is_empty() {
+            // Namespace files only: the built-in default rule applies.
+            let builtin = builtin_snapshot();
+            return Snapshot {
+                namespaces,
+                source_errors,
+                kind: self.kind(),
+                ..builtin
+            };
         }
         build_snapshot(sources, namespaces, source_errors, self.kind())
     }
@@ -197,20 +208,18 @@ fn read_text(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
-/// Loads the files now and then re-reads them every `interval`, installing a new snapshot
-/// whenever their contents change, until `shutdown` fires.
+/// Re-reads the files every `interval`, installing a new snapshot whenever their contents
+/// change, until `shutdown` fires.
+/// `installed` is the fingerprint of the contents the active snapshot was built from, so that a
+/// change made while the agent started is not missed.
 pub async fn watch_files(
     source: FileSource,
+    installed: u64,
     shared: Arc<Shared>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut last = {
-        let source = source.clone();
-        tokio::task::spawn_blocking(move || source.read().fingerprint())
-            .await
-            .unwrap_or_default()
-    };
+    let mut last = installed;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}

@@ -157,12 +157,16 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
         Answer::Internal(message) => {
             tracing::error!(reason = %message, "internal failure while deciding a request");
             count_error(&state.shared);
+            // HTTP 500: the API server treats the call as failed, so the webhook's
+            // failurePolicy decides, and it quotes this reason. The body says the same.
             let review = AdmissionResponse::internal_error(
                 "",
                 format!("Drift Sentinel internal error: {message}"),
             )
             .into_review(ReviewVersion::V1);
-            json(Bytes::from(review.to_string()))
+            let mut response = json(Bytes::from(review.to_string()));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            response
         }
     }
 }
@@ -270,13 +274,13 @@ fn record(
     if decision.is_violation()
         && let Some(mode) = decision.mode
     {
-        let mut fields: Vec<String> = decision
+        // One count per field and request, whatever the number of indices it changed at.
+        let fields: std::collections::BTreeSet<String> = decision
             .changes
             .iter()
             .filter(|c| !c.mutable)
             .map(|c| c.change.path.to_wildcard_string())
             .collect();
-        fields.dedup();
         for field in fields {
             metrics
                 .violations

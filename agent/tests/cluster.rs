@@ -346,6 +346,27 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
         s["rulesLoaded"] == 1 && s["rulesInvalid"] == 0
     });
     assert_eq!(decision(&agent, "prod")["allowed"], false);
+
+    // A new version that cannot be read keeps the last good one in force until it can.
+    api.inject(Fault::FailPath {
+        contains: "/namespaces/ops/configmaps/rule".into(),
+        status: 500,
+    });
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", "warn")),
+    ));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        decision(&agent, "prod")["auditAnnotations"]["result"],
+        "denied"
+    );
+    assert_eq!(agent.status()["rulesInvalid"], 0);
+    api.heal();
+    wait_until("the new version after healing", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
+    });
 }
 
 fn resident_kib(pid: u32) -> u64 {

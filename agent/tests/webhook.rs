@@ -402,6 +402,40 @@ fn namespace_mode_annotation() {
 }
 
 #[test]
+fn namespace_files_alone_are_reloaded_with_the_default_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("namespaces.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&["--namespaces", file.to_str().unwrap()], false);
+    let client = plain_client();
+    let url = format!("{}/validate", agent.base);
+    let replicas = fixtures::review(
+        "n",
+        &small_deployment("shop", 1),
+        &small_deployment("shop", 2),
+    );
+    let response = post(&client, &url, &replicas).1["response"].clone();
+    assert_eq!(
+        response["auditAnnotations"]["rule"],
+        "built-in/default-rule"
+    );
+    assert_eq!(response["allowed"], false);
+    std::fs::write(&file, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n    drift-sentinel.k8s.io/mode: warn\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while post(&client, &url, &replicas).1["response"]["auditAnnotations"]["mode"] != "warn" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "namespace file change not picked up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn rule_files_reload_and_an_invalid_rule_is_isolated() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules");
