@@ -6,6 +6,7 @@ pub mod admin;
 pub mod cli;
 pub mod cluster_source;
 pub mod metrics;
+pub mod parent_labels;
 pub mod review_cmd;
 pub mod rules_source;
 pub mod server;
@@ -82,6 +83,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let client = cluster_source::client(args.kubeconfig.as_deref()).await?;
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
+        shared.set_parent_lookup(parent_labels::ParentLookup::new(
+            client.clone(),
+            std::time::Duration::from_secs(2),
+        ));
         tokio::spawn(cluster_source::run(
             client,
             shared.clone(),

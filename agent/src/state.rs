@@ -101,6 +101,8 @@ pub struct Shared {
     ready: AtomicBool,
     /// Why the agent is not ready, for `/readyz`.
     not_ready_reason: std::sync::Mutex<String>,
+    /// Cluster mode: reads the labels of objects scaled through `/scale`.
+    parents: std::sync::OnceLock<crate::parent_labels::ParentLookup>,
 }
 
 impl Shared {
@@ -110,6 +112,7 @@ impl Shared {
             metrics,
             ready: AtomicBool::new(false),
             not_ready_reason: std::sync::Mutex::new("starting".into()),
+            parents: std::sync::OnceLock::new(),
         });
         shared.install(initial);
         shared
@@ -126,6 +129,15 @@ impl Shared {
 
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Cluster mode: enables reading the labels of scaled objects.
+    pub fn set_parent_lookup(&self, lookup: crate::parent_labels::ParentLookup) {
+        let _ = self.parents.set(lookup);
+    }
+
+    pub fn parent_lookup(&self) -> Option<&crate::parent_labels::ParentLookup> {
+        self.parents.get()
     }
 
     /// Marks the agent not ready and says why.

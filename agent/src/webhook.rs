@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use drift_engine::review::{AdmissionResponse, ReviewVersion, parse_review};
+use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review};
 use drift_engine::{Context, Decision, decide};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
@@ -139,9 +139,20 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
 
     let shared = state.shared.clone();
     let answer = if body.len() <= INLINE_BODY_BYTES {
-        judge_guarded(&shared, &body, started)
+        match parse_review(&body) {
+            Err(e) => Answer::NotAReview(e.0),
+            Ok(parsed) => {
+                let parent_labels = scaled_object_labels(&shared, &parsed).await;
+                judge_guarded(&shared, parsed, parent_labels.as_ref(), started)
+            }
+        }
     } else {
-        let task = tokio::task::spawn_blocking(move || judge_guarded(&shared, &body, started));
+        // Large bodies are parsed and judged on the blocking pool. (A `/scale` review is small:
+        // it never takes this path, so it needs no parent labels here.)
+        let task = tokio::task::spawn_blocking(move || match parse_review(&body) {
+            Err(e) => Answer::NotAReview(e.0),
+            Ok(parsed) => judge_guarded(&shared, parsed, None, started),
+        });
         match tokio::time::timeout(state.config.write_timeout, task).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Answer::Internal("the decision task failed".into()),
@@ -202,9 +213,39 @@ enum Answer {
     Internal(String),
 }
 
-/// Judges a body; a panic anywhere inside becomes an internal-error answer.
-fn judge_guarded(shared: &Shared, body: &[u8], started: Instant) -> Answer {
-    match std::panic::catch_unwind(AssertUnwindSafe(|| judge(shared, body, started))) {
+/// In cluster mode, the labels of the object a `/scale` UPDATE scales — read only when a rule
+/// with label selectors could need them.
+async fn scaled_object_labels(
+    shared: &Shared,
+    parsed: &ParsedReview,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let request = parsed.request.as_ref().ok()?;
+    if request.sub_resource() != "scale" || request.operation != "UPDATE" {
+        return None;
+    }
+    let lookup = shared.parent_lookup()?;
+    let any_labels = shared
+        .snapshot()
+        .rules
+        .rules()
+        .iter()
+        .any(|r| !r.labels.is_empty());
+    if !any_labels {
+        return None;
+    }
+    lookup.labels(request).await
+}
+
+/// Judges a parsed review; a panic anywhere inside becomes an internal-error answer.
+fn judge_guarded(
+    shared: &Shared,
+    parsed: ParsedReview,
+    parent_labels: Option<&serde_json::Map<String, serde_json::Value>>,
+    started: Instant,
+) -> Answer {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        judge(shared, parsed, parent_labels, started)
+    })) {
         Ok(answer) => answer,
         Err(panic) => {
             let detail = panic
@@ -217,11 +258,12 @@ fn judge_guarded(shared: &Shared, body: &[u8], started: Instant) -> Answer {
     }
 }
 
-fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
-    let parsed = match parse_review(body) {
-        Ok(parsed) => parsed,
-        Err(e) => return Answer::NotAReview(e.0),
-    };
+fn judge(
+    shared: &Shared,
+    parsed: ParsedReview,
+    parent_labels: Option<&serde_json::Map<String, serde_json::Value>>,
+    started: Instant,
+) -> Answer {
     let request = match parsed.request {
         Ok(request) => request,
         Err(reason) => {
@@ -239,7 +281,7 @@ fn judge(shared: &Shared, body: &[u8], started: Instant) -> Answer {
         .and_then(|n| n.mode_annotation.as_deref());
     let context = Context {
         namespace_mode,
-        parent_labels: None,
+        parent_labels,
     };
     let decision = decide(&snapshot.rules, &request, &context);
     let response = decision.response(&request.uid);

@@ -369,6 +369,52 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
     });
 }
 
+fn scale_review(name: &str, old: i64, new: i64) -> Value {
+    let scale = |replicas: i64| {
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": name, "namespace": "prod"}, "spec": {"replicas": replicas}})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "s", "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "subResource": "scale", "namespace": "prod", "name": name, "operation": "UPDATE",
+        "userInfo": {"username": "alice"}, "object": scale(new), "oldObject": scale(old)}})
+}
+
+/// In cluster mode a `/scale` request is matched against the labels of the scaled object.
+#[test]
+fn scale_requests_match_rules_by_the_parent_labels() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(config_map(
+        "ops",
+        "labelled",
+        Some(&format!("{RULE}labels: [team=payments]\n")),
+    ));
+    for (name, team) in [("checkout", "payments"), ("search", "discovery")] {
+        api.apply(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "prod", "labels": {"team": team}},
+            "spec": {"replicas": 2}}));
+    }
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let url = format!("{}/validate", agent.base);
+    let response =
+        post(&plain_client(), &url, &scale_review("checkout", 2, 5)).1["response"].clone();
+    assert_eq!(response["allowed"], false, "{response:#}");
+    assert_eq!(
+        response["auditAnnotations"]["denied-paths"],
+        "spec.replicas"
+    );
+    let response = post(&plain_client(), &url, &scale_review("search", 2, 5)).1["response"].clone();
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("auditAnnotations").is_none(), "{response:#}");
+    // A scaled object that cannot be read: its labels are unknown, the rule does not match.
+    let response = post(&plain_client(), &url, &scale_review("gone", 2, 5)).1["response"].clone();
+    assert_eq!(response["allowed"], true);
+}
+
 fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

@@ -291,6 +291,18 @@ def test_intercept_scale_adds_scale_subresources(helm):
                          "statefulsets/scale", "rollouts", "rollouts/scale"]
 
 
+def test_intercept_scale_lets_the_agent_read_scaled_workloads(helm):
+    def reads(sets):
+        role = find(render(sets=sets), "ClusterRole")
+        return {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert ("apps", "deployments") not in reads([])
+    granted = reads(["webhook.interceptScale=true"])
+    for wanted in [("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
+                   ("argoproj.io", "rollouts")]:
+        assert wanted in granted
+
+
 def test_default_rule_configmap_is_the_file_the_agent_embeds(helm):
     cm = find(render(), "ConfigMap")
     assert cm["metadata"]["annotations"] == {"drift-sentinel.k8s.io/rule": "true"}
