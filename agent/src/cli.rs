@@ -28,10 +28,12 @@ pub enum Command {
     /// Print the AdmissionReview the API server would send for an UPDATE of one manifest into
     /// another, to try the webhook with curl.
     Review(ReviewArgs),
+    /// Print the CustomResourceDefinition of Connection (the chart ships this output).
+    Crd,
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
-const SUBCOMMANDS: &[&str] = &["serve", "review", "help"];
+const SUBCOMMANDS: &[&str] = &["serve", "review", "crd", "help"];
 
 #[derive(Debug, Clone, Args)]
 pub struct ReviewArgs {

@@ -30,6 +30,10 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(*args).await,
         Command::Review(args) => review_cmd::run(&args),
+        Command::Crd => {
+            print!("{}", drift_api::connection_crd_yaml()?);
+            Ok(())
+        }
     }
 }
 
