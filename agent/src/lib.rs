@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod cli;
 pub mod cluster_source;
+pub mod export;
 pub mod metrics;
 pub mod parent_labels;
 pub mod review_cmd;

@@ -1,0 +1,601 @@
+//! The disk driver of violation export (SPEC §7, the Gatekeeper seed's disk driver): JSONL
+//! segments `admission-<timestamp>-<random>.open`, locked by their writer, flushed, closed and
+//! renamed to `.log` when full (1 MiB, 1,000 records) or old (1 minute); retention of completed
+//! segments by count, total size and age; a free-space reserve; and recovery of segments left
+//! `.open` by a writer that died. A reader that consumes only `.log` files never sees a partial
+//! record.
+//!
+//! The clock and the free-space probe are injected, so that tests control time and disk space.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The fixed limits of the seed's table.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub segment_bytes: u64,
+    pub segment_records: usize,
+    pub segment_age: Duration,
+    pub retained_segments: usize,
+    pub retained_bytes: u64,
+    pub retained_age: Duration,
+    pub free_space_reserve: u64,
+    pub record_bytes: usize,
+    /// Completed segments removed per cleanup pass, at most.
+    pub cleanup_batch: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1024 * 1024,
+            segment_records: 1000,
+            segment_age: Duration::from_secs(60),
+            retained_segments: 20,
+            retained_bytes: 20 * 1024 * 1024,
+            retained_age: Duration::from_secs(24 * 3600),
+            free_space_reserve: 16 * 1024 * 1024,
+            record_bytes: 64 * 1024,
+            cleanup_batch: 256,
+        }
+    }
+}
+
+/// Time, injectable.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> SystemTime;
+}
+
+/// The system clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// Free bytes on the spool's file system, injectable.
+pub trait FreeSpace: Send + Sync {
+    fn available(&self, dir: &Path) -> io::Result<u64>;
+}
+
+/// Why a record was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    #[error("record of {size} bytes is over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error("free space {available} bytes is below the {reserve}-byte reserve")]
+    DiskFull { available: u64, reserve: u64 },
+    #[error("spool I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+struct OpenSegment {
+    path: PathBuf,
+    file: File,
+    bytes: u64,
+    records: usize,
+    opened_at: SystemTime,
+}
+
+/// One writer's spool directory.
+pub struct Spool {
+    dir: PathBuf,
+    limits: Limits,
+    clock: Box<dyn Clock>,
+    free: Box<dyn FreeSpace>,
+    open: Option<OpenSegment>,
+    /// Start time of the last segment: names must sort in creation order even when the clock
+    /// stands still or steps back.
+    last_start: Option<SystemTime>,
+}
+
+/// What recovery found at startup.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Abandoned `.open` segments published as `.log` (truncated to complete records).
+    pub published: usize,
+    /// Empty abandoned segments and `.deleting` remnants removed.
+    pub removed: usize,
+    /// Segments skipped because a live writer holds their lock.
+    pub locked: usize,
+}
+
+const PREFIX: &str = "admission-";
+
+/// `20270115T080000.000000Z`: RFC 3339 basic format, sortable, file-name safe.
+fn timestamp(time: SystemTime) -> String {
+    humantime::format_rfc3339_micros(time)
+        .to_string()
+        .replace([':', '-'], "")
+}
+
+/// The creation time a segment's name records (the writer's clock, not the file's mtime).
+fn created_at(path: &Path) -> Option<SystemTime> {
+    let name = path.file_name()?.to_str()?.strip_prefix(PREFIX)?;
+    let stamp = name.split('-').next()?;
+    if stamp.len() < 16 || !stamp.is_ascii() {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..]
+    );
+    humantime::parse_rfc3339(&text).ok()
+}
+
+fn random_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
+}
+
+impl Spool {
+    /// Opens (creating, mode 0700) the spool directory and recovers what a dead writer left.
+    pub fn open(
+        dir: PathBuf,
+        limits: Limits,
+        clock: Box<dyn Clock>,
+        free: Box<dyn FreeSpace>,
+    ) -> io::Result<(Self, Recovery)> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        // Records hold identities and policy data: the directory is the writer's alone.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+        let spool = Self {
+            dir,
+            limits,
+            clock,
+            free,
+            open: None,
+            last_start: None,
+        };
+        let recovery = spool.recover()?;
+        Ok((spool, recovery))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn entries(&self, suffix: &str) -> io::Result<Vec<PathBuf>> {
+        let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(PREFIX) && n.ends_with(suffix))
+            })
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
+
+    fn recover(&self) -> io::Result<Recovery> {
+        let mut recovery = Recovery::default();
+        for path in self.entries(".deleting")? {
+            fs::remove_file(&path)?;
+            recovery.removed += 1;
+        }
+        for path in self.entries(".open")? {
+            let file = OpenOptions::new().read(true).write(true).open(&path)?;
+            if file.try_lock().is_err() {
+                recovery.locked += 1;
+                continue;
+            }
+            let content = fs::read(&path)?;
+            let complete = content
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            if complete == 0 {
+                fs::remove_file(&path)?;
+                recovery.removed += 1;
+                continue;
+            }
+            file.set_len(complete as u64)?;
+            file.sync_all()?;
+            fs::rename(&path, path.with_extension("log"))?;
+            recovery.published += 1;
+        }
+        Ok(recovery)
+    }
+
+    fn start_segment(&mut self) -> io::Result<&mut OpenSegment> {
+        let now = self.clock.now();
+        let mut named = now;
+        if let Some(last) = self.last_start
+            && named <= last
+        {
+            named = last + Duration::from_micros(1);
+        }
+        self.last_start = Some(named);
+        let name = format!("{PREFIX}{}-{}.open", timestamp(named), random_suffix());
+        let path = self.dir.join(name);
+        let file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.lock()?;
+        Ok(self.open.insert(OpenSegment {
+            path,
+            file,
+            bytes: 0,
+            records: 0,
+            opened_at: now,
+        }))
+    }
+
+    /// Writes records (JSON without the newline). Each is checked against the size limit and
+    /// the free-space reserve; the segment rotates when full.
+    pub fn append(&mut self, record: &[u8]) -> Result<(), SpoolError> {
+        if record.len() > self.limits.record_bytes {
+            return Err(SpoolError::TooLarge {
+                size: record.len(),
+                limit: self.limits.record_bytes,
+            });
+        }
+        let available = self.free.available(&self.dir)?;
+        if available < self.limits.free_space_reserve + record.len() as u64 + 1 {
+            return Err(SpoolError::DiskFull {
+                available,
+                reserve: self.limits.free_space_reserve,
+            });
+        }
+        let needs_rotation = self
+            .open
+            .as_ref()
+            .is_some_and(|s| s.bytes + record.len() as u64 + 1 > self.limits.segment_bytes);
+        if needs_rotation {
+            self.finish_segment()?;
+        }
+        // Room for the pending record within the retained total, oldest segments first.
+        self.enforce_retention(record.len() as u64 + 1)?;
+        let segment = match self.open {
+            Some(ref mut segment) => segment,
+            None => self.start_segment()?,
+        };
+        segment.file.write_all(record)?;
+        segment.file.write_all(b"\n")?;
+        segment.bytes += record.len() as u64 + 1;
+        segment.records += 1;
+        if segment.records >= self.limits.segment_records {
+            self.finish_segment()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the open segment; rotates it when it is older than the segment age; enforces
+    /// retention. Call after each batch and periodically.
+    pub fn tick(&mut self) -> io::Result<()> {
+        if let Some(segment) = self.open.as_mut() {
+            segment.file.flush()?;
+        }
+        let now = self.clock.now();
+        let expired = self.open.as_ref().is_some_and(|s| {
+            now.duration_since(s.opened_at).unwrap_or_default() >= self.limits.segment_age
+        });
+        if expired {
+            self.finish_segment()?;
+        }
+        self.enforce_retention(0)
+    }
+
+    /// Completes the open segment: flush, sync, close, rename to `.log`.
+    pub fn finish_segment(&mut self) -> io::Result<()> {
+        let Some(segment) = self.open.take() else {
+            return Ok(());
+        };
+        segment.file.sync_all()?;
+        let target = segment.path.with_extension("log");
+        drop(segment.file);
+        fs::rename(&segment.path, target)
+    }
+
+    /// Removes the oldest completed segments while there are more than allowed, they (with the
+    /// open segment and `pending` bytes) take more room than allowed, or they are too old.
+    fn enforce_retention(&mut self, pending: u64) -> io::Result<()> {
+        let now = self.clock.now();
+        let mut segments: Vec<(PathBuf, u64, SystemTime)> = Vec::new();
+        for path in self.entries(".log")? {
+            let meta = fs::metadata(&path)?;
+            let created = created_at(&path)
+                .or_else(|| meta.modified().ok())
+                .unwrap_or(now);
+            segments.push((path, meta.len(), created));
+        }
+        let open_bytes = self.open.as_ref().map_or(0, |s| s.bytes);
+        let mut total: u64 = segments.iter().map(|s| s.1).sum::<u64>() + open_bytes + pending;
+        let mut count = segments.len();
+        for (path, size, created) in segments.iter().take(self.limits.cleanup_batch) {
+            let too_many = count > self.limits.retained_segments;
+            let too_big = total > self.limits.retained_bytes;
+            let too_old =
+                now.duration_since(*created).unwrap_or_default() > self.limits.retained_age;
+            if !(too_many || too_big || too_old) {
+                break;
+            }
+            // Rename first, so that no reader opens a file that is being removed.
+            let deleting = path.with_extension("deleting");
+            fs::rename(path, &deleting)?;
+            fs::remove_file(&deleting)?;
+            total -= size;
+            count -= 1;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = self.finish_segment();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[derive(Clone, Default)]
+    struct TestClock(Arc<AtomicU64>);
+
+    impl TestClock {
+        fn advance(&self, by: Duration) {
+            self.0.fetch_add(by.as_secs(), Ordering::SeqCst);
+        }
+    }
+
+    impl Clock for TestClock {
+        fn now(&self) -> SystemTime {
+            SystemTime::UNIX_EPOCH
+                + Duration::from_secs(1_800_000_000 + self.0.load(Ordering::SeqCst))
+        }
+    }
+
+    #[derive(Clone)]
+    struct TestDisk(Arc<AtomicU64>);
+
+    impl FreeSpace for TestDisk {
+        fn available(&self, _: &Path) -> io::Result<u64> {
+            Ok(self.0.load(Ordering::SeqCst))
+        }
+    }
+
+    fn spool(dir: &Path, limits: Limits) -> (Spool, TestClock, TestDisk) {
+        let clock = TestClock::default();
+        let disk = TestDisk(Arc::new(AtomicU64::new(u64::MAX / 2)));
+        let (spool, _) = Spool::open(
+            dir.to_owned(),
+            limits,
+            Box::new(clock.clone()),
+            Box::new(disk.clone()),
+        )
+        .unwrap();
+        (spool, clock, disk)
+    }
+
+    fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn record(i: usize) -> Vec<u8> {
+        format!("{{\"eventType\":\"violation_admission\",\"id\":\"{i}\"}}").into_bytes()
+    }
+
+    #[test]
+    fn segment_names_carry_a_parseable_time() {
+        let time = SystemTime::UNIX_EPOCH + Duration::from_micros(1_800_000_000_123_456);
+        let name = format!("{PREFIX}{}-abc.log", timestamp(time));
+        assert_eq!(created_at(Path::new(&name)), Some(time));
+        assert_eq!(created_at(Path::new("admission-x.log")), None);
+    }
+
+    #[test]
+    fn retention_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, clock, _) = spool(
+            dir.path(),
+            Limits {
+                segment_records: 1,
+                ..Limits::default()
+            },
+        );
+        spool.append(&record(1)).unwrap();
+        clock.advance(Duration::from_secs(12 * 3600));
+        spool.append(&record(2)).unwrap();
+        clock.advance(Duration::from_secs(12 * 3600 + 1));
+        spool.tick().unwrap();
+        let logs = files(dir.path(), ".log");
+        assert_eq!(logs.len(), 1);
+        assert!(
+            fs::read_to_string(&logs[0])
+                .unwrap()
+                .contains("\"id\":\"2\"")
+        );
+    }
+
+    #[test]
+    fn rotates_at_the_record_limit_and_writes_complete_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, _, _) = spool(
+            dir.path(),
+            Limits {
+                segment_records: 3,
+                ..Limits::default()
+            },
+        );
+        for i in 0..7 {
+            spool.append(&record(i)).unwrap();
+        }
+        let logs = files(dir.path(), ".log");
+        assert_eq!(logs.len(), 2);
+        for log in &logs {
+            let text = fs::read_to_string(log).unwrap();
+            assert_eq!(text.lines().count(), 3);
+            assert!(text.ends_with('\n'));
+        }
+        assert_eq!(files(dir.path(), ".open").len(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            fs::metadata(&logs[0]).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn rotates_at_the_size_limit_and_the_age_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, clock, _) = spool(
+            dir.path(),
+            Limits {
+                segment_bytes: 100,
+                ..Limits::default()
+            },
+        );
+        for i in 0..5 {
+            spool.append(&record(i)).unwrap(); // ~44 bytes each: two fit in 100
+        }
+        assert_eq!(files(dir.path(), ".log").len(), 2);
+        for log in files(dir.path(), ".log") {
+            assert!(fs::metadata(log).unwrap().len() <= 100);
+        }
+        clock.advance(Duration::from_secs(59));
+        spool.tick().unwrap();
+        assert_eq!(files(dir.path(), ".open").len(), 1);
+        clock.advance(Duration::from_secs(1));
+        spool.tick().unwrap();
+        assert_eq!(files(dir.path(), ".open").len(), 0);
+        assert_eq!(files(dir.path(), ".log").len(), 3);
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, _, _) = spool(
+            dir.path(),
+            Limits {
+                segment_records: 1,
+                retained_segments: 4,
+                ..Limits::default()
+            },
+        );
+        for i in 0..10 {
+            spool.append(&record(i)).unwrap();
+        }
+        spool.tick().unwrap();
+        let logs = files(dir.path(), ".log");
+        assert_eq!(logs.len(), 4);
+        let newest = fs::read_to_string(logs.last().unwrap()).unwrap();
+        assert!(newest.contains("\"id\":\"9\""), "{newest}");
+        assert!(files(dir.path(), ".deleting").is_empty());
+    }
+
+    #[test]
+    fn retention_by_total_bytes_counts_the_open_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, _, _) = spool(
+            dir.path(),
+            Limits {
+                segment_records: 2,
+                retained_bytes: 300,
+                ..Limits::default()
+            },
+        );
+        for i in 0..20 {
+            spool.append(&record(i)).unwrap();
+        }
+        let total: u64 = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(total <= 300, "{total}");
+    }
+
+    #[test]
+    fn oversized_records_and_a_full_disk_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut spool, _, disk) = spool(dir.path(), Limits::default());
+        let big = vec![b'x'; 64 * 1024 + 1];
+        assert!(matches!(
+            spool.append(&big),
+            Err(SpoolError::TooLarge { .. })
+        ));
+        disk.0.store(16 * 1024 * 1024, Ordering::SeqCst);
+        assert!(matches!(
+            spool.append(&record(1)),
+            Err(SpoolError::DiskFull { .. })
+        ));
+        disk.0.store(17 * 1024 * 1024, Ordering::SeqCst);
+        spool.append(&record(2)).unwrap();
+    }
+
+    #[test]
+    fn recovery_publishes_complete_records_of_an_abandoned_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = dir
+            .path()
+            .join("admission-20260101T000000.000000Z-dead.open");
+        fs::write(
+            &partial,
+            b"{\"id\":\"1\"}\n{\"id\":\"2\"}\n{\"id\":\"3\",\"trunc",
+        )
+        .unwrap();
+        let empty = dir
+            .path()
+            .join("admission-20260101T000001.000000Z-empty.open");
+        fs::write(&empty, b"{\"half").unwrap();
+        fs::write(dir.path().join("admission-x.deleting"), b"old").unwrap();
+        // A segment still locked by a live writer is left alone.
+        let live = dir
+            .path()
+            .join("admission-20260101T000002.000000Z-live.open");
+        let holder = File::create(&live).unwrap();
+        holder.lock().unwrap();
+        let (_spool, recovery) = Spool::open(
+            dir.path().to_owned(),
+            Limits::default(),
+            Box::new(SystemClock),
+            Box::new(TestDisk(Arc::new(AtomicU64::new(u64::MAX / 2)))),
+        )
+        .unwrap();
+        assert_eq!(
+            recovery,
+            Recovery {
+                published: 1,
+                removed: 2,
+                locked: 1
+            }
+        );
+        let recovered = fs::read_to_string(partial.with_extension("log")).unwrap();
+        assert_eq!(recovered, "{\"id\":\"1\"}\n{\"id\":\"2\"}\n");
+        assert!(live.exists());
+        assert!(!empty.exists());
+    }
+}
