@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use crate::diff::{self, Change, ChangeKind, Coverage};
+use crate::diff::{self, Change, ChangeKind, Coverage, field};
 use crate::path::{FieldPath, PathSegment};
 use crate::review::{AdmissionRequest, AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION, Mode, RuleSet};
@@ -264,15 +264,11 @@ pub fn match_rule(
 }
 
 fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
-    object?.get("metadata")?.get("labels")?.as_object()
+    field(field(object?, "metadata")?, "labels")?.as_object()
 }
 
 fn annotation<'v>(object: Option<&'v Value>, key: &str) -> Option<&'v str> {
-    object?
-        .get("metadata")?
-        .get("annotations")?
-        .get(key)?
-        .as_str()
+    field(field(field(object?, "metadata")?, "annotations")?, key)?.as_str()
 }
 
 /// Decides one request.
@@ -365,7 +361,7 @@ pub fn decide<'a>(
     // 3. Deletion in progress.
     let deleting = old
         .get("metadata")
-        .and_then(|m| m.get("deletionTimestamp"))
+        .and_then(|m| field(m, "deletionTimestamp"))
         .is_some_and(|t| !diff::is_absent(t) && t.as_str() != Some(""));
     if deleting {
         return allow(Step::BeingDeleted, warnings);

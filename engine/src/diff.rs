@@ -470,6 +470,18 @@ fn maps_eq(x: &Map<String, Value>, y: &Map<String, Value>) -> bool {
             .all(|(key, b)| x.contains_key(key) || is_absent(b))
 }
 
+/// `value[key]` for an object: a scan for the small maps of Kubernetes objects (no hashing),
+/// a hashed lookup for large ones.
+#[inline]
+pub fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    let map = value.as_object()?;
+    if map.len() <= 12 {
+        map.iter().find(|(k, _)| str_eq(k, key)).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
 /// String equality tuned for the short keys and values of Kubernetes objects: strings up to 16
 /// bytes are compared with two overlapping word loads instead of a library call.
 #[inline]
@@ -583,17 +595,17 @@ enum MergeKey {
     Port(&'static str),
 }
 
-fn merge_key_for(field: Option<&str>, old: &[Value], new: &[Value]) -> Option<MergeKey> {
+fn merge_key_for(list_name: Option<&str>, old: &[Value], new: &[Value]) -> Option<MergeKey> {
     let all = || old.iter().chain(new.iter());
     if !all().all(Value::is_object) {
         return None;
     }
-    let key = match field {
+    let key = match list_name {
         Some("volumeMounts") => MergeKey::Field("mountPath"),
         Some("volumeDevices") => MergeKey::Field("devicePath"),
         Some("hostAliases") => MergeKey::Field("ip"),
         Some("ports") => {
-            if all().all(|v| v.get("containerPort").is_some()) {
+            if all().all(|v| field(v, "containerPort").is_some()) {
                 MergeKey::Port("containerPort")
             } else {
                 MergeKey::Port("port")
@@ -606,10 +618,10 @@ fn merge_key_for(field: Option<&str>, old: &[Value], new: &[Value]) -> Option<Me
 
 fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
     match key {
-        MergeKey::Field(field) => element.get(field)?.as_str().map(Cow::Borrowed),
-        MergeKey::Port(field) => {
-            let port = element.get(field)?.as_f64()?;
-            let protocol = match element.get("protocol") {
+        MergeKey::Field(name) => field(element, name)?.as_str().map(Cow::Borrowed),
+        MergeKey::Port(name) => {
+            let port = field(element, name)?.as_f64()?;
+            let protocol = match field(element, "protocol") {
                 None | Some(Value::Null) => "TCP",
                 Some(Value::String(p)) => p.as_str(),
                 Some(_) => return None,
@@ -623,11 +635,11 @@ fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
 /// holds the same merge key on both sides: whether the list is then aligned by key (keys
 /// unique) or by index (a key missing or repeated, on both sides alike), position `i` pairs
 /// with position `i`. Decided without allocating.
-fn aligns_by_position(field: Option<&str>, old: &[Value], new: &[Value]) -> bool {
-    match merge_key_for(field, old, new) {
+fn aligns_by_position(list_name: Option<&str>, old: &[Value], new: &[Value]) -> bool {
+    match merge_key_for(list_name, old, new) {
         None => true,
         Some(MergeKey::Field(name)) => old.iter().zip(new).all(|(a, b)| {
-            a.get(name).and_then(Value::as_str) == b.get(name).and_then(Value::as_str)
+            field(a, name).and_then(Value::as_str) == field(b, name).and_then(Value::as_str)
         }),
         Some(MergeKey::Port(name)) => old
             .iter()
@@ -638,11 +650,11 @@ fn aligns_by_position(field: Option<&str>, old: &[Value], new: &[Value]) -> bool
 
 /// `(port, protocol)` of a ports element, a missing protocol being TCP.
 fn port_key<'v>(element: &'v Value, name: &str) -> (Option<f64>, Option<&'v str>) {
-    let protocol = match element.get("protocol") {
+    let protocol = match field(element, "protocol") {
         None | Some(Value::Null) => Some("TCP"),
         Some(p) => p.as_str(),
     };
-    (element.get(name).and_then(Value::as_f64), protocol)
+    (field(element, name).and_then(Value::as_f64), protocol)
 }
 
 /// Lists up to this long are aligned by scanning instead of hashing: cheaper, no allocation
