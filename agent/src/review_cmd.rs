@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde_json::Value;
 
 use crate::cli::ReviewArgs;
@@ -11,13 +11,10 @@ use crate::cli::ReviewArgs;
 fn read_object(path: &Path) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let origin = path.display().to_string();
-    let mut documents = drift_engine::manifests::parse_documents(&text, &origin)?;
-    match documents.len() {
-        1 => Ok(documents.remove(0)),
-        0 => bail!("{origin} holds no object"),
-        n => bail!("{origin} holds {n} objects; give one object per file"),
-    }
+    Ok(drift_engine::manifests::single_object(
+        &text,
+        &path.display().to_string(),
+    )?)
 }
 
 pub fn build(args: &ReviewArgs) -> anyhow::Result<Value> {

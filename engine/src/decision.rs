@@ -442,12 +442,7 @@ pub fn excluded_changes<'a>(
     old: &'a Value,
     new: &'a Value,
 ) -> Vec<Change<'a>> {
-    let mut skip: Vec<crate::path::PathPattern> = crate::rule::SYSTEM_FIELDS
-        .iter()
-        .filter_map(|p| crate::path::PathPattern::parse(p).ok())
-        .collect();
-    skip.push(crate::rule::bypass_pattern(&rule.bypass));
-    let unscoped = crate::diff::Scope::new(None, skip);
+    let unscoped = crate::diff::Scope::new(None, crate::rule::never_compared(&rule.bypass));
     diff::diff(old, new, &unscoped, &rule.mutable)
         .into_iter()
         .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)

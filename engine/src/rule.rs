@@ -454,12 +454,8 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
         Some(key) => key.to_owned(),
     };
 
-    let mut skip: Vec<PathPattern> = SYSTEM_FIELDS
-        .iter()
-        .filter_map(|p| PathPattern::parse(p).ok())
-        .collect();
+    let mut skip = never_compared(&bypass);
     skip.extend(exclude.iter().cloned());
-    skip.push(bypass_pattern(&bypass));
     let scope = Scope::new((!include.is_empty()).then(|| include.clone()), skip);
 
     let mutable_text = if mutable.is_empty() {
@@ -489,6 +485,16 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
         mutable_text,
         origin: source.origin.clone(),
     })
+}
+
+/// What no rule ever compares: the implicit system fields and the rule's bypass annotation.
+pub fn never_compared(bypass: &str) -> Vec<PathPattern> {
+    let mut skip: Vec<PathPattern> = SYSTEM_FIELDS
+        .iter()
+        .filter_map(|p| PathPattern::parse(p).ok())
+        .collect();
+    skip.push(bypass_pattern(bypass));
+    skip
 }
 
 /// `metadata.annotations['<key>']`.
