@@ -1,26 +1,63 @@
 //! The admin API: a second listener, loopback only, reached through `kubectl port-forward`.
-//! `GET /status` tells which rules are loaded and which are invalid and why. It never changes
-//! anything.
+//! `GET /status` tells which rules are loaded, which are invalid and why, and how export
+//! fares; `GET /violations` streams exported records (NDJSON). It never changes anything.
 
 use std::sync::Arc;
 
 use axum::Router;
+use std::time::Duration;
+
 use axum::extract::State;
+use axum::http::Uri;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::state::Shared;
 
-pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/status", get(status))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(shared)
+/// How often a `follow` stream looks for new records.
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
+
+#[derive(Clone)]
+struct AdminState {
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
 }
 
-async fn status(State(shared): State<Arc<Shared>>) -> Response {
-    Json(status_document(&shared)).into_response()
+pub fn router(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route("/violations", get(violations))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(AdminState { shared, shutdown })
+}
+
+async fn violations(State(state): State<AdminState>, uri: Uri) -> Response {
+    let dir = state
+        .shared
+        .export()
+        .and_then(|export| export.exporter.channel_dir());
+    crate::export::stream::response(dir, uri.query(), FOLLOW_POLL, state.shutdown.clone())
+}
+
+async fn status(State(state): State<AdminState>) -> Response {
+    Json(status_document(&state.shared)).into_response()
+}
+
+/// The `export` part of `/status`: this pod's Connection status entry and the queue.
+fn export_document(shared: &Shared) -> Value {
+    let Some(export) = shared.export() else {
+        return json!({"enabled": false});
+    };
+    let (messages, bytes) = export.exporter.queue_depth();
+    json!({
+        "enabled": true,
+        "connection": export.connection,
+        "channelDirectory": export.exporter.channel_dir().map(|d| d.display().to_string()),
+        "queue": {"messages": messages, "bytes": bytes},
+        "byPod": export.status.entry(),
+    })
 }
 
 /// The `/status` document.
@@ -65,5 +102,6 @@ pub fn status_document(shared: &Shared) -> Value {
         "invalidRules": invalid,
         "sourceErrors": snapshot.source_errors,
         "namespacesKnown": snapshot.namespaces.len(),
+        "export": export_document(shared),
     })
 }

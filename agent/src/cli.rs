@@ -30,10 +30,14 @@ pub enum Command {
     Review(ReviewArgs),
     /// Print the CustomResourceDefinition of Connection (the chart ships this output).
     Crd,
+    /// The demonstration reader of admission export: logs each record of each completed
+    /// admission segment of a channel directory, then deletes the segment. Never touches
+    /// `.open` segments or audit files. For trying the feature, not for production.
+    Reader(crate::export::reader::ReaderArgs),
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
-const SUBCOMMANDS: &[&str] = &["serve", "review", "crd", "help"];
+const SUBCOMMANDS: &[&str] = &["serve", "review", "crd", "reader", "help"];
 
 #[derive(Debug, Clone, Args)]
 pub struct ReviewArgs {
@@ -158,6 +162,76 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub shutdown_timeout: Duration,
 
+    /// Export every violation (enforce, warn and dry-run) of the webhook to disk, through the
+    /// Connection named by --audit-connection (SPEC §7). Off by default.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        help_heading = "Violation export"
+    )]
+    pub enable_admission_violation_export: bool,
+
+    /// Name of the Connection resource (in the pod's namespace) that routes exported
+    /// violations.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
+        default_value = "audit-connection",
+        help_heading = "Violation export"
+    )]
+    pub audit_connection: String,
+
+    /// Channel: the subdirectory of the Connection's path the records go to.
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
+    pub audit_channel: String,
+
+    /// Read the Connection from this file (YAML) instead of the cluster; re-read when it
+    /// changes. Required for export without a cluster.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CONNECTION",
+        help_heading = "Violation export"
+    )]
+    pub connection: Option<PathBuf>,
+
+    /// This pod's name: its entry in the Connection's status (`status.byPod[].id`). Defaults
+    /// to the host name.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_POD_NAME",
+        help_heading = "Violation export"
+    )]
+    pub pod_name: Option<String>,
+
+    /// This pod's namespace, where the Connection is looked up. Defaults to the service
+    /// account's namespace, or the kubeconfig's.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_POD_NAMESPACE",
+        help_heading = "Violation export"
+    )]
+    pub pod_namespace: Option<String>,
+
+    /// How often publish errors are checked and written to the Connection's status.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_STATUS_INTERVAL", default_value = "10s", value_parser = parse_period, hide = true)]
+    pub connection_status_interval: Duration,
+
+    /// Longest time an unchanged healthy publish status goes unwritten.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_HEARTBEAT", default_value = "1m", value_parser = parse_period, hide = true)]
+    pub connection_heartbeat: Duration,
+
+    /// Tests only: the export's clock reads an RFC 3339 time from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_CLOCK_FILE", hide = true)]
+    pub export_clock_file: Option<PathBuf>,
+
+    /// Tests only: the export's free-space probe reads a number of bytes from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_FREE_SPACE_FILE", hide = true)]
+    pub export_free_space_file: Option<PathBuf>,
+
     /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
     pub log_level: tracing::Level,
@@ -202,6 +276,19 @@ fn parse_http_path(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
+/// A channel is one directory name under the Connection's path.
+fn parse_channel(text: &str) -> Result<String, String> {
+    let valid =
+        !text.is_empty() && text != "." && text != ".." && !text.contains(['/', '\\', '\0']);
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid channel {text:?}: it names one directory under the Connection's path (no '/', not '.' or '..')"
+        ))
+    }
+}
+
 fn parse_log_level(text: &str) -> Result<tracing::Level, String> {
     match text.trim().to_ascii_uppercase().as_str() {
         "DEBUG" => Ok(tracing::Level::DEBUG),
@@ -215,7 +302,7 @@ fn parse_log_level(text: &str) -> Result<tracing::Level, String> {
 }
 
 /// A duration that paces a loop: it must not be zero.
-fn parse_period(text: &str) -> Result<Duration, String> {
+pub fn parse_period(text: &str) -> Result<Duration, String> {
     let period = parse_duration(text)?;
     if period < Duration::from_millis(10) {
         return Err(format!("invalid period {text:?}: it must be at least 10ms"));

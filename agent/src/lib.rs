@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod cli;
 pub mod cluster_source;
+pub mod connection_status;
 pub mod export;
 pub mod metrics;
 pub mod parent_labels;
@@ -35,6 +36,12 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
             print!("{}", drift_api::connection_crd_yaml()?);
             Ok(())
         }
+        Command::Reader(args) => {
+            init_logging(tracing::Level::INFO);
+            tokio::task::spawn_blocking(move || export::reader::run(&args))
+                .await
+                .context("the reader stopped unexpectedly")?
+        }
     }
 }
 
@@ -62,6 +69,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let offline = !args.rules.is_empty() || !args.namespaces.is_empty();
+    let mut cluster_client = None;
     let shared = if offline {
         let source = FileSource {
             rules: args.rules.clone(),
@@ -86,6 +94,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shared
     } else if cluster_configured(&args) {
         let client = cluster_source::client(args.kubeconfig.as_deref()).await?;
+        cluster_client = Some(client.clone());
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
         shared.set_parent_lookup(parent_labels::ParentLookup::new(
@@ -108,6 +117,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shared.set_ready(true);
         shared
     };
+
+    if args.enable_admission_violation_export {
+        start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
+    }
 
     let tls = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => {
@@ -159,7 +172,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
-        admin::router(shared.clone()),
+        admin::router(shared.clone(), shutdown_rx.clone()),
         None,
         timeouts,
         shutdown_rx.clone(),
@@ -169,7 +182,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
     shared.set_ready(false);
     let _ = shutdown_tx.send(true);
-    let drained = tokio::time::timeout(args.shutdown_timeout, async {
+    let deadline = tokio::time::Instant::now() + args.shutdown_timeout;
+    let drained = tokio::time::timeout_at(deadline, async {
         let _ = webhook_task.await;
         let _ = admin_task.await;
     })
@@ -177,8 +191,175 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if drained.is_err() {
         tracing::warn!("shutdown timeout reached; exiting");
     }
+    if let Some(export) = shared.export() {
+        // In-flight requests are done: what they queued is drained within the time left.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        export
+            .exporter
+            .shutdown(left.min(export::DRAIN_TIMEOUT))
+            .await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let _ = tokio::time::timeout(
+            left,
+            export
+                .status
+                .report(std::time::Instant::now(), std::time::Duration::ZERO),
+        )
+        .await;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// This pod's name when `--pod-name` is not given: the host name (a pod's host name is its name).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "drift-sentinel".to_owned())
+}
+
+/// Starts violation export: the publisher, the Connection (from a file or the cluster) and the
+/// status reporter.
+async fn start_export(
+    args: &ServeArgs,
+    shared: &Arc<Shared>,
+    client: Option<&kube::Client>,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    use connection_status::{ClusterTarget, ConnectionStatusReporter, PublishHealth};
+    use export::connection;
+
+    let pod = args.pod_name.clone().unwrap_or_else(host_name);
+    let mut config = export::ExportConfig::default();
+    if let Some(file) = &args.export_clock_file {
+        config.clock = Arc::new(export::FileClock(file.clone()));
+    }
+    if let Some(file) = &args.export_free_space_file {
+        config.free_space = Arc::new(export::FileFreeSpace(file.clone()));
+    }
+    let health = Arc::new(PublishHealth::default());
+    let exporter = export::Exporter::start(config, &shared.metrics, health.clone())
+        .context("cannot start the export publisher")?;
+    let channel = args.audit_channel.clone();
+    let (status, describe) = match (&args.connection, client) {
+        (Some(file), _) => {
+            let found = connection::read_file(file)?;
+            let name = found.metadata.name.as_deref().unwrap_or("");
+            if name != args.audit_connection {
+                anyhow::bail!(
+                    "{} holds Connection {name:?}, but --audit-connection is {:?}: make them match",
+                    file.display(),
+                    args.audit_connection
+                );
+            }
+            let describe = file.display().to_string();
+            let status = Arc::new(ConnectionStatusReporter::new(pod, health, None));
+            connection::apply(Some(&found), &describe, &channel, &exporter, &status).await;
+            tokio::spawn(watch_connection_file(
+                file.clone(),
+                args.audit_connection.clone(),
+                channel,
+                exporter.clone(),
+                status.clone(),
+                args.reload_interval,
+                shutdown.clone(),
+            ));
+            (status, describe)
+        }
+        (None, Some(client)) => {
+            let namespace = args
+                .pod_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let api: kube::Api<drift_api::Connection> =
+                kube::Api::namespaced(client.clone(), &namespace);
+            let describe = format!("{namespace}/{}", args.audit_connection);
+            let status = Arc::new(ConnectionStatusReporter::new(
+                pod,
+                health,
+                Some(ClusterTarget {
+                    api: api.clone(),
+                    name: args.audit_connection.clone(),
+                }),
+            ));
+            tokio::spawn(connection::watch_cluster(
+                api,
+                args.audit_connection.clone(),
+                describe.clone(),
+                channel,
+                exporter.clone(),
+                status.clone(),
+                shutdown.clone(),
+            ));
+            (status, describe)
+        }
+        (None, None) => anyhow::bail!(
+            "--enable-admission-violation-export needs a Connection: without a cluster, give --connection FILE (a Connection document)"
+        ),
+    };
+    tokio::spawn(connection_status::run(
+        status.clone(),
+        args.connection_status_interval,
+        args.connection_heartbeat,
+        shutdown.clone(),
+    ));
+    shared.set_export(state::ExportHandle {
+        exporter,
+        status,
+        connection: describe,
+    });
+    Ok(())
+}
+
+/// Re-reads the Connection file when it changes; a file that no longer holds a valid
+/// Connection stops the export and says why.
+async fn watch_connection_file(
+    file: std::path::PathBuf,
+    name: String,
+    channel: String,
+    exporter: Arc<export::Exporter>,
+    status: Arc<connection_status::ConnectionStatusReporter>,
+    period: std::time::Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let describe = file.display().to_string();
+    let mut last = std::fs::read(&file).ok();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.changed() => return,
+        }
+        let current = std::fs::read(&file).ok();
+        if current == last {
+            continue;
+        }
+        last = current;
+        let read = export::connection::read_file(&file).and_then(|found| {
+            let found_name = found.metadata.name.clone().unwrap_or_default();
+            if found_name == name {
+                Ok(found)
+            } else {
+                Err(anyhow::anyhow!(
+                    "{describe} holds Connection {found_name:?}, but --audit-connection is {name:?}"
+                ))
+            }
+        });
+        match read {
+            Ok(found) => {
+                export::connection::apply(Some(&found), &describe, &channel, &exporter, &status)
+                    .await;
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                tracing::error!(connection = %describe, error = %error, "the Connection file is no longer valid: nothing is exported");
+                exporter.reconfigure(None);
+                status.set_connection(None, &[error]).await;
+            }
+        }
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

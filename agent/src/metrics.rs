@@ -14,6 +14,12 @@ pub struct Metrics {
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
     pub config_events: IntCounterVec,
+    pub export_published: IntCounterVec,
+    pub export_dropped: IntCounterVec,
+    pub export_queue_messages: IntGauge,
+    pub export_queue_bytes: IntGauge,
+    pub export_spool_segments: IntGauge,
+    pub export_spool_bytes: IntGauge,
 }
 
 impl Metrics {
@@ -58,6 +64,42 @@ impl Metrics {
             ),
             &["event_type"],
         )?;
+        let export_published = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_export_records_published_total",
+                "Violation records written to the export spool, by source (webhook, audit).",
+            ),
+            &["source"],
+        )?;
+        let export_dropped = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_export_records_dropped_total",
+                "Violation records not exported, by source and reason (message_too_large, queue_full, encode_error, disk_full, shutdown, publish_error, no_connection).",
+            ),
+            &["source", "reason"],
+        )?;
+        let export_queue_messages = IntGauge::new(
+            "drift_sentinel_export_queue_messages",
+            "Export queue: messages being built or waiting to be published (limit 1024).",
+        )?;
+        let export_queue_bytes = IntGauge::new(
+            "drift_sentinel_export_queue_bytes",
+            "Export queue: encoded bytes waiting to be published (limit 16 MiB).",
+        )?;
+        let export_spool_segments = IntGauge::new(
+            "drift_sentinel_export_spool_segments",
+            "Completed admission segments in the spool directory (limit 20).",
+        )?;
+        let export_spool_bytes = IntGauge::new(
+            "drift_sentinel_export_spool_bytes",
+            "Bytes of admission segments in the spool directory, the open one included (limit 20 MiB).",
+        )?;
+        registry.register(Box::new(export_published.clone()))?;
+        registry.register(Box::new(export_dropped.clone()))?;
+        registry.register(Box::new(export_queue_messages.clone()))?;
+        registry.register(Box::new(export_queue_bytes.clone()))?;
+        registry.register(Box::new(export_spool_segments.clone()))?;
+        registry.register(Box::new(export_spool_bytes.clone()))?;
         registry.register(Box::new(admission_requests.clone()))?;
         registry.register(Box::new(violations.clone()))?;
         registry.register(Box::new(admission_duration.clone()))?;
@@ -72,6 +114,12 @@ impl Metrics {
             rules_loaded,
             rules_invalid,
             config_events,
+            export_published,
+            export_dropped,
+            export_queue_messages,
+            export_queue_bytes,
+            export_spool_segments,
+            export_spool_bytes,
         })
     }
 

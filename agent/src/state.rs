@@ -103,6 +103,16 @@ pub struct Shared {
     not_ready_reason: std::sync::Mutex<String>,
     /// Cluster mode: reads the labels of objects scaled through `/scale`.
     parents: std::sync::OnceLock<crate::parent_labels::ParentLookup>,
+    /// Violation export, when enabled.
+    export: std::sync::OnceLock<ExportHandle>,
+}
+
+/// The export of this process: the exporter, its status and where its Connection comes from.
+pub struct ExportHandle {
+    pub exporter: Arc<crate::export::Exporter>,
+    pub status: Arc<crate::connection_status::ConnectionStatusReporter>,
+    /// `namespace/name` of the Connection, or the file it is read from.
+    pub connection: String,
 }
 
 impl Shared {
@@ -113,6 +123,7 @@ impl Shared {
             ready: AtomicBool::new(false),
             not_ready_reason: std::sync::Mutex::new("starting".into()),
             parents: std::sync::OnceLock::new(),
+            export: std::sync::OnceLock::new(),
         });
         shared.install(initial);
         shared
@@ -138,6 +149,15 @@ impl Shared {
 
     pub fn parent_lookup(&self) -> Option<&crate::parent_labels::ParentLookup> {
         self.parents.get()
+    }
+
+    /// Enables violation export.
+    pub fn set_export(&self, export: ExportHandle) {
+        let _ = self.export.set(export);
+    }
+
+    pub fn export(&self) -> Option<&ExportHandle> {
+        self.export.get()
     }
 
     /// Marks the agent not ready and says why.

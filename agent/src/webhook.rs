@@ -288,6 +288,9 @@ fn judge(
     let review = response.into_review(parsed.version);
     let encoded = Bytes::from(review.to_string());
     record(shared, &request, &decision, started.elapsed());
+    if let Some(export) = shared.export() {
+        export.exporter.export_admission(&request, &decision);
+    }
     Answer::Review(encoded)
 }
 

@@ -11,6 +11,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// The fixed limits of the seed's table.
@@ -63,15 +64,44 @@ pub trait FreeSpace: Send + Sync {
     fn available(&self, dir: &Path) -> io::Result<u64>;
 }
 
-/// Why a record was not written.
+/// Why a record was not written. The text before the first colon names the class of the
+/// problem (the Connection status coalesces errors to it), so it never holds a file name that
+/// changes from one segment to the next.
 #[derive(Debug, thiserror::Error)]
 pub enum SpoolError {
     #[error("record of {size} bytes is over the {limit}-byte limit")]
     TooLarge { size: usize, limit: usize },
-    #[error("free space {available} bytes is below the {reserve}-byte reserve")]
-    DiskFull { available: u64, reserve: u64 },
-    #[error("spool I/O error: {0}")]
-    Io(#[from] io::Error),
+    #[error("free space in {dir} is below the {reserve}-byte reserve: {available} bytes available")]
+    DiskFull {
+        dir: String,
+        available: u64,
+        reserve: u64,
+    },
+    #[error("cannot {action} in spool directory {dir}: {source}")]
+    Io {
+        action: &'static str,
+        dir: String,
+        source: io::Error,
+    },
+}
+
+/// The statvfs(2) free-space probe: bytes available to an unprivileged writer.
+pub struct StatvfsFreeSpace;
+
+impl FreeSpace for StatvfsFreeSpace {
+    fn available(&self, dir: &Path) -> io::Result<u64> {
+        let stat = rustix::fs::statvfs(dir).map_err(io::Error::from)?;
+        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+    }
+}
+
+/// Sizes of the spool, for metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SpoolStats {
+    /// Completed segments.
+    pub segments: usize,
+    /// Bytes of completed segments and the open one.
+    pub bytes: u64,
 }
 
 struct OpenSegment {
@@ -86,12 +116,18 @@ struct OpenSegment {
 pub struct Spool {
     dir: PathBuf,
     limits: Limits,
-    clock: Box<dyn Clock>,
-    free: Box<dyn FreeSpace>,
+    clock: Arc<dyn Clock>,
+    free: Arc<dyn FreeSpace>,
     open: Option<OpenSegment>,
     /// Start time of the last segment: names must sort in creation order even when the clock
     /// stands still or steps back.
     last_start: Option<SystemTime>,
+    /// Completed segments and their bytes as of the last directory scan plus what this writer
+    /// completed since. Others (a reader) only ever remove segments, so this is an upper
+    /// bound: while it is within the limits, appending needs no directory scan.
+    completed: SpoolStats,
+    /// Whether any admission file was seen by the last scan (the janitor runs only then).
+    has_files: bool,
 }
 
 /// What recovery found at startup.
@@ -145,8 +181,8 @@ impl Spool {
     pub fn open(
         dir: PathBuf,
         limits: Limits,
-        clock: Box<dyn Clock>,
-        free: Box<dyn FreeSpace>,
+        clock: Arc<dyn Clock>,
+        free: Arc<dyn FreeSpace>,
     ) -> io::Result<(Self, Recovery)> {
         fs::DirBuilder::new()
             .recursive(true)
@@ -162,8 +198,12 @@ impl Spool {
             free,
             open: None,
             last_start: None,
+            completed: SpoolStats::default(),
+            has_files: false,
         };
+        let mut spool = spool;
         let recovery = spool.recover()?;
+        spool.enforce_retention(0)?;
         Ok((spool, recovery))
     }
 
@@ -215,7 +255,7 @@ impl Spool {
         Ok(recovery)
     }
 
-    fn start_segment(&mut self) -> io::Result<&mut OpenSegment> {
+    fn start_segment(&mut self) -> io::Result<()> {
         let now = self.clock.now();
         let mut named = now;
         if let Some(last) = self.last_start
@@ -232,27 +272,51 @@ impl Spool {
             .mode(0o600)
             .open(&path)?;
         file.lock()?;
-        Ok(self.open.insert(OpenSegment {
+        self.open = Some(OpenSegment {
             path,
             file,
             bytes: 0,
             records: 0,
             opened_at: now,
-        }))
+        });
+        Ok(())
     }
 
     /// Writes records (JSON without the newline). Each is checked against the size limit and
     /// the free-space reserve; the segment rotates when full.
     pub fn append(&mut self, record: &[u8]) -> Result<(), SpoolError> {
+        let result = self.append_inner(record);
+        if matches!(result, Err(SpoolError::Io { .. })) {
+            // A failed write may have left a partial line: this segment is done. Recovery-like
+            // truncation keeps `.log` files made of complete records only.
+            self.abandon_segment();
+        }
+        result
+    }
+
+    fn io_error(&self, action: &'static str) -> impl FnOnce(io::Error) -> SpoolError + use<> {
+        let dir = self.dir.display().to_string();
+        move |source| SpoolError::Io {
+            action,
+            dir,
+            source,
+        }
+    }
+
+    fn append_inner(&mut self, record: &[u8]) -> Result<(), SpoolError> {
         if record.len() > self.limits.record_bytes {
             return Err(SpoolError::TooLarge {
                 size: record.len(),
                 limit: self.limits.record_bytes,
             });
         }
-        let available = self.free.available(&self.dir)?;
+        let available = self
+            .free
+            .available(&self.dir)
+            .map_err(self.io_error("measure free space"))?;
         if available < self.limits.free_space_reserve + record.len() as u64 + 1 {
             return Err(SpoolError::DiskFull {
+                dir: self.dir.display().to_string(),
                 available,
                 reserve: self.limits.free_space_reserve,
             });
@@ -262,27 +326,87 @@ impl Spool {
             .as_ref()
             .is_some_and(|s| s.bytes + record.len() as u64 + 1 > self.limits.segment_bytes);
         if needs_rotation {
-            self.finish_segment()?;
+            self.finish_segment()
+                .map_err(self.io_error("complete a segment"))?;
         }
-        // Room for the pending record within the retained total, oldest segments first.
-        self.enforce_retention(record.len() as u64 + 1)?;
-        let segment = match self.open {
-            Some(ref mut segment) => segment,
-            None => self.start_segment()?,
+        // Room for the pending record within the retained total, oldest segments first. The
+        // directory is scanned only when the cached upper bound says a limit may be reached.
+        let pending = record.len() as u64 + 1;
+        let open_bytes = self.open.as_ref().map_or(0, |s| s.bytes);
+        if self.completed.bytes + open_bytes + pending > self.limits.retained_bytes
+            || self.completed.segments > self.limits.retained_segments
+        {
+            self.enforce_retention(pending)
+                .map_err(self.io_error("remove old segments"))?;
+        }
+        if self.open.is_none() {
+            self.start_segment()
+                .map_err(self.io_error("create a segment"))?;
+        }
+        let dir = self.dir.display().to_string();
+        let Some(segment) = self.open.as_mut() else {
+            return Ok(());
         };
-        segment.file.write_all(record)?;
-        segment.file.write_all(b"\n")?;
-        segment.bytes += record.len() as u64 + 1;
+        let written = segment
+            .file
+            .write_all(record)
+            .and_then(|()| segment.file.write_all(b"\n"));
+        if let Err(source) = written {
+            return Err(SpoolError::Io {
+                action: "write a record",
+                dir,
+                source,
+            });
+        }
+        segment.bytes += pending;
         segment.records += 1;
+        self.has_files = true;
         if segment.records >= self.limits.segment_records {
-            self.finish_segment()?;
+            self.finish_segment()
+                .map_err(self.io_error("complete a segment"))?;
         }
         Ok(())
     }
 
+    /// Gives up the open segment after a failed write: truncates it to its complete records
+    /// and publishes it (or removes it when it holds none).
+    fn abandon_segment(&mut self) {
+        let Some(segment) = self.open.take() else {
+            return;
+        };
+        let complete = segment.bytes;
+        let _ = segment.file.set_len(complete);
+        let _ = segment.file.sync_all();
+        drop(segment.file);
+        if complete == 0 {
+            let _ = fs::remove_file(&segment.path);
+        } else if fs::rename(&segment.path, segment.path.with_extension("log")).is_ok() {
+            self.completed.segments += 1;
+            self.completed.bytes += complete;
+        }
+    }
+
+    /// Whether the spool holds admission files (as of the last scan or write).
+    pub fn has_files(&self) -> bool {
+        self.has_files || self.open.is_some()
+    }
+
+    /// Completed segments and bytes (the open segment's included) as of the last scan.
+    pub fn stats(&self) -> SpoolStats {
+        SpoolStats {
+            segments: self.completed.segments,
+            bytes: self.completed.bytes + self.open.as_ref().map_or(0, |s| s.bytes),
+        }
+    }
+
     /// Flushes the open segment; rotates it when it is older than the segment age; enforces
     /// retention. Call after each batch and periodically.
-    pub fn tick(&mut self) -> io::Result<()> {
+    pub fn tick(&mut self) -> Result<(), SpoolError> {
+        self.tick_inner()
+            .map_err(self.io_error("maintain segments"))
+    }
+
+    fn tick_inner(&mut self) -> io::Result<()> {
         if let Some(segment) = self.open.as_mut() {
             segment.file.flush()?;
         }
@@ -304,7 +428,10 @@ impl Spool {
         segment.file.sync_all()?;
         let target = segment.path.with_extension("log");
         drop(segment.file);
-        fs::rename(&segment.path, target)
+        fs::rename(&segment.path, target)?;
+        self.completed.segments += 1;
+        self.completed.bytes += segment.bytes;
+        Ok(())
     }
 
     /// Removes the oldest completed segments while there are more than allowed, they (with the
@@ -320,11 +447,11 @@ impl Spool {
             segments.push((path, meta.len(), created));
         }
         let open_bytes = self.open.as_ref().map_or(0, |s| s.bytes);
-        let mut total: u64 = segments.iter().map(|s| s.1).sum::<u64>() + open_bytes + pending;
+        let mut completed_bytes: u64 = segments.iter().map(|s| s.1).sum();
         let mut count = segments.len();
         for (path, size, created) in segments.iter().take(self.limits.cleanup_batch) {
             let too_many = count > self.limits.retained_segments;
-            let too_big = total > self.limits.retained_bytes;
+            let too_big = completed_bytes + open_bytes + pending > self.limits.retained_bytes;
             let too_old =
                 now.duration_since(*created).unwrap_or_default() > self.limits.retained_age;
             if !(too_many || too_big || too_old) {
@@ -334,9 +461,14 @@ impl Spool {
             let deleting = path.with_extension("deleting");
             fs::rename(path, &deleting)?;
             fs::remove_file(&deleting)?;
-            total -= size;
+            completed_bytes -= size;
             count -= 1;
         }
+        self.completed = SpoolStats {
+            segments: count,
+            bytes: completed_bytes,
+        };
+        self.has_files = count > 0 || !self.entries(".open")?.is_empty();
         Ok(())
     }
 }
@@ -350,7 +482,6 @@ impl Drop for Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     #[derive(Clone, Default)]
@@ -384,8 +515,8 @@ mod tests {
         let (spool, _) = Spool::open(
             dir.to_owned(),
             limits,
-            Box::new(clock.clone()),
-            Box::new(disk.clone()),
+            Arc::new(clock.clone()),
+            Arc::new(disk.clone()),
         )
         .unwrap();
         (spool, clock, disk)
@@ -561,7 +692,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let partial = dir
             .path()
-            .join("admission-20260101T000000.000000Z-dead.open");
+            .join("admission-20270115T075900.000000Z-dead.open");
         fs::write(
             &partial,
             b"{\"id\":\"1\"}\n{\"id\":\"2\"}\n{\"id\":\"3\",\"trunc",
@@ -569,20 +700,20 @@ mod tests {
         .unwrap();
         let empty = dir
             .path()
-            .join("admission-20260101T000001.000000Z-empty.open");
+            .join("admission-20270115T075901.000000Z-empty.open");
         fs::write(&empty, b"{\"half").unwrap();
         fs::write(dir.path().join("admission-x.deleting"), b"old").unwrap();
         // A segment still locked by a live writer is left alone.
         let live = dir
             .path()
-            .join("admission-20260101T000002.000000Z-live.open");
+            .join("admission-20270115T075902.000000Z-live.open");
         let holder = File::create(&live).unwrap();
         holder.lock().unwrap();
         let (_spool, recovery) = Spool::open(
             dir.path().to_owned(),
             Limits::default(),
-            Box::new(SystemClock),
-            Box::new(TestDisk(Arc::new(AtomicU64::new(u64::MAX / 2)))),
+            Arc::new(TestClock::default()),
+            Arc::new(TestDisk(Arc::new(AtomicU64::new(u64::MAX / 2)))),
         )
         .unwrap();
         assert_eq!(

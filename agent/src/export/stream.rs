@@ -1,0 +1,1230 @@
+//! The admin API's `GET /violations` (SPEC §6): the exported records of the channel directory as
+//! NDJSON, oldest first, optionally filtered by source (`?source=webhook|audit`) and time
+//! (`?since=<RFC 3339>`), and with `?follow=true` new records as they are written.
+//!
+//! The stream only reads: it never deletes, renames, locks or writes a file, so it can run beside
+//! the writers, the retention cleanup and a reader sidecar that deletes what it consumed. A
+//! [`Cursor`] remembers how far each segment was emitted; a segment is known by its name without
+//! extension, so that the writer's `.open` → `.log` (or audit `.txt` → `.log`) rename does not
+//! emit its records again. A line is emitted only once its newline has been written, except the
+//! last line of a completed (`.log`) file, which can no longer grow.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::sync::watch;
+
+/// Which writer produced a record: the admission webhook or the audit scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Webhook,
+    Audit,
+}
+
+impl Source {
+    /// The name used in `?source=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Webhook => "webhook",
+            Source::Audit => "audit",
+        }
+    }
+
+    /// The `eventType` of this source's violation records.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Source::Webhook => "violation_admission",
+            Source::Audit => "violation_audited",
+        }
+    }
+}
+
+/// The query string of `GET /violations`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// Keep the response open and stream records as they are written.
+    pub follow: bool,
+    /// Only this source's records.
+    pub source: Option<Source>,
+    /// Only records whose `timestamp` is at or after this time.
+    pub since: Option<SystemTime>,
+}
+
+const PARAMETERS: &str = "follow, source and since";
+
+impl Query {
+    /// Parses `follow=true|false`, `source=webhook|audit` and `since=<RFC 3339>`. A bare `follow`
+    /// means `follow=true`. Values are percent-decoded, but `+` is kept as a plus sign (not a
+    /// space), so that `since=2027-01-15T09:00:00+01:00` can be typed as is. Unknown or repeated
+    /// parameters are errors.
+    pub fn parse(query_string: Option<&str>) -> Result<Query, String> {
+        let mut query = Query::default();
+        let mut seen: Vec<String> = Vec::new();
+        for pair in query_string.unwrap_or("").split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (raw_name, raw_value) = match pair.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (pair, None),
+            };
+            let name = percent_decode(raw_name)
+                .map_err(|e| format!("invalid query parameter name {raw_name:?}: {e}"))?;
+            let value = match raw_value {
+                Some(raw) => Some(percent_decode(raw).map_err(|e| {
+                    format!("invalid value {raw:?} for query parameter {name}: {e}")
+                })?),
+                None => None,
+            };
+            if !matches!(name.as_str(), "follow" | "source" | "since") {
+                return Err(format!(
+                    "unknown query parameter {name:?}: the parameters are {PARAMETERS}"
+                ));
+            }
+            if seen.contains(&name) {
+                return Err(format!("query parameter {name} is given more than once"));
+            }
+            let invalid = |allowed: &str| {
+                format!(
+                    "invalid value {:?} for query parameter {name}: {allowed}",
+                    value.as_deref().unwrap_or("")
+                )
+            };
+            match name.as_str() {
+                "follow" => {
+                    query.follow = match value.as_deref() {
+                        None | Some("true") => true,
+                        Some("false") => false,
+                        Some(_) => return Err(invalid("the values are true and false")),
+                    }
+                }
+                "source" => {
+                    query.source = Some(match value.as_deref() {
+                        Some("webhook") => Source::Webhook,
+                        Some("audit") => Source::Audit,
+                        _ => return Err(invalid("the values are webhook and audit")),
+                    })
+                }
+                _ => {
+                    let time = value.as_deref().and_then(parse_rfc3339).ok_or_else(|| {
+                        invalid("expected an RFC 3339 time such as 2027-01-15T08:00:00Z")
+                    })?;
+                    query.since = Some(time);
+                }
+            }
+            seen.push(name);
+        }
+        Ok(query)
+    }
+}
+
+/// `%XX` escapes decoded; `+` is left alone (see [`Query::parse`]).
+fn percent_decode(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .filter(|_| bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit())
+                .ok_or_else(|| "bad percent-encoding".to_string())?;
+            decoded.push(hex);
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(decoded).map_err(|_| "not UTF-8 once percent-decoded".to_string())
+}
+
+/// An RFC 3339 time: `2027-01-15T08:00:00Z`, with optional fractional seconds, `Z` or a numeric
+/// offset (`+01:00`, `-05:30`).
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let text = text.trim().to_ascii_uppercase();
+    if !text.is_ascii() {
+        return None;
+    }
+    if text.ends_with('Z') {
+        return humantime::parse_rfc3339(&text).ok();
+    }
+    let (local, offset) = text.split_at(text.len().checked_sub(6)?);
+    let offset = offset.as_bytes();
+    let digit = |b: u8| b.is_ascii_digit().then_some(u64::from(b - b'0'));
+    if offset[3] != b':' {
+        return None;
+    }
+    let hours = digit(offset[1])? * 10 + digit(offset[2])?;
+    let minutes = digit(offset[4])? * 10 + digit(offset[5])?;
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    let local = humantime::parse_rfc3339(&format!("{local}Z")).ok()?;
+    let offset_duration = Duration::from_secs(hours * 3600 + minutes * 60);
+    match offset[0] {
+        // Local time is UTC plus the offset.
+        b'+' => local.checked_sub(offset_duration),
+        b'-' => local.checked_add(offset_duration),
+        _ => None,
+    }
+}
+
+const ADMISSION_PREFIX: &str = "admission-";
+
+/// The creation time an admission segment's name records: `admission-20270115T080000.000000Z-…`
+/// (the format of the spool's `timestamp()`).
+fn admission_created_at(stem: &str) -> Option<SystemTime> {
+    let stamp = stem.strip_prefix(ADMISSION_PREFIX)?.split('-').next()?;
+    if stamp.len() < 16 || !stamp.is_ascii() {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..]
+    );
+    humantime::parse_rfc3339(&text).ok()
+}
+
+/// One file of the channel directory, as listed.
+#[derive(Debug, Clone)]
+struct Segment {
+    path: PathBuf,
+    /// The name without extension: stable across the completing rename.
+    key: String,
+    /// `.log`: nothing more will be written to it.
+    complete: bool,
+    /// Admission segments: the time in the name; audit runs: the modification time.
+    time: SystemTime,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    /// Bytes of the segment consumed (emitted or filtered out), always at a line boundary.
+    offset: u64,
+    /// Consecutive listings that did not show the segment.
+    absent: u8,
+}
+
+/// A segment absent from this many consecutive listings is forgotten. More than one, because a
+/// directory listing that races with a rename may show neither name.
+const FORGET_AFTER: u8 = 3;
+
+/// What to look at in a record line; every other field is skipped (but still checked to be
+/// JSON).
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(rename = "eventType", default)]
+    event_type: Option<serde_json::Value>,
+    #[serde(default)]
+    timestamp: Option<serde_json::Value>,
+}
+
+/// How far the stream has read a channel directory.
+#[derive(Debug)]
+pub struct Cursor {
+    dir: PathBuf,
+    source: Option<Source>,
+    since: Option<SystemTime>,
+    progress: HashMap<String, Progress>,
+    skipped: usize,
+}
+
+impl Cursor {
+    pub fn new(dir: PathBuf, query: &Query) -> Self {
+        Self {
+            dir,
+            source: query.source,
+            since: query.since,
+            progress: HashMap::new(),
+            skipped: 0,
+        }
+    }
+
+    /// Lines skipped because they are not a JSON object.
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    /// Every matching record line completed since the last poll (each with its `'\n'`), oldest
+    /// first: segments by time, then by position.
+    pub fn poll(&mut self) -> io::Result<Vec<Bytes>> {
+        self.poll_budget(usize::MAX).map(|(lines, _)| lines)
+    }
+
+    /// Like [`Cursor::poll`], but stops after the line that reaches `budget` bytes; the flag
+    /// tells that there may be more to read right away.
+    fn poll_budget(&mut self, budget: usize) -> io::Result<(Vec<Bytes>, bool)> {
+        let segments = self.list()?;
+        self.read_listed(&segments, budget)
+    }
+
+    /// The segments of the directory that the query selects, oldest first. A missing directory
+    /// has none.
+    fn list(&self) -> io::Result<Vec<Segment>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut segments: HashMap<String, Segment> = HashMap::new();
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((stem, extension)) = name.rsplit_once('.') else {
+                continue;
+            };
+            let admission = stem.starts_with(ADMISSION_PREFIX);
+            let complete = match (admission, extension) {
+                (_, "log") => true,
+                (true, "open") | (false, "txt") => false,
+                _ => continue, // `.deleting` and anything else
+            };
+            let source = if admission {
+                Source::Webhook
+            } else {
+                Source::Audit
+            };
+            if self.source.is_some_and(|wanted| wanted != source) {
+                continue;
+            }
+            // Vanished since the listing: nothing to read.
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            if !metadata.is_file() {
+                continue;
+            }
+            let named = if admission {
+                admission_created_at(stem)
+            } else {
+                None
+            };
+            let time = named
+                .or_else(|| metadata.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let segment = Segment {
+                path: entry.path(),
+                key: stem.to_owned(),
+                complete,
+                time,
+            };
+            // A listing racing with the rename may show both names: keep the completed one.
+            match segments.get(stem) {
+                Some(listed) if listed.complete => {}
+                _ => {
+                    segments.insert(stem.to_owned(), segment);
+                }
+            }
+        }
+        let mut segments: Vec<Segment> = segments.into_values().collect();
+        segments.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.key.cmp(&b.key)));
+        Ok(segments)
+    }
+
+    fn read_listed(
+        &mut self,
+        segments: &[Segment],
+        budget: usize,
+    ) -> io::Result<(Vec<Bytes>, bool)> {
+        for progress in self.progress.values_mut() {
+            progress.absent = progress.absent.saturating_add(1);
+        }
+        for segment in segments {
+            self.progress
+                .entry(segment.key.clone())
+                .or_insert(Progress {
+                    offset: 0,
+                    absent: 0,
+                })
+                .absent = 0;
+        }
+        self.progress.retain(|_, p| p.absent < FORGET_AFTER);
+
+        let mut lines = Vec::new();
+        let mut emitted = 0;
+        for segment in segments {
+            if emitted >= budget {
+                return Ok((lines, true));
+            }
+            let offset = self.progress.get(&segment.key).map_or(0, |p| p.offset);
+            let Some((file, complete)) = open_segment(segment)? else {
+                continue;
+            };
+            let end =
+                self.read_segment(file, complete, offset, budget, &mut emitted, &mut lines)?;
+            if let Some(progress) = self.progress.get_mut(&segment.key) {
+                progress.offset = end;
+            }
+        }
+        // Stopped at the budget in the last segment: there may be more of it.
+        Ok((lines, emitted >= budget))
+    }
+
+    /// Reads the complete lines of `file` from `offset`, keeping the matching ones; returns the
+    /// offset after the last line consumed.
+    fn read_segment(
+        &mut self,
+        mut file: File,
+        complete: bool,
+        mut offset: u64,
+        budget: usize,
+        emitted: &mut usize,
+        lines: &mut Vec<Bytes>,
+    ) -> io::Result<u64> {
+        if file.metadata()?.len() <= offset {
+            return Ok(offset);
+        }
+        file.seek(SeekFrom::Start(offset))?;
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        let mut line = Vec::new();
+        while *emitted < budget {
+            line.clear();
+            let read = reader.read_until(b'\n', &mut line)?;
+            if read == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') {
+                if !complete {
+                    // The writer has not finished this record yet.
+                    break;
+                }
+                line.push(b'\n');
+            }
+            offset += read as u64;
+            if self.selects(&line) {
+                *emitted += line.len();
+                lines.push(Bytes::copy_from_slice(&line));
+            }
+        }
+        Ok(offset)
+    }
+
+    /// Whether a record line is a violation the query asks for. Lines that are not a JSON
+    /// object are counted as skipped; blank lines and records without an `eventType` (the audit
+    /// run's control records) are left out silently.
+    fn selects(&mut self, line: &[u8]) -> bool {
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            return false;
+        }
+        // A struct also deserializes from a JSON array: insist on an object.
+        let probe = match text.first() {
+            Some(b'{') => serde_json::from_slice::<Probe>(text).ok(),
+            _ => None,
+        };
+        let Some(probe) = probe else {
+            self.skipped += 1;
+            return false;
+        };
+        let Some(serde_json::Value::String(event_type)) = probe.event_type else {
+            return false;
+        };
+        if let Some(source) = self.source
+            && event_type != source.event_type()
+        {
+            return false;
+        }
+        if let Some(since) = self.since {
+            let time = match &probe.timestamp {
+                Some(serde_json::Value::String(text)) => parse_rfc3339(text),
+                _ => None,
+            };
+            if time.is_none_or(|time| time < since) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Opens a listed segment. One that was renamed since the listing is found under its completed
+/// name; one that is gone (consumed by a reader, removed by retention) is `None`.
+fn open_segment(segment: &Segment) -> io::Result<Option<(File, bool)>> {
+    match File::open(&segment.path) {
+        Ok(file) => return Ok(Some((file, segment.complete))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if segment.complete {
+        return Ok(None);
+    }
+    match File::open(segment.path.with_extension("log")) {
+        Ok(file) => Ok(Some((file, true))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Bytes read per step of the response, so that a large backlog is sent in pieces instead of
+/// being held in memory at once.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// `GET /violations`: 400 for a bad query, 503 when export is not enabled (`dir` is `None`),
+/// otherwise 200 with an NDJSON body.
+pub fn response(
+    dir: Option<PathBuf>,
+    query_string: Option<&str>,
+    poll_interval: Duration,
+    shutdown: watch::Receiver<bool>,
+) -> Response {
+    let text_plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    let query = match Query::parse(query_string) {
+        Ok(query) => query,
+        Err(e) => return (StatusCode::BAD_REQUEST, text_plain, format!("{e}\n")).into_response(),
+    };
+    let Some(dir) = dir else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            text_plain,
+            "violation export is not enabled: start the agent with \
+             --enable-admission-violation-export and a valid Connection\n",
+        )
+            .into_response();
+    };
+    let state = StreamState {
+        cursor: Some(Cursor::new(dir, &query)),
+        follow: query.follow,
+        interval: poll_interval,
+        shutdown,
+        started: false,
+        more: false,
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(records(state)),
+    )
+        .into_response()
+}
+
+struct StreamState {
+    /// `None` once the stream failed.
+    cursor: Option<Cursor>,
+    follow: bool,
+    interval: Duration,
+    shutdown: watch::Receiver<bool>,
+    started: bool,
+    /// The last poll stopped at the chunk budget.
+    more: bool,
+}
+
+/// The body: one chunk per non-empty poll. The stream ends after the backlog unless following;
+/// when following, it ends at shutdown, or when the client goes away (the server drops the body).
+fn records(state: StreamState) -> impl futures::Stream<Item = io::Result<Bytes>> + Send + 'static {
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if *state.shutdown.borrow() {
+                return None;
+            }
+            if state.started && !state.more {
+                if !state.follow {
+                    return None;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(state.interval) => {}
+                    // Shutdown requested, or its sender gone (the process is stopping).
+                    _ = state.shutdown.wait_for(|stop| *stop) => return None,
+                }
+            }
+            state.started = true;
+            let mut cursor = state.cursor.take()?;
+            let skipped_before = cursor.skipped();
+            // Reading files blocks (a slow or network volume, a large backlog): off the async
+            // workers, on the blocking pool. A poll is bounded by CHUNK_BYTES, so one request
+            // never holds a blocking thread for long, and polls are `interval` apart.
+            let (cursor, result) = tokio::task::spawn_blocking(move || {
+                let result = cursor.poll_budget(CHUNK_BYTES);
+                (cursor, result)
+            })
+            .await
+            .ok()?;
+            if cursor.skipped() > skipped_before {
+                tracing::warn!(
+                    dir = %cursor.dir.display(),
+                    skipped = cursor.skipped() - skipped_before,
+                    "violation records that are not JSON objects were skipped"
+                );
+            }
+            match result {
+                Ok((lines, more)) => {
+                    state.cursor = Some(cursor);
+                    state.more = more;
+                    if lines.is_empty() {
+                        continue;
+                    }
+                    let mut chunk = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
+                    for line in &lines {
+                        chunk.extend_from_slice(line);
+                    }
+                    return Some((Ok(Bytes::from(chunk)), state));
+                }
+                Err(e) => {
+                    // Abort the body: the client must not take a truncated stream for a
+                    // complete one.
+                    tracing::warn!(dir = %cursor.dir.display(), error = %e, "cannot read the violation directory");
+                    return Some((Err(e), state));
+                }
+            }
+        }
+    })
+}
+
+/// The directory a cursor reads.
+impl Cursor {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn admission(id: u32, time: &str) -> String {
+        format!(
+            "{{\"eventType\":\"violation_admission\",\"id\":\"a{id}\",\"timestamp\":\"{time}\"}}\n"
+        )
+    }
+
+    fn audited(id: u32, time: &str) -> String {
+        format!(
+            "{{\"eventType\":\"violation_audited\",\"id\":\"u{id}\",\"timestamp\":\"{time}\"}}\n"
+        )
+    }
+
+    fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, content).unwrap();
+        path
+    }
+
+    fn append(path: &Path, content: &str) {
+        let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
+        file.write_all(content.as_bytes()).unwrap();
+    }
+
+    /// Sets the modification time to `secs` after 2027-01-15T08:00:00Z.
+    fn set_mtime(path: &Path, secs: u64) {
+        let base = humantime::parse_rfc3339(T0).unwrap();
+        let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.set_modified(base + Duration::from_secs(secs)).unwrap();
+    }
+
+    /// Names, contents and modification times of a directory.
+    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
+        let mut entries: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                let content = if meta.is_file() {
+                    fs::read(e.path()).unwrap()
+                } else {
+                    Vec::new()
+                };
+                (
+                    e.file_name().into_string().unwrap(),
+                    content,
+                    meta.modified().unwrap(),
+                )
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    fn text(lines: &[Bytes]) -> String {
+        lines
+            .iter()
+            .map(|l| String::from_utf8(l.to_vec()).unwrap())
+            .collect()
+    }
+
+    fn ids(lines: &[Bytes]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| {
+                let value: serde_json::Value = serde_json::from_slice(l).unwrap();
+                value["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    fn cursor(dir: &Path, query: &str) -> Cursor {
+        Cursor::new(dir.to_owned(), &Query::parse(Some(query)).unwrap())
+    }
+
+    const T0: &str = "2027-01-15T08:00:00Z";
+
+    #[test]
+    fn segments_in_time_order_then_only_new_complete_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Written out of order on purpose: the name's time decides, not the listing.
+        write(
+            d,
+            "admission-20270115T080200.000000Z-00000000000000cc.log",
+            &(admission(5, T0) + &admission(6, T0)),
+        );
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &(admission(1, T0) + &admission(2, T0)),
+        );
+        // Audit runs are placed by modification time (08:00:30 and 08:01), not by name.
+        let late_run = write(d, "a-run.log", &audited(4, T0));
+        set_mtime(&late_run, 60);
+        let early_run = write(d, "b-run.txt", &audited(3, T0));
+        set_mtime(&early_run, 30);
+        let open = write(
+            d,
+            "admission-20270115T080300.000000Z-00000000000000dd.open",
+            &(admission(7, T0) + "{\"eventType\":\"violation_admission\",\"id\":\"a8\""),
+        );
+        let before = snapshot(d);
+
+        let mut cursor = cursor(d, "");
+        let first = cursor.poll().unwrap();
+        assert_eq!(ids(&first), ["a1", "a2", "u3", "u4", "a5", "a6", "a7"]);
+        assert!(first.iter().all(|l| l.ends_with(b"\n")));
+        assert_eq!(text(&first[..1]), admission(1, T0));
+        // Reading changes nothing on disk.
+        assert_eq!(snapshot(d), before);
+
+        // Nothing new: nothing emitted, the partial line is held back.
+        assert!(cursor.poll().unwrap().is_empty());
+
+        // The record completes: emitted once.
+        append(&open, ",\"timestamp\":\"2027-01-15T08:03:00Z\"}\n");
+        assert_eq!(ids(&cursor.poll().unwrap()), ["a8"]);
+
+        // The writer completes the segment: the rename emits nothing again.
+        append(&open, &admission(9, T0));
+        fs::rename(&open, open.with_extension("log")).unwrap();
+        assert_eq!(ids(&cursor.poll().unwrap()), ["a9"]);
+        assert!(cursor.poll().unwrap().is_empty());
+
+        // A new segment and a new audit run appear.
+        write(
+            d,
+            "admission-20270115T080400.000000Z-00000000000000ee.open",
+            &admission(10, T0),
+        );
+        assert_eq!(ids(&cursor.poll().unwrap()), ["a10"]);
+        assert_eq!(cursor.skipped(), 0);
+    }
+
+    #[test]
+    fn an_unterminated_last_line_of_a_completed_file_is_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            admission(1, T0).trim_end(),
+        );
+        let mut cursor = cursor(d, "");
+        let lines = cursor.poll().unwrap();
+        assert_eq!(ids(&lines), ["a1"]);
+        assert!(lines[0].ends_with(b"}\n"));
+        assert!(cursor.poll().unwrap().is_empty());
+    }
+
+    #[test]
+    fn audit_control_records_and_ignored_files_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "run-1.txt",
+            &format!(
+                "{{\"id\":\"run-1\",\"message\":\"audit is started\"}}\n{}{}",
+                audited(1, T0),
+                // Policy text that looks like a control message is still a violation.
+                "{\"eventType\":\"violation_audited\",\"id\":\"u2\",\"message\":\"audit is completed\"}\n"
+            ),
+        );
+        write(
+            d,
+            "admission-20270115T080000.000000Z-aa.deleting",
+            &admission(9, T0),
+        );
+        write(d, "notes.json", &admission(9, T0));
+        write(
+            d,
+            "admission-20270115T080000.000000Z-bb.txt",
+            &admission(9, T0),
+        );
+        fs::create_dir(d.join("sub.log")).unwrap();
+        let mut cursor = cursor(d, "");
+        assert_eq!(ids(&cursor.poll().unwrap()), ["u1", "u2"]);
+        append(
+            &d.join("run-1.txt"),
+            "{\"id\":\"run-1\",\"message\":\"audit is completed\"}\n",
+        );
+        fs::rename(d.join("run-1.txt"), d.join("run-1.log")).unwrap();
+        assert!(cursor.poll().unwrap().is_empty());
+        assert_eq!(cursor.skipped(), 0);
+    }
+
+    #[test]
+    fn source_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &admission(1, T0),
+        );
+        write(d, "run-1.log", &audited(2, T0));
+        assert_eq!(ids(&cursor(d, "source=webhook").poll().unwrap()), ["a1"]);
+        assert_eq!(ids(&cursor(d, "source=audit").poll().unwrap()), ["u2"]);
+        // The record's eventType decides too: an audited record in an admission segment is not
+        // a webhook record.
+        write(
+            d,
+            "admission-20270115T080100.000000Z-00000000000000bb.log",
+            &audited(3, T0),
+        );
+        assert_eq!(ids(&cursor(d, "source=webhook").poll().unwrap()), ["a1"]);
+    }
+
+    #[test]
+    fn since_filter_keeps_records_at_or_after_the_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &[
+                admission(1, "2027-01-15T07:59:59.999999Z"),
+                admission(2, "2027-01-15T08:00:00Z"),
+                admission(3, "2027-01-15T08:00:00.5Z"),
+                "{\"eventType\":\"violation_admission\",\"id\":\"a4\"}\n".to_string(),
+                admission(5, "not a time"),
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            ids(&cursor(d, "since=2027-01-15T08:00:00Z").poll().unwrap()),
+            ["a2", "a3"]
+        );
+        // A numeric offset: 09:00:00.2+01:00 is 08:00:00.2Z.
+        assert_eq!(
+            ids(&cursor(d, "since=2027-01-15T09:00:00.2+01:00")
+                .poll()
+                .unwrap()),
+            ["a3"]
+        );
+        assert_eq!(
+            ids(&cursor(d, "since=2027-01-15T09%3A00%3A00.2%2B01%3A00")
+                .poll()
+                .unwrap()),
+            ["a3"]
+        );
+        // Without since, a record without a usable time is still a record.
+        assert_eq!(
+            ids(&cursor(d, "").poll().unwrap()),
+            ["a1", "a2", "a3", "a4", "a5"]
+        );
+    }
+
+    #[test]
+    fn lines_that_are_not_json_objects_are_skipped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &[
+                admission(1, T0),
+                "{\"eventType\":\"violation_admission\",\"id\":\n".to_string(),
+                "\n".to_string(),
+                "[\"violation_admission\",\"x\"]\n".to_string(),
+                "garbage\n".to_string(),
+                admission(2, T0),
+            ]
+            .concat(),
+        );
+        let mut cursor = cursor(d, "");
+        assert_eq!(ids(&cursor.poll().unwrap()), ["a1", "a2"]);
+        assert_eq!(cursor.skipped(), 3);
+        assert!(cursor.poll().unwrap().is_empty());
+        assert_eq!(cursor.skipped(), 3);
+    }
+
+    #[test]
+    fn files_that_vanish_or_complete_after_the_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let gone = write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &admission(1, T0),
+        );
+        let renamed = write(
+            d,
+            "admission-20270115T080100.000000Z-00000000000000bb.open",
+            &admission(2, T0),
+        );
+        let gone_run = write(d, "run-1.txt", &audited(3, T0));
+        write(
+            d,
+            "admission-20270115T080200.000000Z-00000000000000cc.log",
+            &admission(4, T0),
+        );
+        let mut cursor = cursor(d, "");
+        let listed = cursor.list().unwrap();
+        assert_eq!(listed.len(), 4);
+        fs::remove_file(&gone).unwrap();
+        fs::remove_file(&gone_run).unwrap();
+        fs::rename(&renamed, renamed.with_extension("log")).unwrap();
+        let (lines, more) = cursor.read_listed(&listed, usize::MAX).unwrap();
+        assert!(!more);
+        assert_eq!(ids(&lines), ["a2", "a4"]);
+        assert!(cursor.poll().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_missing_directory_has_no_records_until_it_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("audit-channel");
+        let mut cursor = cursor(&d, "follow=true");
+        assert!(cursor.poll().unwrap().is_empty());
+        fs::create_dir(&d).unwrap();
+        write(
+            &d,
+            "admission-20270115T080000.000000Z-00000000000000aa.open",
+            &admission(1, T0),
+        );
+        assert_eq!(ids(&cursor.poll().unwrap()), ["a1"]);
+    }
+
+    #[test]
+    fn the_budget_splits_a_backlog_without_losing_or_repeating() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for segment in 0..3u32 {
+            let content: String = (0..4).map(|i| admission(segment * 4 + i, T0)).collect();
+            write(
+                d,
+                &format!("admission-20270115T08000{segment}.000000Z-00000000000000aa.log"),
+                &content,
+            );
+        }
+        let mut cursor = cursor(d, "");
+        let mut all = Vec::new();
+        loop {
+            let (lines, more) = cursor.poll_budget(150).unwrap();
+            assert!(lines.len() <= 3, "{}", lines.len());
+            all.extend(lines);
+            if !more {
+                break;
+            }
+        }
+        let expected: Vec<String> = (0..12).map(|i| format!("a{i}")).collect();
+        assert_eq!(ids(&all), expected);
+    }
+
+    #[test]
+    fn forgotten_only_after_several_listings_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let path = write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &admission(1, T0),
+        );
+        let mut cursor = cursor(d, "");
+        assert_eq!(cursor.poll().unwrap().len(), 1);
+        let hidden = d.join("elsewhere");
+        fs::rename(&path, &hidden).unwrap();
+        assert!(cursor.poll().unwrap().is_empty());
+        // A listing that missed it once (as one racing with a rename may) does not re-emit it.
+        fs::rename(&hidden, &path).unwrap();
+        assert!(cursor.poll().unwrap().is_empty());
+        fs::remove_file(&path).unwrap();
+        for _ in 0..FORGET_AFTER {
+            cursor.poll().unwrap();
+        }
+        assert!(cursor.progress.is_empty());
+    }
+
+    #[test]
+    fn query_parsing() {
+        assert_eq!(Query::parse(None).unwrap(), Query::default());
+        assert_eq!(Query::parse(Some("")).unwrap(), Query::default());
+        let query =
+            Query::parse(Some("follow=true&source=audit&since=2027-01-15T08:00:00Z")).unwrap();
+        assert!(query.follow);
+        assert_eq!(query.source, Some(Source::Audit));
+        assert_eq!(
+            query.since,
+            Some(humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap())
+        );
+        assert!(Query::parse(Some("follow")).unwrap().follow);
+        assert!(!Query::parse(Some("follow=false")).unwrap().follow);
+        assert_eq!(
+            Query::parse(Some("source=webhook")).unwrap().source,
+            Some(Source::Webhook)
+        );
+        assert_eq!(
+            Query::parse(Some("since=2027-01-15t08:00:00z"))
+                .unwrap()
+                .since,
+            query.since
+        );
+        assert_eq!(
+            Query::parse(Some("since=2027-01-15T03:00:00-05:00"))
+                .unwrap()
+                .since,
+            query.since
+        );
+
+        let error = |q: &str| Query::parse(Some(q)).unwrap_err();
+        let e = error("follow=yes");
+        assert!(e.contains("follow") && e.contains("true and false"), "{e}");
+        let e = error("source=admission");
+        assert!(
+            e.contains("source") && e.contains("webhook and audit"),
+            "{e}"
+        );
+        let e = error("source");
+        assert!(
+            e.contains("source") && e.contains("webhook and audit"),
+            "{e}"
+        );
+        let e = error("since=yesterday");
+        assert!(e.contains("since") && e.contains("RFC 3339"), "{e}");
+        let e = error("since=2027-01-15T08:00:00");
+        assert!(e.contains("since"), "{e}");
+        let e = error("since=2027-01-15T08:00:00+25:00");
+        assert!(e.contains("since"), "{e}");
+        let e = error("since=2027-01-15T08:00:00é0:00");
+        assert!(e.contains("since"), "{e}");
+        let e = error("limit=10");
+        assert!(
+            e.contains("limit") && e.contains("follow, source and since"),
+            "{e}"
+        );
+        let e = error("follow=true&follow=false");
+        assert!(e.contains("follow") && e.contains("more than once"), "{e}");
+        let e = error("since=%zz");
+        assert!(e.contains("since") && e.contains("percent"), "{e}");
+        let e = error("since=%");
+        assert!(e.contains("since"), "{e}");
+        let e = error("source=%ff");
+        assert!(e.contains("source") && e.contains("UTF-8"), "{e}");
+    }
+
+    async fn body_text(response: Response) -> String {
+        use http_body_util::BodyExt;
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn response_statuses() {
+        let (_tx, rx) = watch::channel(false);
+        let response = super::response(
+            Some(PathBuf::from("/nonexistent")),
+            Some("source=all"),
+            Duration::from_millis(10),
+            rx.clone(),
+        );
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert!(
+            response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
+        assert!(body_text(response).await.contains("webhook and audit"));
+
+        let response = super::response(None, None, Duration::from_millis(10), rx.clone());
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body_text(response)
+                .await
+                .contains("--enable-admission-violation-export")
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let response = super::response(
+            Some(dir.path().join("missing")),
+            None,
+            Duration::from_millis(10),
+            rx.clone(),
+        );
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/x-ndjson"
+        );
+        assert_eq!(body_text(response).await, "");
+    }
+
+    #[tokio::test]
+    async fn response_without_follow_ends_after_the_backlog() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // More than one chunk of backlog.
+        let record = admission(1, T0);
+        let count = CHUNK_BYTES / record.len() * 2 + 7;
+        let content: String = (0..count).map(|i| admission(i as u32, T0)).collect();
+        write(
+            d,
+            "admission-20270115T080000.000000Z-00000000000000aa.log",
+            &content,
+        );
+        write(d, "run-1.txt", &audited(1, T0));
+        let (_tx, rx) = watch::channel(false);
+        let response = super::response(
+            Some(d.to_owned()),
+            Some("source=webhook"),
+            Duration::from_secs(3600),
+            rx,
+        );
+        let body = body_text(response).await;
+        assert_eq!(body.len(), content.len());
+        assert!(body == content);
+    }
+
+    #[tokio::test]
+    async fn response_follows_until_shutdown() {
+        use futures::StreamExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_owned();
+        let open = write(
+            &d,
+            "admission-20270115T080000.000000Z-00000000000000aa.open",
+            &admission(1, T0),
+        );
+        let (tx, rx) = watch::channel(false);
+        let response = super::response(
+            Some(d.clone()),
+            Some("follow=true"),
+            Duration::from_millis(20),
+            rx,
+        );
+        let mut body = response.into_body().into_data_stream();
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(first, admission(1, T0));
+        append(
+            &open,
+            "{\"eventType\":\"violation_admission\",\"id\":\"a2\"",
+        );
+        append(&open, ",\"timestamp\":\"2027-01-15T08:00:00Z\"}\n");
+        let second = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(second, admission(2, T0));
+        fs::rename(&open, open.with_extension("log")).unwrap();
+        write(
+            &d,
+            "admission-20270115T080100.000000Z-00000000000000bb.open",
+            &admission(3, T0),
+        );
+        let third = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(third, admission(3, T0));
+        tx.send(true).unwrap();
+        let end = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .unwrap();
+        assert!(end.is_none());
+    }
+
+    /// Over real HTTP on loopback: the follow stream stops (and releases what it holds) when the
+    /// client disconnects, even while there is nothing new to send.
+    #[tokio::test]
+    async fn follow_stops_when_the_client_goes_away() {
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        use hyper_util::service::TowerToHyperService;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_owned();
+        write(
+            &d,
+            "admission-20270115T080000.000000Z-00000000000000aa.open",
+            &admission(1, T0),
+        );
+        let (tx, rx) = watch::channel(false);
+        let router = axum::Router::new().route(
+            "/violations",
+            axum::routing::get(move |uri: axum::http::Uri| {
+                let (d, rx) = (d.clone(), rx.clone());
+                async move { super::response(Some(d), uri.query(), Duration::from_millis(20), rx) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router))
+                .await;
+        });
+        let idle = tx.receiver_count();
+
+        let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+        client
+            .write_all(b"GET /violations?follow=true HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&received).contains("\"id\":\"a1\"") {
+            let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buffer))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "connection closed early");
+            received.extend_from_slice(&buffer[..n]);
+        }
+        let head = String::from_utf8_lossy(&received).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(
+            head.contains("content-type: application/x-ndjson"),
+            "{head}"
+        );
+        // The streaming body holds a shutdown receiver while it runs.
+        assert_eq!(tx.receiver_count(), idle + 1);
+
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while tx.receiver_count() > idle {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the stream outlived its client");
+    }
+}
