@@ -210,15 +210,18 @@ impl ConnectionStatusReporter {
             return;
         };
         let entry = self.entry();
+        let mut pod_entry = json!({
+            "id": self.pod,
+            "connectionErrors": entry.connection_errors,
+        });
+        if let Some(uid) = &entry.connection_uid {
+            pod_entry["connectionUID"] = json!(uid);
+        }
         let body = json!({
             "apiVersion": "connection.drift-sentinel.io/v1alpha1",
             "kind": "Connection",
             "metadata": {"name": cluster.name},
-            "status": {"byPod": [{
-                "id": self.pod,
-                "connectionUID": entry.connection_uid,
-                "connectionErrors": entry.connection_errors,
-            }]}
+            "status": {"byPod": [pod_entry]}
         });
         let params = PatchParams::apply(&manager(&[&self.pod])).force();
         match cluster

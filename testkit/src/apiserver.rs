@@ -261,7 +261,8 @@ impl ApiServer {
         lock(&self.inner.store)
     }
 
-    /// Creates or replaces an object (by apiVersion, kind, namespace, name) and notifies watches.
+    /// Creates or replaces an object (by apiVersion, kind, namespace, name) and notifies watches;
+    /// an object given without `status` keeps the status it had.
     pub fn apply(&self, object: Value) -> Value {
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
         let kind_name = object["kind"].as_str().unwrap_or_default().to_owned();
@@ -272,7 +273,21 @@ impl ApiServer {
             .as_str()
             .unwrap_or("")
             .to_owned();
-        self.store().upsert(&self.inner, kind, &namespace, object)
+        let mut object = object;
+        let mut store = self.store();
+        // Like `kubectl apply` of a manifest without status: the object's status (written
+        // through the status subresource) stays.
+        if object.get("status").is_none() {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if let Some(status) = store
+                .objects
+                .get(&key(kind, &namespace, name))
+                .and_then(|existing| existing.get("status"))
+            {
+                object["status"] = status.clone();
+            }
+        }
+        store.upsert(&self.inner, kind, &namespace, object)
     }
 
     /// Deletes an object; returns whether it existed.

@@ -160,6 +160,9 @@ pub async fn watch_cluster(
     let mut events = watcher(api, config).default_backoff().boxed();
     // Whether the Connection was seen since the last (re)list began.
     let mut seen = false;
+    // The uid and spec last put into effect: status writes (ours and other pods') change the
+    // object too, and must not re-apply an unchanged spec.
+    let mut applied: Option<(Option<String>, drift_api::ConnectionSpec)> = None;
     loop {
         let event = tokio::select! {
             event = events.next() => event,
@@ -173,14 +176,20 @@ pub async fn watch_cluster(
             Some(Ok(watcher::Event::Init)) => seen = false,
             Some(Ok(watcher::Event::InitApply(connection) | watcher::Event::Apply(connection))) => {
                 seen = true;
-                apply(Some(&connection), &describe, &channel, &exporter, &status).await;
+                let current = (connection.metadata.uid.clone(), connection.spec.clone());
+                if applied.as_ref() != Some(&current) {
+                    apply(Some(&connection), &describe, &channel, &exporter, &status).await;
+                    applied = Some(current);
+                }
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 if !seen {
+                    applied = None;
                     apply(None, &describe, &channel, &exporter, &status).await;
                 }
             }
             Some(Ok(watcher::Event::Delete(_))) => {
+                applied = None;
                 apply(None, &describe, &channel, &exporter, &status).await;
             }
         }

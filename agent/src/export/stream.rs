@@ -256,6 +256,11 @@ impl Cursor {
         }
     }
 
+    /// The channel directory it reads.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Lines skipped because they are not a JSON object.
     pub fn skipped(&self) -> usize {
         self.skipped
@@ -363,35 +368,49 @@ impl Cursor {
             if emitted >= budget {
                 return Ok((lines, true));
             }
-            let offset = self.progress.get(&segment.key).map_or(0, |p| p.offset);
-            let Some((file, complete)) = open_segment(segment)? else {
-                continue;
-            };
-            let end =
-                self.read_segment(file, complete, offset, budget, &mut emitted, &mut lines)?;
+            let mut offset = self.progress.get(&segment.key).map_or(0, |p| p.offset);
+            let result = open_segment(segment).and_then(|opened| match opened {
+                Some((file, complete)) => self.read_segment(
+                    file,
+                    complete,
+                    &mut offset,
+                    budget,
+                    &mut emitted,
+                    &mut lines,
+                ),
+                None => Ok(()),
+            });
+            // What was read is accounted for even when the read then failed.
             if let Some(progress) = self.progress.get_mut(&segment.key) {
-                progress.offset = end;
+                progress.offset = offset;
+            }
+            if let Err(e) = result {
+                if lines.is_empty() {
+                    return Err(e);
+                }
+                // Hand over what was read; the next poll meets the error again.
+                return Ok((lines, true));
             }
         }
         // Stopped at the budget in the last segment: there may be more of it.
         Ok((lines, emitted >= budget))
     }
 
-    /// Reads the complete lines of `file` from `offset`, keeping the matching ones; returns the
-    /// offset after the last line consumed.
+    /// Reads the complete lines of `file` from `offset`, keeping the matching ones; `offset`
+    /// follows the last line consumed.
     fn read_segment(
         &mut self,
         mut file: File,
         complete: bool,
-        mut offset: u64,
+        offset: &mut u64,
         budget: usize,
         emitted: &mut usize,
         lines: &mut Vec<Bytes>,
-    ) -> io::Result<u64> {
-        if file.metadata()?.len() <= offset {
-            return Ok(offset);
+    ) -> io::Result<()> {
+        if file.metadata()?.len() <= *offset {
+            return Ok(());
         }
-        file.seek(SeekFrom::Start(offset))?;
+        file.seek(SeekFrom::Start(*offset))?;
         let mut reader = BufReader::with_capacity(64 * 1024, file);
         let mut line = Vec::new();
         while *emitted < budget {
@@ -407,13 +426,13 @@ impl Cursor {
                 }
                 line.push(b'\n');
             }
-            offset += read as u64;
+            *offset += read as u64;
             if self.selects(&line) {
                 *emitted += line.len();
                 lines.push(Bytes::copy_from_slice(&line));
             }
         }
-        Ok(offset)
+        Ok(())
     }
 
     /// Whether a record line is a violation the query asks for. Lines that are not a JSON
@@ -586,13 +605,6 @@ fn records(state: StreamState) -> impl futures::Stream<Item = io::Result<Bytes>>
             }
         }
     })
-}
-
-/// The directory a cursor reads.
-impl Cursor {
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 #[cfg(test)]

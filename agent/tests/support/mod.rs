@@ -90,6 +90,12 @@ pub struct Agent {
 impl Agent {
     /// Starts the agent with `args` (plus the listener addresses) and waits until it is ready.
     pub fn start(args: &[&str], tls: bool) -> Self {
+        Self::start_in(None, args, tls)
+    }
+
+    /// [`Agent::start`] with the process's working directory set to `cwd` (relative paths,
+    /// such as a Connection's default path, resolve there).
+    pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str], tls: bool) -> Self {
         let port = free_port();
         let admin_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
@@ -105,6 +111,9 @@ impl Agent {
             .arg("200ms")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
         let mut child = command.spawn().expect("start drift-sentinel");
         let logs = Arc::new(Mutex::new(Vec::new()));
         for stream in [
