@@ -84,7 +84,10 @@ pub async fn run(
     let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let reporter = Reporter {
         controller: "drift-sentinel".into(),
-        instance: std::env::var("POD_NAME").ok(),
+        // The chart sets DRIFT_SENTINEL_POD_NAME (the --pod-name flag's variable).
+        instance: std::env::var("DRIFT_SENTINEL_POD_NAME")
+            .or_else(|_| std::env::var("POD_NAME"))
+            .ok(),
     };
     let recorder = Recorder::new(client.clone(), reporter);
     let mut config_map_events =

@@ -27,6 +27,9 @@ use crate::rules_source::FileSource;
 use crate::server::ConnectionTimeouts;
 use crate::state::Shared;
 
+/// Idle timeout of admin connections (long-lived follow streams).
+const ADMIN_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// Runs a parsed command line to completion.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -174,7 +177,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_listener,
         admin::router(shared.clone(), shutdown_rx.clone()),
         None,
-        timeouts,
+        // `/violations?follow=true` streams for as long as the client wants and the client
+        // sends nothing meanwhile: the read-idle timeout would cut it. The listener is
+        // loopback only.
+        ConnectionTimeouts {
+            idle: ADMIN_IDLE_TIMEOUT,
+            ..timeouts
+        },
         shutdown_rx.clone(),
     ));
 

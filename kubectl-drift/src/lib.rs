@@ -7,6 +7,7 @@
 pub mod cli;
 mod offline;
 mod render;
+mod tail;
 
 use anyhow::{Context as _, bail};
 use drift_engine::review::{AdmissionRequest, parse_review, update_review};
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Verdict> {
     match cli.command {
         Command::Preview(args) => preview(&args),
         Command::Explain(args) => explain(&args),
+        Command::Tail(args) => tail::run(&args),
     }
 }
 

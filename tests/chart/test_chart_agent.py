@@ -386,8 +386,12 @@ def test_direct_review_of_a_statefulset_and_a_daemonset(chart_agent):
 
 
 def rbac_grants(docs: list[dict]) -> set[tuple[str, str, str]]:
+    """What the ClusterRole grants, and the Roles in the release namespace (the agent's requests
+    of namespaced resources there are checked to stay in that namespace)."""
     granted = set()
-    for rule in find(docs, "ClusterRole")["rules"]:
+    roles = [find(docs, "ClusterRole")] + [r for r in find_all(docs, "Role")
+                                           if r["metadata"]["namespace"] == NAMESPACE]
+    for rule in (rule for role in roles for rule in role["rules"]):
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
@@ -445,6 +449,8 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
                            "metadata": {"name": "settings", "namespace": "shop"}, "data": {"a": "b"}}, "configmaps")
         double.put_object(find(docs, "Secret"), "secrets")
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_")}
+        # What the container's fieldRefs give in the cluster.
+        env.update(DRIFT_SENTINEL_POD_NAME=f"{dep['metadata']['name']}-0", DRIFT_SENTINEL_POD_NAMESPACE=NAMESPACE)
         with open(tmp_path / "agent.log", "wb") as log:
             process = subprocess.Popen(
                 [str(agent_binary), *args, "--kubeconfig", double.kubeconfig(str(tmp_path)),
@@ -488,6 +494,12 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
                 process.terminate()
                 process.wait(timeout=15)
         requests = list(double.queries)
+        role_granted = {(g, r) for role in find_all(docs, "Role") for rule in role["rules"]
+                        for g in rule["apiGroups"] for r in rule["resources"]}
+        for _, path, _ in requests:
+            parsed = APIServerDouble.parse_path(path)
+            if parsed and (parsed[1], parsed[3]) in role_granted:
+                assert parsed[4] == NAMESPACE, f"{path}: outside the namespace of the Role"
         events = [o for p, o in double.objects.items() if "/events/" in p]
 
     assert status["source"]["kind"] == "cluster"

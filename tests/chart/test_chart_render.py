@@ -22,6 +22,18 @@ ALL = yaml.safe_load(VALUES_ALL.read_text())
 K8S_VERSIONS = ["1.25.0", "1.35.0", kubernetes_validate.latest_version() + ".0"]
 # Values whose content is free-form Kubernetes structure: a leaf as a whole.
 FREE_FORM = {"resources"}
+# Values that values-all.yaml must keep at their default, and why (test_chart_export.py covers
+# their other values).
+AT_DEFAULT = {
+    "exportBackend": "disk is the only backend while enableAdmissionViolationExport is on",
+    "audit.exportVolumeMount.path": "must strictly contain audit.exportConnection.path and its default; "
+                                    "the only other such directory, /tmp, is the chart's scratch volume",
+}
+# Custom kinds the chart renders, with their CRD in crds/: validated against that CRD's schema in
+# test_chart_export.py, since kubernetes-validate knows only built-in kinds.
+CUSTOM_KINDS = {(crd["spec"]["group"], crd["spec"]["names"]["kind"])
+                for f in sorted((CHART / "crds").glob("*.yaml"))
+                for crd in yaml.safe_load_all(f.read_text()) if crd}
 
 
 def leaves(values: dict, prefix: tuple = ()) -> list[tuple]:
@@ -117,6 +129,9 @@ def test_every_value_is_exercised_and_documented(helm, tmp_path):
         if f"`{dotted}`" not in install_md:
             undocumented.append(dotted)
         default = get_path(DEFAULTS, path)
+        if dotted in AT_DEFAULT:
+            assert value == default, f"{dotted}: {AT_DEFAULT[dotted]}"
+            continue
         variant = copy.deepcopy(ALL)
         if value != default:
             set_path(variant, path, default)
@@ -372,8 +387,10 @@ def test_every_document_validates_against_kubernetes_schemas(helm, version, valu
     docs = render(values=values)
     assert docs
     for doc in docs:
-        # strict: unknown fields are errors too. No CRD or custom kind is rendered, so nothing is
-        # skipped: a missing schema raises SchemaNotFoundError and fails the test.
+        if (doc["apiVersion"].rpartition("/")[0], doc["kind"]) in CUSTOM_KINDS:
+            continue  # a kind of the chart's crds/: see CUSTOM_KINDS
+        # strict: unknown fields are errors too. Every other kind is a built-in one, so nothing
+        # else is skipped: a missing schema raises SchemaNotFoundError and fails the test.
         kubernetes_validate.validate(doc, version, strict=True)
 
 

@@ -44,6 +44,8 @@ pub struct PublisherParts {
 struct Publisher {
     parts: PublisherParts,
     spool: Option<Spool>,
+    /// When the janitor last ran; under steady load it runs between batches.
+    last_janitor: Instant,
 }
 
 /// Starts the publisher thread.
@@ -53,7 +55,14 @@ pub fn spawn(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("export-publisher".into())
-        .spawn(move || Publisher { parts, spool: None }.run(rx))
+        .spawn(move || {
+            Publisher {
+                parts,
+                spool: None,
+                last_janitor: Instant::now(),
+            }
+            .run(rx)
+        })
 }
 
 impl Publisher {
@@ -73,7 +82,7 @@ impl Publisher {
                 }
             };
             match message {
-                None => self.tick(),
+                None => self.janitor(),
                 Some(Message::Record(first)) => {
                     let mut batch = vec![first];
                     let mut control = None;
@@ -88,7 +97,7 @@ impl Publisher {
                         }
                     }
                     self.publish(batch);
-                    self.tick();
+                    self.after_batch();
                     if let Some(control) = control
                         && self.control(control)
                     {
@@ -116,10 +125,14 @@ impl Publisher {
                 false
             }
             Message::Drain(done) => {
-                if let Some(spool) = self.spool.as_mut()
-                    && let Err(e) = spool.finish_segment()
-                {
-                    tracing::warn!(error = %e, "cannot complete the open admission segment at shutdown");
+                if let Some(spool) = self.spool.as_mut() {
+                    if let Err(e) = spool.finish_segment() {
+                        tracing::warn!(error = %e, "cannot complete the open admission segment at shutdown");
+                    }
+                    // Retention too, so that shutdown leaves the spool within its limits.
+                    if let Err(e) = spool.tick() {
+                        tracing::warn!(error = %e, "cannot enforce spool retention at shutdown");
+                    }
                 }
                 self.update_spool_gauges();
                 let _ = done.send(());
@@ -203,6 +216,14 @@ impl Publisher {
                 Err(reason) => self.parts.counters.dropped(reason, &self.parts.logs),
             }
         }
+        let deferred = self
+            .spool
+            .as_mut()
+            .and_then(Spool::take_deferred_error)
+            .map(|e| e.to_string());
+        if first_error.is_none() {
+            first_error = deferred;
+        }
         if let Some(error) = &first_error {
             self.parts.logs.warn("publish", error);
         }
@@ -214,17 +235,33 @@ impl Publisher {
         self.parts.counters.queue_depth(&self.parts.queue);
     }
 
-    fn tick(&mut self) {
-        if let Some(spool) = self.spool.as_mut()
-            && let Err(e) = spool.tick()
-        {
+    /// Completes a full or old segment; runs the janitor when it is due.
+    fn after_batch(&mut self) {
+        let result = self.spool.as_mut().map_or(Ok(()), Spool::after_batch);
+        self.report_maintenance(result);
+        if self.last_janitor.elapsed() >= JANITOR_PERIOD {
+            self.janitor();
+        } else {
+            self.update_spool_gauges();
+        }
+    }
+
+    /// Rotation by age, retention, a fresh free-space measurement.
+    fn janitor(&mut self) {
+        self.last_janitor = Instant::now();
+        let result = self.spool.as_mut().map_or(Ok(()), Spool::tick);
+        self.report_maintenance(result);
+        self.update_spool_gauges();
+    }
+
+    fn report_maintenance(&self, result: Result<(), SpoolError>) {
+        if let Err(e) = result {
             let message = e.to_string();
             self.parts.logs.warn("janitor", &message);
             self.parts
                 .health
                 .record_error(self.parts.clock.now(), &message);
         }
-        self.update_spool_gauges();
     }
 
     fn update_spool_gauges(&self) {

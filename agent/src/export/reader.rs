@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use super::spool::PREFIX;
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReaderArgs {
     /// Channel directory to consume (`<Connection path>/<channel>`).
@@ -36,8 +38,6 @@ pub struct PassReport {
     /// Of those, lines that are not JSON (written anyway, with a warning on standard error).
     pub not_json: usize,
 }
-
-const PREFIX: &str = "admission-";
 
 /// Runs passes every `interval` until killed, or one pass with `--once`.
 pub fn run(args: &ReaderArgs) -> anyhow::Result<()> {

@@ -107,9 +107,14 @@ pub struct SpoolStats {
 struct OpenSegment {
     path: PathBuf,
     file: File,
+    /// Bytes of complete records: the file is cut back to this before it is published, so a
+    /// failed write never leaves a partial line in a `.log`.
     bytes: u64,
     records: usize,
     opened_at: SystemTime,
+    /// Takes no more records (full, or a write failed); completed as soon as the rename
+    /// succeeds, retried on every tick.
+    sealed: bool,
 }
 
 /// One writer's spool directory.
@@ -128,6 +133,14 @@ pub struct Spool {
     completed: SpoolStats,
     /// Whether any admission file was seen by the last scan (the janitor runs only then).
     has_files: bool,
+    /// A problem after a record was written (completing its segment failed): the record is
+    /// safe, the problem is reported through [`Spool::take_deferred_error`].
+    deferred_error: Option<SpoolError>,
+    /// Free bytes as last measured, less what was written since: the file system is asked
+    /// once per batch, not once per record.
+    free_estimate: Option<u64>,
+    /// The record being written, with its newline (reused).
+    line: Vec<u8>,
 }
 
 /// What recovery found at startup.
@@ -141,7 +154,8 @@ pub struct Recovery {
     pub locked: usize,
 }
 
-const PREFIX: &str = "admission-";
+/// Every admission segment's name starts with it (audit files never do).
+pub const PREFIX: &str = "admission-";
 
 /// `20270115T080000.000000Z`: RFC 3339 basic format, sortable, file-name safe.
 fn timestamp(time: SystemTime) -> String {
@@ -151,7 +165,7 @@ fn timestamp(time: SystemTime) -> String {
 }
 
 /// The creation time a segment's name records (the writer's clock, not the file's mtime).
-fn created_at(path: &Path) -> Option<SystemTime> {
+pub fn created_at(path: &Path) -> Option<SystemTime> {
     let name = path.file_name()?.to_str()?.strip_prefix(PREFIX)?;
     let stamp = name.split('-').next()?;
     if stamp.len() < 16 || !stamp.is_ascii() {
@@ -200,6 +214,9 @@ impl Spool {
             last_start: None,
             completed: SpoolStats::default(),
             has_files: false,
+            deferred_error: None,
+            free_estimate: None,
+            line: Vec::new(),
         };
         let mut spool = spool;
         let recovery = spool.recover()?;
@@ -278,6 +295,7 @@ impl Spool {
             bytes: 0,
             records: 0,
             opened_at: now,
+            sealed: false,
         });
         Ok(())
     }
@@ -285,13 +303,13 @@ impl Spool {
     /// Writes records (JSON without the newline). Each is checked against the size limit and
     /// the free-space reserve; the segment rotates when full.
     pub fn append(&mut self, record: &[u8]) -> Result<(), SpoolError> {
-        let result = self.append_inner(record);
-        if matches!(result, Err(SpoolError::Io { .. })) {
-            // A failed write may have left a partial line: this segment is done. Recovery-like
-            // truncation keeps `.log` files made of complete records only.
-            self.abandon_segment();
-        }
-        result
+        self.append_inner(record)
+    }
+
+    /// A problem that happened after a record was written (its segment could not be
+    /// completed yet), once.
+    pub fn take_deferred_error(&mut self) -> Option<SpoolError> {
+        self.deferred_error.take()
     }
 
     fn io_error(&self, action: &'static str) -> impl FnOnce(io::Error) -> SpoolError + use<> {
@@ -310,10 +328,17 @@ impl Spool {
                 limit: self.limits.record_bytes,
             });
         }
-        let available = self
-            .free
-            .available(&self.dir)
-            .map_err(self.io_error("measure free space"))?;
+        let available = match self.free_estimate {
+            Some(estimate) => estimate,
+            None => {
+                let measured = self
+                    .free
+                    .available(&self.dir)
+                    .map_err(self.io_error("measure free space"))?;
+                self.free_estimate = Some(measured);
+                measured
+            }
+        };
         if available < self.limits.free_space_reserve + record.len() as u64 + 1 {
             return Err(SpoolError::DiskFull {
                 dir: self.dir.display().to_string(),
@@ -321,10 +346,9 @@ impl Spool {
                 reserve: self.limits.free_space_reserve,
             });
         }
-        let needs_rotation = self
-            .open
-            .as_ref()
-            .is_some_and(|s| s.bytes + record.len() as u64 + 1 > self.limits.segment_bytes);
+        let needs_rotation = self.open.as_ref().is_some_and(|s| {
+            s.sealed || s.bytes + record.len() as u64 + 1 > self.limits.segment_bytes
+        });
         if needs_rotation {
             self.finish_segment()
                 .map_err(self.io_error("complete a segment"))?;
@@ -343,47 +367,35 @@ impl Spool {
             self.start_segment()
                 .map_err(self.io_error("create a segment"))?;
         }
-        let dir = self.dir.display().to_string();
         let Some(segment) = self.open.as_mut() else {
             return Ok(());
         };
-        let written = segment
-            .file
-            .write_all(record)
-            .and_then(|()| segment.file.write_all(b"\n"));
+        // One write per record: the line and its newline together.
+        self.line.clear();
+        self.line.extend_from_slice(record);
+        self.line.push(b'\n');
+        let written = segment.file.write_all(&self.line);
         if let Err(source) = written {
+            // Possibly a partial line: no more records here; completing the segment cuts it.
+            segment.sealed = true;
+            let _ = self.finish_segment();
             return Err(SpoolError::Io {
                 action: "write a record",
-                dir,
+                dir: self.dir.display().to_string(),
                 source,
             });
         }
         segment.bytes += pending;
         segment.records += 1;
         self.has_files = true;
+        self.free_estimate = self.free_estimate.map(|e| e.saturating_sub(pending));
         if segment.records >= self.limits.segment_records {
-            self.finish_segment()
-                .map_err(self.io_error("complete a segment"))?;
+            segment.sealed = true;
+            if let Err(e) = self.finish_segment() {
+                self.deferred_error = Some(self.io_error("complete a segment")(e));
+            }
         }
         Ok(())
-    }
-
-    /// Gives up the open segment after a failed write: truncates it to its complete records
-    /// and publishes it (or removes it when it holds none).
-    fn abandon_segment(&mut self) {
-        let Some(segment) = self.open.take() else {
-            return;
-        };
-        let complete = segment.bytes;
-        let _ = segment.file.set_len(complete);
-        let _ = segment.file.sync_all();
-        drop(segment.file);
-        if complete == 0 {
-            let _ = fs::remove_file(&segment.path);
-        } else if fs::rename(&segment.path, segment.path.with_extension("log")).is_ok() {
-            self.completed.segments += 1;
-            self.completed.bytes += complete;
-        }
     }
 
     /// Whether the spool holds admission files (as of the last scan or write).
@@ -399,38 +411,58 @@ impl Spool {
         }
     }
 
-    /// Flushes the open segment; rotates it when it is older than the segment age; enforces
-    /// retention. Call after each batch and periodically.
-    pub fn tick(&mut self) -> Result<(), SpoolError> {
-        self.tick_inner()
-            .map_err(self.io_error("maintain segments"))
+    /// After a batch: completes the open segment when it is full or older than the segment
+    /// age; the next batch measures free space afresh. Cheap: no directory scan.
+    pub fn after_batch(&mut self) -> Result<(), SpoolError> {
+        self.free_estimate = None;
+        self.rotate_if_due()
+            .map_err(self.io_error("complete a segment"))
     }
 
-    fn tick_inner(&mut self) -> io::Result<()> {
-        if let Some(segment) = self.open.as_mut() {
-            segment.file.flush()?;
-        }
+    /// The janitor, every second while admission files exist: rotation by age, retention by
+    /// count, bytes and age (a directory scan, which also notices segments a reader removed),
+    /// and a fresh free-space measurement for the next records.
+    pub fn tick(&mut self) -> Result<(), SpoolError> {
+        self.free_estimate = None;
+        self.rotate_if_due()
+            .map_err(self.io_error("complete a segment"))?;
+        self.enforce_retention(0)
+            .map_err(self.io_error("remove old segments"))
+    }
+
+    fn rotate_if_due(&mut self) -> io::Result<()> {
         let now = self.clock.now();
-        let expired = self.open.as_ref().is_some_and(|s| {
-            now.duration_since(s.opened_at).unwrap_or_default() >= self.limits.segment_age
+        let due = self.open.as_ref().is_some_and(|s| {
+            s.sealed
+                || now.duration_since(s.opened_at).unwrap_or_default() >= self.limits.segment_age
         });
-        if expired {
+        if due {
             self.finish_segment()?;
         }
-        self.enforce_retention(0)
+        Ok(())
     }
 
-    /// Completes the open segment: flush, sync, close, rename to `.log`.
+    /// Completes the open segment: cut to its complete records, sync, rename to `.log`, close.
+    /// On failure the segment stays open (sealed), to be completed by a later tick.
     pub fn finish_segment(&mut self) -> io::Result<()> {
-        let Some(segment) = self.open.take() else {
+        let Some(segment) = self.open.as_mut() else {
             return Ok(());
         };
+        segment.sealed = true;
+        if segment.records == 0 {
+            fs::remove_file(&segment.path)?;
+            self.open = None;
+            return Ok(());
+        }
+        segment.file.set_len(segment.bytes)?;
         segment.file.sync_all()?;
-        let target = segment.path.with_extension("log");
-        drop(segment.file);
-        fs::rename(&segment.path, target)?;
+        // Renamed while still open and locked: no one sees a `.log` that is still written,
+        // and no recovery takes an `.open` whose writer is alive.
+        fs::rename(&segment.path, segment.path.with_extension("log"))?;
+        let bytes = segment.bytes;
+        self.open = None;
         self.completed.segments += 1;
-        self.completed.bytes += segment.bytes;
+        self.completed.bytes += bytes;
         Ok(())
     }
 
@@ -440,7 +472,12 @@ impl Spool {
         let now = self.clock.now();
         let mut segments: Vec<(PathBuf, u64, SystemTime)> = Vec::new();
         for path in self.entries(".log")? {
-            let meta = fs::metadata(&path)?;
+            // A reader may remove a segment at any time.
+            let meta = match fs::metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
             let created = created_at(&path)
                 .or_else(|| meta.modified().ok())
                 .unwrap_or(now);
@@ -459,8 +496,11 @@ impl Spool {
             }
             // Rename first, so that no reader opens a file that is being removed.
             let deleting = path.with_extension("deleting");
-            fs::rename(path, &deleting)?;
-            fs::remove_file(&deleting)?;
+            match fs::rename(path, &deleting) {
+                Ok(()) => fs::remove_file(&deleting)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
             completed_bytes -= size;
             count -= 1;
         }
@@ -679,11 +719,13 @@ mod tests {
             Err(SpoolError::TooLarge { .. })
         ));
         disk.0.store(16 * 1024 * 1024, Ordering::SeqCst);
+        spool.tick().unwrap(); // the free space is measured again after each batch
         assert!(matches!(
             spool.append(&record(1)),
             Err(SpoolError::DiskFull { .. })
         ));
         disk.0.store(17 * 1024 * 1024, Ordering::SeqCst);
+        spool.tick().unwrap();
         spool.append(&record(2)).unwrap();
     }
 

@@ -20,6 +20,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
+
+use super::spool::{PREFIX as ADMISSION_PREFIX, created_at as admission_created_at};
 use tokio::sync::watch;
 
 /// Which writer produced a record: the admission webhook or the audit scan.
@@ -180,27 +182,6 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     }
 }
 
-const ADMISSION_PREFIX: &str = "admission-";
-
-/// The creation time an admission segment's name records: `admission-20270115T080000.000000Z-…`
-/// (the format of the spool's `timestamp()`).
-fn admission_created_at(stem: &str) -> Option<SystemTime> {
-    let stamp = stem.strip_prefix(ADMISSION_PREFIX)?.split('-').next()?;
-    if stamp.len() < 16 || !stamp.is_ascii() {
-        return None;
-    }
-    let text = format!(
-        "{}-{}-{}T{}:{}:{}",
-        &stamp[0..4],
-        &stamp[4..6],
-        &stamp[6..8],
-        &stamp[9..11],
-        &stamp[11..13],
-        &stamp[13..]
-    );
-    humantime::parse_rfc3339(&text).ok()
-}
-
 /// One file of the channel directory, as listed.
 #[derive(Debug, Clone)]
 struct Segment {
@@ -317,7 +298,7 @@ impl Cursor {
                 continue;
             }
             let named = if admission {
-                admission_created_at(stem)
+                admission_created_at(Path::new(stem))
             } else {
                 None
             };

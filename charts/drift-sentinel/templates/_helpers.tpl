@@ -110,3 +110,64 @@ tlsKey: {{ $cert.Key | b64enc | quote }}
 reused: false
 {{- end }}
 {{- end }}
+
+{{/* securityContext of every container of the agent pods. */}}
+{{- define "drift-sentinel.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+Absolute directory of the export channels: `audit.exportConnection.path` as the agent resolves it
+(a relative path against its working directory `/`, which the Deployment sets), cleaned.
+*/}}
+{{- define "drift-sentinel.exportPath" -}}
+{{- $path := .Values.audit.exportConnection.path }}
+{{- if not (hasPrefix "/" $path) }}
+{{- $path = printf "/%s" $path }}
+{{- end }}
+{{- clean $path }}
+{{- end }}
+
+{{/*
+Checks of the export values, which fail rendering with a message naming them. Included by the
+templates that use them; renders nothing.
+*/}}
+{{- define "drift-sentinel.validateExport" -}}
+{{- if .Values.enableAdmissionViolationExport }}
+{{- if ne .Values.exportBackend "disk" }}
+{{- fail (printf "exportBackend must be \"disk\" when enableAdmissionViolationExport is true (got %q): admission violation export supports only the disk driver" .Values.exportBackend) }}
+{{- end }}
+{{- $mount := clean .Values.audit.exportVolumeMount.path }}
+{{- $path := include "drift-sentinel.exportPath" . }}
+{{- if or (eq $mount "/") (not (hasPrefix (printf "%s/" $mount) $path)) }}
+{{- $resolved := "" }}
+{{- if not (hasPrefix "/" .Values.audit.exportConnection.path) }}
+{{- $resolved = printf " (resolved against /, the agent's working directory: %q)" $path }}
+{{- end }}
+{{- fail (printf "audit.exportConnection.path %q%s is not inside audit.exportVolumeMount.path %q: the agent's root filesystem is read-only, so the export directory must be below the mounted volume" .Values.audit.exportConnection.path $resolved .Values.audit.exportVolumeMount.path) }}
+{{- end }}
+{{- $volume := .Values.audit.exportVolume }}
+{{- if has $volume.name (list "tls" "tmp") }}
+{{- fail (printf "audit.exportVolume.name %q is taken by a volume of the chart (tls, tmp): choose another name" $volume.name) }}
+{{- end }}
+{{- $sources := list }}
+{{- range $key, $value := $volume }}
+{{- if and (ne $key "name") (not (kindIs "invalid" $value)) }}
+{{- $sources = append $sources $key }}
+{{- end }}
+{{- end }}
+{{- if ne (len $sources) 1 }}
+{{- fail (printf "audit.exportVolume must have exactly one volume source besides its name (got %s): to replace the default emptyDir, also set audit.exportVolume.emptyDir to null" (toJson $sources)) }}
+{{- end }}
+{{- if or (eq $mount "/tmp") (eq $mount "/etc/drift-sentinel/tls") (hasPrefix "/etc/drift-sentinel/tls/" $mount) }}
+{{- fail (printf "audit.exportVolumeMount.path %q collides with a volume of the chart (/tmp, /etc/drift-sentinel/tls): choose another directory, such as /tmp/violations" .Values.audit.exportVolumeMount.path) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,724 @@
+//! The state of `tail`, free of any terminal: the records of every stream merged by time,
+//! deduplicated, the filters, the pause buffer, the selection, and what each key does.
+
+use std::time::SystemTime;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::record::{Dedupe, Record, Source};
+use super::stream::{ConnState, Event};
+
+/// Records kept; older ones are dropped (and counted) past this.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+
+/// One record as kept: where it came from and its place in time.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub record: Record,
+    pub stream: usize,
+    /// The record's time; records without one sort first.
+    time: Option<SystemTime>,
+    /// Arrival order, which breaks ties of time.
+    seq: u64,
+}
+
+/// The order of records: by time, then by arrival.
+type Key = (Option<SystemTime>, u64);
+
+impl Entry {
+    fn key(&self) -> Key {
+        (self.time, self.seq)
+    }
+}
+
+/// The source filter that `s` cycles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceFilter {
+    #[default]
+    All,
+    Only(Source),
+}
+
+impl SourceFilter {
+    pub fn next(self) -> Self {
+        match self {
+            SourceFilter::All => SourceFilter::Only(Source::Webhook),
+            SourceFilter::Only(Source::Webhook) => SourceFilter::Only(Source::Audit),
+            SourceFilter::Only(Source::Audit) => SourceFilter::All,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceFilter::All => "all",
+            SourceFilter::Only(source) => source.as_str(),
+        }
+    }
+}
+
+/// What the list shows. Empty texts filter nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// Case-insensitive text in the namespace, name, kind, rule, user or a path.
+    pub text: String,
+    /// The object's namespace; `*` matches any text.
+    pub namespace: String,
+    /// The rule's `name` or `namespace/name`; `*` matches any text.
+    pub rule: String,
+    pub source: SourceFilter,
+}
+
+impl Filters {
+    pub fn matches(&self, record: &Record) -> bool {
+        if let SourceFilter::Only(source) = self.source
+            && record.source() != Some(source)
+        {
+            return false;
+        }
+        if !self.namespace.is_empty() && !glob(&self.namespace, &record.resource_namespace) {
+            return false;
+        }
+        if !self.rule.is_empty()
+            && !glob(&self.rule, &record.rule_name)
+            && !glob(&self.rule, &record.rule())
+        {
+            return false;
+        }
+        if !self.text.is_empty() {
+            let needle = self.text.to_lowercase();
+            let hit = |s: &str| s.to_lowercase().contains(&needle);
+            let details = &record.details;
+            if !(hit(&record.object())
+                || hit(&record.resource_kind)
+                || hit(&record.rule())
+                || hit(&record.user_name)
+                || details.denied_paths.iter().any(|p| hit(p))
+                || details.changed_paths.iter().any(|p| hit(p)))
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Filters::default()
+    }
+
+    /// `namespace=prod rule=strict source=webhook text="img"`, the active filters only.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.namespace.is_empty() {
+            parts.push(format!("namespace={}", self.namespace));
+        }
+        if !self.rule.is_empty() {
+            parts.push(format!("rule={}", self.rule));
+        }
+        if self.source != SourceFilter::All {
+            parts.push(format!("source={}", self.source.as_str()));
+        }
+        if !self.text.is_empty() {
+            parts.push(format!("text={:?}", self.text));
+        }
+        parts.join(" ")
+    }
+}
+
+/// `pattern` matches all of `text`, `*` standing for any text.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        // No `*`: exact.
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// A filter being typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Text,
+    Namespace,
+    Rule,
+}
+
+impl Field {
+    pub fn label(self) -> &'static str {
+        match self {
+            Field::Text => "text",
+            Field::Namespace => "namespace",
+            Field::Rule => "rule",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Typing a filter, which applies as it is typed.
+    Editing(Field),
+}
+
+/// One stream as the header shows it.
+#[derive(Debug, Clone)]
+pub struct StreamStatus {
+    pub url: String,
+    pub state: ConnState,
+    pub received: usize,
+}
+
+#[derive(Debug)]
+pub struct App {
+    pub streams: Vec<StreamStatus>,
+    /// Sorted by [`Entry::key`].
+    records: Vec<Entry>,
+    /// Arrived while paused, in arrival order.
+    pending: Vec<Entry>,
+    dedupe: Dedupe,
+    next_seq: u64,
+    capacity: usize,
+    pub filters: Filters,
+    pub paused: bool,
+    pub mode: Mode,
+    /// The selected record; `None` or `follow` select the newest shown.
+    selected: Option<Key>,
+    /// The selection stays on the newest record as records arrive.
+    pub follow: bool,
+    /// Lines that were not records.
+    pub skipped: usize,
+    /// Records dropped past the capacity.
+    pub dropped: usize,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(urls: Vec<String>, filters: Filters) -> Self {
+        Self::with_capacity(urls, filters, DEFAULT_CAPACITY)
+    }
+
+    pub fn with_capacity(urls: Vec<String>, filters: Filters, capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            streams: urls
+                .into_iter()
+                .map(|url| StreamStatus {
+                    url,
+                    state: ConnState::Connecting,
+                    received: 0,
+                })
+                .collect(),
+            records: Vec::new(),
+            pending: Vec::new(),
+            // Keys of dropped records stay known for a while, so that a reconnection that sends
+            // them again does not bring them back.
+            dedupe: Dedupe::new(capacity.saturating_mul(2)),
+            next_seq: 0,
+            capacity,
+            filters,
+            paused: false,
+            mode: Mode::Normal,
+            selected: None,
+            follow: true,
+            skipped: 0,
+            dropped: 0,
+            quit: false,
+        }
+    }
+
+    pub fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Record { stream, record, .. } => self.push(stream, *record),
+            Event::Skipped { .. } => self.skipped += 1,
+            Event::State { stream, state } => {
+                if let Some(status) = self.streams.get_mut(stream) {
+                    status.state = state;
+                }
+            }
+        }
+    }
+
+    /// A record from `stream`: dropped when already seen, buffered while paused, otherwise
+    /// put in its place by time.
+    pub fn push(&mut self, stream: usize, record: Record) {
+        if !self.dedupe.first_time(&record) {
+            return;
+        }
+        if let Some(status) = self.streams.get_mut(stream) {
+            status.received += 1;
+        }
+        let entry = Entry {
+            time: record.time(),
+            record,
+            stream,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        if self.paused {
+            self.pending.push(entry);
+        } else {
+            self.insert(entry);
+        }
+    }
+
+    fn insert(&mut self, entry: Entry) {
+        let key = entry.key();
+        let at = self.records.partition_point(|e| e.key() <= key);
+        self.records.insert(at, entry);
+        if self.records.len() > self.capacity {
+            self.records.remove(0);
+            self.dropped += 1;
+        }
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+        if !paused {
+            for entry in std::mem::take(&mut self.pending) {
+                self.insert(entry);
+            }
+        }
+    }
+
+    /// Records waiting for resume.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Records kept (shown or not).
+    pub fn total(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The records the filters let through, oldest first.
+    pub fn visible(&self) -> Vec<&Entry> {
+        self.records
+            .iter()
+            .filter(|e| self.filters.matches(&e.record))
+            .collect()
+    }
+
+    /// The position of the selection in `visible`: the newest when following, otherwise the
+    /// selected record or, when the filters hide it, the nearest older one shown.
+    pub fn selected_index(&self, visible: &[&Entry]) -> Option<usize> {
+        if visible.is_empty() {
+            return None;
+        }
+        match self.selected {
+            Some(key) if !self.follow => Some(
+                visible
+                    .partition_point(|e| e.key() <= key)
+                    .saturating_sub(1),
+            ),
+            _ => Some(visible.len() - 1),
+        }
+    }
+
+    pub fn selected(&self) -> Option<&Entry> {
+        let visible = self.visible();
+        let index = self.selected_index(&visible)?;
+        Some(visible[index])
+    }
+
+    /// Moves the selection by `delta` shown records; on the newest, it follows again.
+    pub fn move_selection(&mut self, delta: isize) {
+        let visible = self.visible();
+        let Some(current) = self.selected_index(&visible) else {
+            return;
+        };
+        let last = visible.len() - 1;
+        let target = current.saturating_add_signed(delta).min(last);
+        let key = visible[target].key();
+        self.selected = Some(key);
+        self.follow = target == last;
+    }
+
+    pub fn select_first(&mut self) {
+        let visible = self.visible();
+        if let Some(first) = visible.first() {
+            let key = first.key();
+            let follow = visible.len() == 1;
+            self.selected = Some(key);
+            self.follow = follow;
+        }
+    }
+
+    pub fn select_last(&mut self) {
+        self.follow = true;
+        self.selected = None;
+    }
+
+    fn field(&mut self, field: Field) -> &mut String {
+        match field {
+            Field::Text => &mut self.filters.text,
+            Field::Namespace => &mut self.filters.namespace,
+            Field::Rule => &mut self.filters.rule,
+        }
+    }
+
+    /// Starts typing a filter. An empty namespace or rule filter starts from the selected
+    /// record's, so that `n` Enter shows that namespace.
+    fn edit(&mut self, field: Field) {
+        let suggestion = match (field, self.selected()) {
+            (Field::Namespace, Some(e)) => e.record.resource_namespace.clone(),
+            (Field::Rule, Some(e)) => e.record.rule(),
+            _ => String::new(),
+        };
+        let value = self.field(field);
+        if value.is_empty() {
+            *value = suggestion;
+        }
+        self.mode = Mode::Editing(field);
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && matches!(key.code, KeyCode::Char('c' | 'C')) {
+            self.quit = true;
+            return;
+        }
+        match self.mode {
+            Mode::Editing(field) => match key.code {
+                KeyCode::Enter => self.mode = Mode::Normal,
+                KeyCode::Esc => {
+                    self.field(field).clear();
+                    self.mode = Mode::Normal;
+                }
+                KeyCode::Backspace => {
+                    self.field(field).pop();
+                }
+                KeyCode::Char('u' | 'U') if ctrl => self.field(field).clear(),
+                KeyCode::Char(c) if !ctrl => self.field(field).push(c),
+                _ => {}
+            },
+            Mode::Normal => match key.code {
+                KeyCode::Char('q') => self.quit = true,
+                KeyCode::Esc => {
+                    if self.filters.text.is_empty() {
+                        self.quit = true;
+                    } else {
+                        self.filters.text.clear();
+                    }
+                }
+                KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
+                KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
+                KeyCode::PageUp => self.move_selection(-10),
+                KeyCode::PageDown => self.move_selection(10),
+                KeyCode::Home | KeyCode::Char('g') => self.select_first(),
+                KeyCode::End | KeyCode::Char('G') => self.select_last(),
+                KeyCode::Char('p' | ' ') => self.set_paused(!self.paused),
+                KeyCode::Char('/') => self.edit(Field::Text),
+                KeyCode::Char('n') => self.edit(Field::Namespace),
+                KeyCode::Char('r') => self.edit(Field::Rule),
+                KeyCode::Char('s') => self.filters.source = self.filters.source.next(),
+                KeyCode::Char('c') => self.filters = Filters::default(),
+                _ => {}
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn record(id: &str, time: &str, namespace: &str, rule: &str) -> Record {
+        Record {
+            event_type: super::super::record::WEBHOOK_EVENT.to_owned(),
+            id: id.to_owned(),
+            timestamp: time.to_owned(),
+            resource_kind: "Deployment".to_owned(),
+            resource_namespace: namespace.to_owned(),
+            resource_name: format!("obj-{id}"),
+            rule_name: rule.to_owned(),
+            rule_namespace: "drift-sentinel".to_owned(),
+            user_name: "alice".to_owned(),
+            details: super::super::record::Details {
+                denied_paths: vec![format!("spec.path{id}")],
+                ..Default::default()
+            },
+            ..Record::default()
+        }
+    }
+
+    fn t(seconds: u32) -> String {
+        format!("2027-01-15T08:00:{seconds:02}Z")
+    }
+
+    fn ids(app: &App) -> Vec<String> {
+        app.visible().iter().map(|e| e.record.id.clone()).collect()
+    }
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn type_text(app: &mut App, text: &str) {
+        for c in text.chars() {
+            app.on_key(key(KeyCode::Char(c)));
+        }
+    }
+
+    fn app() -> App {
+        App::new(
+            vec!["http://a".into(), "http://b".into()],
+            Filters::default(),
+        )
+    }
+
+    #[test]
+    fn streams_merge_by_time_then_arrival() {
+        let mut app = app();
+        app.push(0, record("a3", &t(3), "ns", "r"));
+        app.push(1, record("b1", &t(1), "ns", "r"));
+        app.push(0, record("a5", &t(5), "ns", "r"));
+        app.push(1, record("b3", &t(3), "ns", "r"));
+        app.push(1, record("x", "not a time", "ns", "r"));
+        assert_eq!(ids(&app), ["x", "b1", "a3", "b3", "a5"]);
+        assert_eq!(app.streams[0].received, 2);
+        assert_eq!(app.streams[1].received, 3);
+    }
+
+    #[test]
+    fn records_seen_again_are_dropped() {
+        let mut app = app();
+        app.push(0, record("a", &t(1), "ns", "r"));
+        // The same record again after a reconnection, and from the other stream.
+        app.push(0, record("a", &t(1), "ns", "r"));
+        app.push(1, record("a", &t(1), "ns", "r"));
+        // The same request judged again later is another record.
+        app.push(0, record("a", &t(2), "ns", "r"));
+        assert_eq!(ids(&app), ["a", "a"]);
+        assert_eq!(app.total(), 2);
+    }
+
+    #[test]
+    fn capacity_drops_the_oldest() {
+        let mut app = App::with_capacity(vec!["u".into()], Filters::default(), 2);
+        for i in 1..=3 {
+            app.push(0, record(&format!("r{i}"), &t(i), "ns", "r"));
+        }
+        assert_eq!(ids(&app), ["r2", "r3"]);
+        assert_eq!(app.dropped, 1);
+        // Still known: not brought back by a repeat.
+        app.push(0, record("r1", &t(1), "ns", "r"));
+        assert_eq!(ids(&app), ["r2", "r3"]);
+    }
+
+    #[test]
+    fn pause_buffers_and_resume_merges() {
+        let mut app = app();
+        app.push(0, record("a", &t(2), "ns", "r"));
+        app.on_key(key(KeyCode::Char('p')));
+        assert!(app.paused);
+        app.push(0, record("b", &t(3), "ns", "r"));
+        app.push(1, record("c", &t(1), "ns", "r"));
+        app.push(1, record("c", &t(1), "ns", "r"));
+        assert_eq!(ids(&app), ["a"]);
+        assert_eq!(app.pending(), 2);
+        app.on_key(key(KeyCode::Char('p')));
+        assert!(!app.paused);
+        assert_eq!(app.pending(), 0);
+        assert_eq!(ids(&app), ["c", "a", "b"]);
+    }
+
+    #[test]
+    fn filters_by_namespace_rule_source_and_text() {
+        let mut app = app();
+        app.push(0, record("1", &t(1), "prod-eu", "strict"));
+        app.push(0, record("2", &t(2), "prod-us", "loose"));
+        let mut audited = record("3", &t(3), "dev", "strict");
+        audited.event_type = super::super::record::AUDIT_EVENT.to_owned();
+        audited.user_name = "Bob".to_owned();
+        app.push(0, audited);
+
+        app.filters.namespace = "prod-eu".into();
+        assert_eq!(ids(&app), ["1"]);
+        app.filters.namespace = "prod-*".into();
+        assert_eq!(ids(&app), ["1", "2"]);
+        app.filters.namespace.clear();
+
+        app.filters.rule = "strict".into();
+        assert_eq!(ids(&app), ["1", "3"]);
+        app.filters.rule = "drift-sentinel/loose".into();
+        assert_eq!(ids(&app), ["2"]);
+        app.filters.rule.clear();
+
+        app.on_key(key(KeyCode::Char('s')));
+        assert_eq!(app.filters.source, SourceFilter::Only(Source::Webhook));
+        assert_eq!(ids(&app), ["1", "2"]);
+        app.on_key(key(KeyCode::Char('s')));
+        assert_eq!(ids(&app), ["3"]);
+        app.on_key(key(KeyCode::Char('s')));
+        assert_eq!(app.filters.source, SourceFilter::All);
+
+        for (text, expected) in [
+            ("bob", vec!["3"]),
+            ("SPEC.PATH2", vec!["2"]),
+            ("obj-1", vec!["1"]),
+            ("prod-us/", vec!["2"]),
+            ("drift-sentinel/strict", vec!["1", "3"]),
+            ("deployment", vec!["1", "2", "3"]),
+            ("nomatch", vec![]),
+        ] {
+            app.filters.text = text.into();
+            assert_eq!(ids(&app), expected, "text {text:?}");
+        }
+        assert_eq!(app.filters.describe(), "text=\"nomatch\"");
+    }
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob("prod", "prod"));
+        assert!(!glob("prod", "prod-eu"));
+        assert!(glob("prod*", "prod-eu"));
+        assert!(glob("*eu", "prod-eu"));
+        assert!(glob("p*d*u", "prod-eu"));
+        assert!(!glob("p*x*u", "prod-eu"));
+        assert!(glob("*", ""));
+        assert!(!glob("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn text_filter_typed_applied_and_cleared() {
+        let mut app = app();
+        app.push(0, record("1", &t(1), "prod-eu", "strict"));
+        app.on_key(key(KeyCode::Char('/')));
+        assert_eq!(app.mode, Mode::Editing(Field::Text));
+        type_text(&mut app, "nomatchx");
+        app.on_key(key(KeyCode::Backspace));
+        assert_eq!(app.filters.text, "nomatch");
+        // Applies as it is typed.
+        assert!(ids(&app).is_empty());
+        app.on_key(key(KeyCode::Enter));
+        assert_eq!(app.mode, Mode::Normal);
+        assert!(ids(&app).is_empty());
+        // Esc clears the text filter first, and quits only then.
+        app.on_key(key(KeyCode::Esc));
+        assert!(!app.quit);
+        assert_eq!(ids(&app), ["1"]);
+        app.on_key(key(KeyCode::Esc));
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn esc_while_typing_clears_that_filter_and_q_is_text_there() {
+        let mut app = app();
+        app.filters.rule = "strict".into();
+        app.on_key(key(KeyCode::Char('r')));
+        assert_eq!(app.filters.rule, "strict");
+        type_text(&mut app, "q");
+        assert!(!app.quit);
+        assert_eq!(app.filters.rule, "strictq");
+        app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+        assert_eq!(app.filters.rule, "");
+        type_text(&mut app, "x");
+        app.on_key(key(KeyCode::Esc));
+        assert_eq!(app.filters.rule, "");
+        assert_eq!(app.mode, Mode::Normal);
+    }
+
+    #[test]
+    fn namespace_filter_starts_from_the_selected_record() {
+        let mut app = app();
+        app.push(0, record("1", &t(1), "prod-eu", "strict"));
+        app.push(0, record("2", &t(2), "prod-us", "strict"));
+        app.on_key(key(KeyCode::Up));
+        app.on_key(key(KeyCode::Char('n')));
+        assert_eq!(app.filters.namespace, "prod-eu");
+        app.on_key(key(KeyCode::Enter));
+        assert_eq!(ids(&app), ["1"]);
+        app.on_key(key(KeyCode::Char('c')));
+        assert!(app.filters.is_empty());
+    }
+
+    #[test]
+    fn ctrl_c_quits_in_any_mode() {
+        let mut app = app();
+        app.on_key(key(KeyCode::Char('/')));
+        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        assert!(app.quit);
+        let mut app = self::app();
+        app.on_key(key(KeyCode::Char('q')));
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn selection_follows_the_newest_until_moved() {
+        let mut app = app();
+        assert!(app.selected().is_none());
+        app.push(0, record("1", &t(1), "ns", "r"));
+        app.push(0, record("2", &t(2), "ns", "r"));
+        assert_eq!(app.selected().unwrap().record.id, "2");
+        app.push(0, record("3", &t(3), "ns", "r"));
+        assert_eq!(app.selected().unwrap().record.id, "3");
+        // Moved up: stays there as records arrive, also older ones inserted before it.
+        app.on_key(key(KeyCode::Char('k')));
+        assert!(!app.follow);
+        app.push(0, record("4", &t(4), "ns", "r"));
+        app.push(0, record("0", &t(0), "ns", "r"));
+        assert_eq!(app.selected().unwrap().record.id, "2");
+        app.on_key(key(KeyCode::Home));
+        assert_eq!(app.selected().unwrap().record.id, "0");
+        app.on_key(key(KeyCode::Up));
+        assert_eq!(app.selected().unwrap().record.id, "0");
+        app.on_key(key(KeyCode::PageDown));
+        assert_eq!(app.selected().unwrap().record.id, "4");
+        // Back on the newest: follows again.
+        assert!(app.follow);
+        app.push(0, record("5", &t(5), "ns", "r"));
+        assert_eq!(app.selected().unwrap().record.id, "5");
+        app.on_key(key(KeyCode::Char('j')));
+        assert_eq!(app.selected().unwrap().record.id, "5");
+        app.on_key(key(KeyCode::Char('k')));
+        app.on_key(key(KeyCode::End));
+        assert!(app.follow);
+        assert_eq!(app.selected().unwrap().record.id, "5");
+    }
+
+    #[test]
+    fn a_hidden_selection_falls_back_to_the_nearest_older_shown() {
+        let mut app = app();
+        app.push(0, record("1", &t(1), "a", "r"));
+        app.push(0, record("2", &t(2), "b", "r"));
+        app.push(0, record("3", &t(3), "a", "r"));
+        app.on_key(key(KeyCode::Up));
+        assert_eq!(app.selected().unwrap().record.id, "2");
+        app.filters.namespace = "a".into();
+        assert_eq!(app.selected().unwrap().record.id, "1");
+        app.filters.namespace.clear();
+        assert_eq!(app.selected().unwrap().record.id, "2");
+    }
+
+    #[test]
+    fn connection_states_by_stream() {
+        let mut app = app();
+        app.on_event(Event::State {
+            stream: 1,
+            state: ConnState::Connected,
+        });
+        app.on_event(Event::Skipped { stream: 0 });
+        app.on_event(Event::Record {
+            stream: 1,
+            line: String::new(),
+            record: Box::new(record("1", &t(1), "a", "r")),
+        });
+        assert_eq!(app.streams[0].state, ConnState::Connecting);
+        assert_eq!(app.streams[1].state, ConnState::Connected);
+        assert_eq!(app.skipped, 1);
+        assert_eq!(app.total(), 1);
+    }
+}

@@ -1,0 +1,675 @@
+//! `kubectl drift tail` for real: the plugin binary against a real `drift-sentinel` agent
+//! (offline, rules from files, admission export to a temporary directory), fed with violating
+//! reviews. `--no-tui` is read from a pipe; the terminal UI is run inside tmux and read with
+//! `capture-pane`.
+//!
+//! Needs the agent binary next to the plugin's (`cargo build -p drift-sentinel`; `cargo test
+//! --workspace` builds it) and `tmux` on PATH.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const IMAGE_PATH: &str = "spec.template.spec.containers[0].image";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn examples() -> PathBuf {
+    repo().join("docs/examples")
+}
+
+fn plugin_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-drift"))
+}
+
+/// `drift-sentinel` of the same build: next to the plugin's binary, or in `CARGO_TARGET_DIR`.
+fn agent_bin() -> PathBuf {
+    let mut candidates = vec![plugin_bin().with_file_name("drift-sentinel")];
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(dir).join("debug/drift-sentinel"));
+    }
+    candidates.push(repo().join("target/debug/drift-sentinel"));
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent binary is needed: run `cargo build -p drift-sentinel` first (looked at {candidates:?})"
+            )
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
+
+/// Polls `check` every 50 ms until it returns something, for at most `limit`.
+fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An agent serving the strict example rule, exporting admission violations to `spool`.
+struct Agent {
+    child: Child,
+    port: u16,
+    admin_port: u16,
+    spool: PathBuf,
+    logs: PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        Agent::start_on(dir, free_port(), free_port())
+    }
+
+    fn start_on(dir: &Path, port: u16, admin_port: u16) -> Agent {
+        let spool = dir.join("violations");
+        let connection = dir.join("connection.yaml");
+        std::fs::write(
+            &connection,
+            format!(
+                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
+                spool.display()
+            ),
+        )
+        .unwrap();
+        let logs = dir.join(format!("agent-{admin_port}-{}.log", now_nanos()));
+        let log = std::fs::File::create(&logs).unwrap();
+        let child = Command::new(agent_bin())
+            .arg("serve")
+            .arg("--rules")
+            .arg(examples().join("rule-strict.yaml"))
+            .arg("--address")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--admin-address")
+            .arg(format!("127.0.0.1:{admin_port}"))
+            .arg("--enable-admission-violation-export")
+            .arg("--connection")
+            .arg(&connection)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start drift-sentinel");
+        let agent = Agent {
+            child,
+            port,
+            admin_port,
+            spool,
+            logs,
+        };
+        let ready = wait_for(Duration::from_secs(20), || {
+            client()
+                .get(format!("{}/status", agent.admin()))
+                .send()
+                .ok()
+                .filter(|r| r.status().is_success())
+        });
+        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
+        agent
+    }
+
+    fn admin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.logs).unwrap_or_default()
+    }
+
+    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
+    fn violate(&self, uid: &str) {
+        let examples = examples();
+        let review = Command::new(agent_bin())
+            .arg("review")
+            .arg("--uid")
+            .arg(uid)
+            .arg("--old")
+            .arg(examples.join("deployment-before.yaml"))
+            .arg("--new")
+            .arg(examples.join("deployment-after.yaml"))
+            .output()
+            .expect("drift-sentinel review");
+        assert!(review.status.success(), "{review:?}");
+        let response: Value = client()
+            .post(format!("http://127.0.0.1:{}/validate", self.port))
+            .header("Content-Type", "application/json")
+            .body(review.stdout)
+            .send()
+            .and_then(|r| r.json())
+            .expect("POST /validate");
+        assert_eq!(
+            response["response"]["allowed"], false,
+            "not denied: {response}"
+        );
+    }
+
+    /// SIGTERM, and waits for the graceful exit.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let stopped = wait_for(Duration::from_secs(15), || {
+            self.child.try_wait().ok().flatten()
+        });
+        assert!(stopped.is_some(), "agent did not stop:\n{}", self.logs());
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// `kubectl-drift tail --no-tui …`, its stdout lines collected as they come.
+struct NoTui {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl NoTui {
+    fn start(dir: &Path, args: &[&str]) -> NoTui {
+        let stderr = dir.join(format!("plugin-{}.err", now_nanos()));
+        let mut child = Command::new(plugin_bin())
+            .arg("tail")
+            .arg("--no-tui")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
+            .spawn()
+            .expect("start kubectl-drift");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        NoTui {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// The lines so far, after waiting up to `limit` for there to be at least `count`.
+    fn wait_lines(&mut self, count: usize, limit: Duration) -> &[String] {
+        let deadline = Instant::now() + limit;
+        while self.seen.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        self.seen.extend(self.lines.try_iter());
+        &self.seen
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for NoTui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn records(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn ids(lines: &[String]) -> Vec<String> {
+    records(lines)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    let admin = agent.admin();
+    let mut all = NoTui::start(dir.path(), &["--url", &admin]);
+    let mut other = NoTui::start(dir.path(), &["--url", &admin, "--namespace", "other"]);
+    let mut matching = NoTui::start(
+        dir.path(),
+        &[
+            "--url",
+            &admin,
+            "-n",
+            "prod-*",
+            "--rule",
+            "drift-sentinel/drift-sentinel-strict",
+            "--source",
+            "webhook",
+        ],
+    );
+    let mut audit_only = NoTui::start(dir.path(), &["--url", &admin, "--source", "audit"]);
+
+    agent.violate("tail-1");
+    agent.violate("tail-2");
+
+    let lines = all.wait_lines(2, Duration::from_secs(10)).to_vec();
+    assert_eq!(
+        ids(&lines),
+        ["tail-1", "tail-2"],
+        "stderr: {}\nagent: {}",
+        all.stderr(),
+        agent.logs()
+    );
+    for record in records(&lines) {
+        assert_eq!(record["eventType"], "violation_admission");
+        assert_eq!(record["resourceKind"], "Deployment");
+        assert_eq!(record["resourceNamespace"], "prod-eu");
+        assert_eq!(record["resourceName"], "checkout");
+        assert_eq!(record["enforcementAction"], "deny");
+        let denied = record["details"]["deniedPaths"].as_array().unwrap();
+        assert!(denied.iter().any(|p| p == IMAGE_PATH), "{record}");
+    }
+    // As received: the very lines of the admin API.
+    let direct = client()
+        .get(format!("{admin}/violations"))
+        .send()
+        .and_then(|r| r.text())
+        .unwrap();
+    assert_eq!(direct.lines().collect::<Vec<_>>(), lines);
+
+    let matched = matching.wait_lines(2, Duration::from_secs(10)).to_vec();
+    assert_eq!(ids(&matched), ["tail-1", "tail-2"], "{}", matching.stderr());
+    // The filtered ones had every chance to receive the records by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        other.wait_lines(1, Duration::ZERO).is_empty(),
+        "--namespace other printed records"
+    );
+    assert!(
+        audit_only.wait_lines(1, Duration::ZERO).is_empty(),
+        "--source audit printed webhook records"
+    );
+
+    // The agent restarts (same ports, same export directory): the stream reconnects, resumes,
+    // and prints only what is new.
+    let (port, admin_port) = (agent.port, agent.admin_port);
+    assert!(agent.spool.is_dir());
+    agent.stop();
+    let reconnecting = wait_for(Duration::from_secs(10), || {
+        all.stderr().contains("reconnecting").then_some(())
+    });
+    assert!(reconnecting.is_some(), "stderr: {}", all.stderr());
+    let agent = Agent::start_on(dir.path(), port, admin_port);
+    agent.violate("tail-3");
+    let lines = all.wait_lines(3, Duration::from_secs(15)).to_vec();
+    assert_eq!(
+        ids(&lines)[..],
+        ["tail-1", "tail-2", "tail-3"],
+        "{}",
+        all.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let lines = all.wait_lines(4, Duration::ZERO).to_vec();
+    assert_eq!(
+        ids(&lines),
+        ["tail-1", "tail-2", "tail-3"],
+        "records repeated after the reconnection; stderr: {}",
+        all.stderr()
+    );
+    assert!(all.stderr().contains("connected again"), "{}", all.stderr());
+}
+
+#[test]
+fn without_url_it_says_to_use_url_and_exits_2() {
+    let output = Command::new(plugin_bin())
+        .args(["tail", "--no-tui"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--url"), "{stderr}");
+
+    for (args, expected) in [
+        (
+            &["tail", "--url", "localhost:9090", "--no-tui"][..],
+            "is not an http:// or https:// URL",
+        ),
+        (
+            &[
+                "tail",
+                "--url",
+                "http://127.0.0.1:9",
+                "--since",
+                "yesterday",
+            ][..],
+            "--since \"yesterday\" is neither a duration",
+        ),
+        // Not a terminal: the UI refuses and points at --no-tui.
+        (&["tail", "--url", "http://127.0.0.1:9"][..], "--no-tui"),
+    ] {
+        let output = Command::new(plugin_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// A tmux server of its own (`-L`), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+static SOCKETS: AtomicUsize = AtomicUsize::new(0);
+
+impl Tmux {
+    fn new(width: u16, height: u16, command: &str) -> Tmux {
+        let socket = format!(
+            "kubectl-drift-tail-{}-{}",
+            std::process::id(),
+            SOCKETS.fetch_add(1, Ordering::SeqCst)
+        );
+        let tmux = Tmux { socket };
+        let status = tmux
+            .command()
+            .args(["new-session", "-d", "-s", "tail", "-x"])
+            .arg(width.to_string())
+            .arg("-y")
+            .arg(height.to_string())
+            .arg(command)
+            .status()
+            .expect("tmux is needed for this test (apt-get install tmux)");
+        assert!(status.success(), "tmux new-session failed");
+        tmux
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new("tmux");
+        command.arg("-L").arg(&self.socket).env_remove("TMUX");
+        command
+    }
+
+    fn screen(&self) -> String {
+        let output = self
+            .command()
+            .args(["capture-pane", "-p", "-t", "tail"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = self
+            .command()
+            .args(["send-keys", "-t", "tail"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    /// The screen once `check` holds on it (within 10 s), or a panic showing the last one.
+    fn wait_screen(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let found = wait_for(Duration::from_secs(10), || {
+            last = self.screen();
+            check(&last).then(|| last.clone())
+        });
+        found.unwrap_or_else(|| panic!("timed out waiting for {what}; screen:\n{last}"))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self
+            .command()
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs the plugin's UI in the pane; after it exits, prints its exit code and the terminal's
+/// mode (`icanon` and `echo` without a `-`: raw mode was left); then the pane stays a while to
+/// be read.
+fn ui_in_tmux(dir: &Path, url: &str, width: u16, height: u16) -> Tmux {
+    ui_in_tmux_with(dir, url, width, height, "")
+}
+
+/// [`ui_in_tmux`] with `env` (`env NAME=VALUE`) before the command.
+fn ui_in_tmux_with(dir: &Path, url: &str, width: u16, height: u16, env: &str) -> Tmux {
+    let script = dir.join("run.sh");
+    std::fs::write(
+        &script,
+        "\"$1\" tail --url \"$2\"\necho \"EXITED $?\"\nstty -a | tr ' ;' '\\n\\n' | grep -x -e '-\\?icanon' -e '-\\?echo'\nsleep 30\n",
+    )
+    .unwrap();
+    Tmux::new(
+        width,
+        height,
+        &format!(
+            "{env} bash {} {} {url}",
+            script.display(),
+            plugin_bin().display()
+        ),
+    )
+}
+
+/// The plugin exited with 0 and the terminal is back in cooked mode.
+fn assert_exited_and_restored(tmux: &Tmux) -> String {
+    assert_exited_with_and_restored(tmux, 0)
+}
+
+fn assert_exited_with_and_restored(tmux: &Tmux, code: i32) -> String {
+    let screen = tmux.wait_screen("the plugin's exit and the terminal's mode", |s| {
+        s.contains("EXITED")
+            && s.contains("icanon")
+            && s.lines()
+                .any(|l| l.trim().trim_start_matches('-') == "echo")
+    });
+    let lines: Vec<&str> = screen.lines().map(str::trim).collect();
+    let exited = format!("EXITED {code}");
+    assert!(lines.contains(&exited.as_str()), "{screen}");
+    assert!(
+        lines.contains(&"icanon") && lines.contains(&"echo"),
+        "terminal left in raw mode:\n{screen}"
+    );
+    // Back on the normal screen, which the UI did not draw on.
+    assert!(!screen.contains("Drift Sentinel violations"), "{screen}");
+    let alternate = tmux
+        .command()
+        .args(["display-message", "-p", "-t", "tail", "#{alternate_on}"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&alternate.stdout).trim(), "0");
+    screen
+}
+
+#[test]
+fn the_terminal_ui_under_tmux_shows_filters_pauses_and_restores_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    tmux.wait_screen("the header, connected", |s| {
+        s.contains(&format!("{} connected", agent.admin()))
+    });
+
+    agent.violate("tui-1");
+    let screen = tmux.wait_screen("the violation", |s| {
+        s.contains("prod-eu/checkout") && s.contains(IMAGE_PATH)
+    });
+    for expected in [
+        "1 shown of 1 kept · following",
+        "Deployment prod-eu/checkout",
+        "drift-sentinel/drift-sentinel-strict",
+        "enforce → deny",
+        "spec.replicas: 3 → 5",
+        "kubernetes-admin",
+    ] {
+        assert!(screen.contains(expected), "missing {expected:?}:\n{screen}");
+    }
+    println!("{screen}");
+
+    // A text filter that matches nothing hides it; Esc clears the filter.
+    tmux.keys(&["/", "nomatch", "Enter"]);
+    tmux.wait_screen("the record hidden by the filter", |s| {
+        !s.contains("checkout")
+            && !s.contains(IMAGE_PATH)
+            && s.contains("filters: text=\"nomatch\"")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.wait_screen("the record back", |s| {
+        s.contains("prod-eu/checkout") && !s.contains("nomatch")
+    });
+
+    // Paused: a new record waits, counted; resumed: it is shown.
+    tmux.keys(&["p"]);
+    tmux.wait_screen("paused", |s| s.contains("PAUSED (0 new)"));
+    agent.violate("tui-2");
+    tmux.wait_screen("the buffered record counted", |s| {
+        s.contains("PAUSED (1 new)") && s.contains("1 shown of 1 kept")
+    });
+    tmux.keys(&["p"]);
+    tmux.wait_screen("both records", |s| s.contains("2 shown of 2 kept"));
+
+    // The source filter cycles: webhook shows them, audit hides them.
+    tmux.keys(&["s"]);
+    tmux.wait_screen("source webhook", |s| {
+        s.contains("filters: source=webhook") && s.contains("2 shown")
+    });
+    tmux.keys(&["s"]);
+    tmux.wait_screen("source audit", |s| {
+        s.contains("filters: source=audit") && s.contains("0 shown")
+    });
+    tmux.keys(&["c"]);
+    tmux.wait_screen("filters cleared", |s| s.contains("2 shown of 2 kept"));
+
+    tmux.keys(&["q"]);
+    assert_exited_and_restored(&tmux);
+}
+
+/// The pid of the process whose parent is `parent` (Linux `/proc`).
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid …`; comm may hold spaces, so read after the last ')'.
+            let ppid: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(pid)
+        })
+}
+
+#[test]
+fn ctrl_c_and_sigterm_restore_the_terminal_too() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens there: the UI is up, reconnecting.
+    let url = format!("http://127.0.0.1:{}", free_port());
+
+    let tmux = ui_in_tmux(dir.path(), &url, 150, 30);
+    tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
+    tmux.keys(&["C-c"]);
+    assert_exited_and_restored(&tmux);
+    drop(tmux);
+
+    let tmux = ui_in_tmux(dir.path(), &url, 150, 30);
+    tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
+    let pane = tmux
+        .command()
+        .args(["display-message", "-p", "-t", "tail", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell: u32 = String::from_utf8_lossy(&pane.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let plugin = child_of(shell).expect("the plugin process");
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(plugin.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_exited_and_restored(&tmux);
+}
+
+#[test]
+fn a_panic_restores_the_terminal_before_its_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", free_port());
+    // Debug builds panic on `!` when this variable is set.
+    let tmux = ui_in_tmux_with(
+        dir.path(),
+        &url,
+        150,
+        30,
+        "env KUBECTL_DRIFT_TAIL_TEST_PANIC=1",
+    );
+    tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
+    tmux.keys(&["!"]);
+    let screen = assert_exited_with_and_restored(&tmux, 101);
+    assert!(
+        screen.contains("test panic requested with KUBECTL_DRIFT_TAIL_TEST_PANIC"),
+        "{screen}"
+    );
+}
