@@ -634,16 +634,7 @@ fn ctrl_c_and_sigterm_restore_the_terminal_too() {
 
     let tmux = ui_in_tmux(dir.path(), &url, 150, 30);
     tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
-    let pane = tmux
-        .command()
-        .args(["display-message", "-p", "-t", "tail", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    let shell: u32 = String::from_utf8_lossy(&pane.stdout)
-        .trim()
-        .parse()
-        .unwrap();
-    let plugin = child_of(shell).expect("the plugin process");
+    let plugin = plugin_pid(&tmux);
     let status = Command::new("kill")
         .arg("-TERM")
         .arg(plugin.to_string())
@@ -672,4 +663,48 @@ fn a_panic_restores_the_terminal_before_its_message() {
         screen.contains("test panic requested with KUBECTL_DRIFT_TAIL_TEST_PANIC"),
         "{screen}"
     );
+}
+
+/// The process has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// The plugin running in the pane (the child of the pane's shell).
+fn plugin_pid(tmux: &Tmux) -> u32 {
+    let pane = tmux
+        .command()
+        .args(["display-message", "-p", "-t", "tail", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell: u32 = String::from_utf8_lossy(&pane.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    child_of(shell).expect("the plugin process")
+}
+
+#[test]
+fn the_ui_ends_when_its_terminal_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let tmux = ui_in_tmux(dir.path(), &url, 150, 30);
+    tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
+    let plugin = plugin_pid(&tmux);
+    // The terminal hangs up under the UI (crossterm alone would spin on the dead tty).
+    drop(tmux);
+    let gone = wait_for(Duration::from_secs(5), || ended(plugin).then_some(()));
+    if gone.is_none() {
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(plugin.to_string())
+            .status();
+        panic!("the plugin outlived its terminal");
+    }
 }

@@ -18,7 +18,9 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+
+use crossterm::event::Event as CtEvent;
 
 use anyhow::{Context as _, bail};
 use reqwest::Url;
@@ -196,7 +198,31 @@ fn ndjson(specs: &[StreamSpec], filters: &Filters, out: &mut impl Write) -> anyh
     Ok(())
 }
 
-/// The terminal UI, until `q`, Esc, Ctrl-C or a termination signal.
+/// Reads the terminal's events on a thread of its own. crossterm spins inside its read when the
+/// terminal goes away (EOF or EIO on a hung-up tty), so the event loop must not wait in it: it
+/// waits on this channel instead and can always see signals and a terminal that is gone.
+fn spawn_input(stop: Arc<AtomicBool>) -> anyhow::Result<mpsc::Receiver<io::Result<CtEvent>>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("tail-input".to_owned())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let event = match crossterm::event::poll(Duration::from_millis(200)) {
+                    Ok(true) => crossterm::event::read(),
+                    Ok(false) => continue,
+                    Err(e) => Err(e),
+                };
+                let failed = event.is_err();
+                if tx.send(event).is_err() || failed {
+                    return;
+                }
+            }
+        })
+        .context("cannot start the input thread")?;
+    Ok(rx)
+}
+
+/// The terminal UI, until `q`, Esc, Ctrl-C, a termination signal, or the terminal going away.
 fn tui(specs: &[StreamSpec], filters: Filters) -> anyhow::Result<()> {
     if !io::stdout().is_terminal() {
         bail!("tail shows a terminal UI and needs a terminal; use --no-tui to print NDJSON");
@@ -209,8 +235,10 @@ fn tui(specs: &[StreamSpec], filters: Filters) -> anyhow::Result<()> {
         ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(io::stdout()))
             .context("cannot set up the terminal")?;
     terminal.clear()?;
+    let input = spawn_input(streams.stop.clone())?;
     let mut view = ui::ListView::default();
     let mut dirty = true;
+    let mut checked = Instant::now();
     loop {
         // Everything that arrived, bounded so that keys stay responsive under a flood.
         for event in streams.events.try_iter().take(5_000) {
@@ -221,22 +249,22 @@ fn tui(specs: &[StreamSpec], filters: Filters) -> anyhow::Result<()> {
             terminal.draw(|frame| ui::draw(frame, &app, &mut view))?;
             dirty = false;
         }
-        if crossterm::event::poll(Duration::from_millis(100))? {
-            match crossterm::event::read()? {
-                crossterm::event::Event::Key(key) => {
-                    // Debug builds only: lets the tests check that a panic restores the terminal.
-                    if cfg!(debug_assertions)
-                        && key.code == crossterm::event::KeyCode::Char('!')
-                        && std::env::var_os("KUBECTL_DRIFT_TAIL_TEST_PANIC").is_some()
-                    {
-                        panic!("test panic requested with KUBECTL_DRIFT_TAIL_TEST_PANIC");
-                    }
-                    app.on_key(key);
-                    dirty = true;
+        match input.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(CtEvent::Key(key))) => {
+                // Debug builds only: lets the tests check that a panic restores the terminal.
+                if cfg!(debug_assertions)
+                    && key.code == crossterm::event::KeyCode::Char('!')
+                    && std::env::var_os("KUBECTL_DRIFT_TAIL_TEST_PANIC").is_some()
+                {
+                    panic!("test panic requested with KUBECTL_DRIFT_TAIL_TEST_PANIC");
                 }
-                crossterm::event::Event::Resize(..) => dirty = true,
-                _ => {}
+                app.on_key(key);
+                dirty = true;
             }
+            Ok(Ok(CtEvent::Resize(..))) => dirty = true,
+            Ok(Ok(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(Err(e)) => return Err(e).context("cannot read the terminal"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the terminal's input ended"),
         }
         if app.quit || guard.signalled() {
             break;
@@ -244,6 +272,13 @@ fn tui(specs: &[StreamSpec], filters: Filters) -> anyhow::Result<()> {
         if terminal::panicked() {
             drop(guard);
             bail!("internal error (see the panic message above)");
+        }
+        // A terminal that went away without a SIGHUP: nothing left to show on.
+        if checked.elapsed() >= Duration::from_secs(1) {
+            checked = Instant::now();
+            if !io::stdout().is_terminal() {
+                break;
+            }
         }
     }
     drop(streams);

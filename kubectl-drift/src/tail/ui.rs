@@ -42,7 +42,7 @@ pub fn draw(frame: &mut Frame, app: &App, view: &mut ListView) {
     let [header, list, detail, footer] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(5),
-        Constraint::Percentage(40),
+        Constraint::Percentage(50),
         Constraint::Length(1),
     ])
     .areas(frame.area());
@@ -287,16 +287,6 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
             action_style(&r.enforcement_action),
         ),
     ]));
-    let source = r.source().map_or(r.event_type.as_str(), |s| s.as_str());
-    let from = app
-        .streams
-        .get(entry.stream)
-        .map(|s| format!(", from {}", s.url))
-        .unwrap_or_default();
-    lines.push(field("Source", format!("{source}{from}  id {}", r.id)));
-    if !r.message.is_empty() {
-        lines.push(field("Message", r.message.clone()));
-    }
     let denied = &r.details.denied_paths;
     lines.push(Line::styled(
         format!("Denied paths ({})", denied.len()),
@@ -325,6 +315,16 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
         .collect();
     if !allowed.is_empty() {
         lines.push(field("Allowed", allowed.join(", ")));
+    }
+    let source = r.source().map_or(r.event_type.as_str(), |s| s.as_str());
+    let from = app
+        .streams
+        .get(entry.stream)
+        .map(|s| format!(", from {}", s.url))
+        .unwrap_or_default();
+    lines.push(field("Source", format!("{source}{from}  id {}", r.id)));
+    if !r.message.is_empty() {
+        lines.push(field("Message", r.message.clone()));
     }
     lines
 }
