@@ -56,6 +56,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("export-publisher".into())
         .spawn(move || {
+            lower_priority();
             Publisher {
                 parts,
                 spool: None,
@@ -63,6 +64,19 @@ pub fn spawn(
             }
             .run(rx)
         })
+}
+
+/// Nice value of the publisher thread.
+const PUBLISHER_NICE: i32 = 10;
+
+/// Lowers this thread's scheduling priority. Each record wakes the publisher; at normal
+/// priority the scheduler may run it at once, ahead of the request thread that woke it, and
+/// the response waits. At a lower priority it runs in the time the webhook leaves idle.
+fn lower_priority() {
+    let thread = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(thread), PUBLISHER_NICE) {
+        tracing::debug!(error = %e, "cannot lower the export publisher's priority");
+    }
 }
 
 impl Publisher {
