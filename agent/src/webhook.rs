@@ -289,7 +289,13 @@ fn judge(
     let encoded = Bytes::from(review.to_string());
     record(shared, &request, &decision, started.elapsed());
     if let Some(export) = shared.export() {
-        export.exporter.export_admission(&request, &decision);
+        // Whatever happens to the record, the response stands.
+        let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            export.exporter.export_admission(&request, &decision);
+        }));
+        if exported.is_err() {
+            tracing::error!(uid = %request.uid, "exporting the violation record failed (panic); the response is unchanged");
+        }
     }
     Answer::Review(encoded)
 }

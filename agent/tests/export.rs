@@ -2232,3 +2232,45 @@ fn the_violations_stream_follows_new_records_past_the_idle_timeout() {
     let next: Value = serde_json::from_str(&next).unwrap();
     assert_eq!(next["id"], "vs-2");
 }
+
+/// The demonstration reader prints every record of the completed admission segments and
+/// deletes them, never touching an audit run's file.
+#[test]
+fn the_demonstration_reader_prints_and_removes_completed_admission_segments() {
+    let env = Env::new();
+    let mut agent = env.start(&[]);
+    let client = plain_client();
+    for i in 0..3 {
+        send_denied(&client, &agent, &violation(&format!("rd-{i}"), "prod"));
+    }
+    wait_published(&agent, 3);
+    stop(&mut agent);
+    let audit = env.channel.join("2026-12-02T10:00:00Z.log");
+    fs::write(
+        &audit,
+        "{\"id\":\"2026-12-02T10:00:00Z\",\"message\":\"audit is started\"}\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .args(["reader", "--once", "--path"])
+        .arg(&env.channel)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("violation_admission"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(ids(&printed), ["rd-0", "rd-1", "rd-2"]);
+    assert!(
+        files(&env.channel, ".log").iter().all(|f| f == &audit),
+        "only the audit file stays"
+    );
+    assert!(audit.exists());
+}
