@@ -587,15 +587,19 @@ struct Alignment {
 }
 
 /// The merge key of a list, decided by the list's own field name first (as strategic merge
-/// patch does), then by `name`.
+/// patch does), then by `name`. Also what [`crate::apply`] merges lists by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MergeKey {
+pub(crate) enum MergeKey {
     Field(&'static str),
     /// `(containerPort | port, protocol)`, a missing protocol being TCP.
     Port(&'static str),
 }
 
-fn merge_key_for(list_name: Option<&str>, old: &[Value], new: &[Value]) -> Option<MergeKey> {
+pub(crate) fn merge_key_for(
+    list_name: Option<&str>,
+    old: &[Value],
+    new: &[Value],
+) -> Option<MergeKey> {
     let all = || old.iter().chain(new.iter());
     if !all().all(Value::is_object) {
         return None;
@@ -616,7 +620,7 @@ fn merge_key_for(list_name: Option<&str>, old: &[Value], new: &[Value]) -> Optio
     Some(key)
 }
 
-fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
+pub(crate) fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>> {
     match key {
         MergeKey::Field(name) => field(element, name)?.as_str().map(Cow::Borrowed),
         MergeKey::Port(name) => {
@@ -662,7 +666,7 @@ fn port_key<'v>(element: &'v Value, name: &str) -> (Option<f64>, Option<&'v str>
 const SCAN_ALIGN_MAX: usize = 16;
 
 /// The merge key of every element, or `None` when one lacks it or one is repeated.
-fn element_keys(key: MergeKey, items: &[Value]) -> Option<Vec<Cow<'_, str>>> {
+pub(crate) fn element_keys(key: MergeKey, items: &[Value]) -> Option<Vec<Cow<'_, str>>> {
     let keys: Vec<Cow<'_, str>> = items
         .iter()
         .map(|item| element_key(key, item))

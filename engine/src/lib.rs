@@ -4,6 +4,7 @@
 //! request is judged by [`decide`] against it. No I/O, no clock, no async, no globals — the
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
 
+pub mod apply;
 pub mod decision;
 pub mod diff;
 pub mod glob;

@@ -47,7 +47,11 @@ impl Style {
     }
 }
 
-fn emit(common: &Common, document: &Value, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+pub(crate) fn emit(
+    common: &Common,
+    document: &Value,
+    text: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
     match common.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(document)?),
         Output::Yaml => print!("{}", serde_yaml::to_string(document)?),
@@ -92,14 +96,14 @@ fn api_server_message(decision: &Decision<'_>) -> Option<String> {
     })
 }
 
-pub fn preview(
-    common: &Common,
+/// What `preview` prints: the document (`-o json|yaml`) and the screen (`-o text`).
+pub(crate) fn preview_parts(
     request: &AdmissionRequest,
     decision: &Decision<'_>,
     excluded: &[Change<'_>],
     rules: &LoadedRules,
     verdict: Verdict,
-) -> anyhow::Result<()> {
+) -> (Value, String) {
     let mut changes: Vec<Value> = decision
         .changes
         .iter()
@@ -132,9 +136,8 @@ pub fn preview(
         "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "exitCode": verdict.exit_code(),
     });
-    emit(common, &document, || {
-        preview_text(request, decision, excluded, rules, verdict)
-    })
+    let screen = preview_text(request, decision, excluded, rules, verdict);
+    (document, screen)
 }
 
 fn preview_text(

@@ -10,12 +10,26 @@ fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples")
 }
 
+/// Runs the plugin with no cluster to reach: a command without `--rules` goes to the cluster,
+/// and must fail here rather than talk to whatever the environment's kubeconfig points at.
+/// `KUBECONFIG` names a file that does not exist (kubectl's choice, and the plugin's, before
+/// `~/.kube/config`), `HOME` a directory that does not exist, and the in-cluster service
+/// account's variables are removed.
 fn plugin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-drift"))
+    no_cluster(&mut Command::new(env!("CARGO_BIN_EXE_kubectl-drift")))
         .args(args)
         .env("NO_COLOR", "1")
         .output()
         .expect("run kubectl-drift")
+}
+
+fn no_cluster(command: &mut Command) -> &mut Command {
+    let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kubectl-drift-offline-no-cluster");
+    command
+        .env("KUBECONFIG", nowhere.join("kubeconfig"))
+        .env("HOME", nowhere.join("home"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
 }
 
 fn text(output: &Output) -> String {
@@ -341,13 +355,12 @@ fn kubectl_discovers_the_plugin() {
     let rules = rules_dir(dir.path());
     let old = write(dir.path(), "old.yaml", &deployment("prod", 2, "nginx:1"));
     let new = write(dir.path(), "new.yaml", &deployment("prod", 5, "nginx:1"));
-    let output = Command::new(kubectl)
+    let output = no_cluster(&mut Command::new(kubectl))
         .args([
             "drift", "preview", "--rules", &rules, "--old", &old, "--new", &new,
         ])
         .env("PATH", path)
         .env("NO_COLOR", "1")
-        .env("KUBECONFIG", dir.path().join("none"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));

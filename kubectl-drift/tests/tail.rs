@@ -368,9 +368,13 @@ fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
 }
 
 #[test]
-fn without_url_it_says_to_use_url_and_exits_2() {
+fn without_url_or_cluster_it_says_to_use_url_and_exits_2() {
+    // No cluster: a kubeconfig that does not exist, no in-cluster environment.
+    let missing = std::env::temp_dir().join("kubectl-drift-no-such-kubeconfig");
     let output = Command::new(plugin_bin())
         .args(["tail", "--no-tui"])
+        .env("KUBECONFIG", &missing)
+        .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));

@@ -18,6 +18,15 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+// Pod port-forwarding (`pods/NAME/portforward` over WebSocket); a child module, so that it
+// reaches the store.
+#[path = "portforward.rs"]
+mod portforward;
+
+// Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/GROUP/VERSION`) of the kinds served.
+#[path = "discovery.rs"]
+mod discovery;
+
 /// A resource the double serves.
 #[derive(Debug, Clone, Copy)]
 struct Kind {
@@ -98,6 +107,13 @@ const KINDS: &[Kind] = &[
         plural: "connections",
         kind: "Connection",
         namespaced: true,
+    },
+    Kind {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "validatingwebhookconfigurations",
+        kind: "ValidatingWebhookConfiguration",
+        namespaced: false,
     },
 ];
 
@@ -191,6 +207,12 @@ struct Store {
     uid_counter: u64,
     /// Server-side apply field managers of each object, by object key.
     managers: BTreeMap<ObjectKey, Vec<ssa::Manager>>,
+    /// The message of the 403 that every `dryRun` write answers, standing in for a webhook.
+    deny_dry_runs: Option<String>,
+    /// Where port-forwards to (namespace, pod, port) go (see the portforward module).
+    port_targets: BTreeMap<(String, String, u16), SocketAddr>,
+    /// The port-forward sessions, ended when the double is dropped.
+    forwards: Vec<tokio::task::AbortHandle>,
 }
 
 /// (group, plural, namespace, name) of a stored object.
@@ -213,6 +235,7 @@ pub struct ApiServer {
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.task.abort();
+        portforward::abort_all(&self.inner);
     }
 }
 
@@ -362,9 +385,19 @@ impl ApiServer {
         }
     }
 
-    /// Clears injected faults.
+    /// Makes every `dryRun=All` write (PUT, PATCH) answer `403 Forbidden` with a Status whose
+    /// message is `message`, as an installed validating webhook denying it would (the double
+    /// runs no webhooks; give the whole text, e.g. `admission webhook "…" denied the request:
+    /// …`). Without this, a dry-run write is validated and answered with the would-be object,
+    /// and nothing is stored. Undone by [`ApiServer::heal`].
+    pub fn deny_dry_runs(&self, message: impl Into<String>) {
+        self.store().deny_dry_runs = Some(message.into());
+    }
+
+    /// Clears injected faults (and [`ApiServer::deny_dry_runs`]).
     pub fn heal(&self) {
         let mut store = self.store();
+        store.deny_dry_runs = None;
         store.fail = None;
         store.gone_on_next_watch = false;
         store.latency = None;
@@ -609,9 +642,10 @@ fn percent_decode(text: &str) -> String {
 
 /// A `fieldSelector`: terms `path=value`, `path==value` or `path!=value`, all of which must hold.
 /// Any dotted path of the object can be named (`metadata.name`, `metadata.namespace`,
-/// `spec.nodeName`, …); a missing field compares as the empty string.
+/// `spec.nodeName`, …); a missing field compares as the empty string. The request's
+/// `labelSelector` rides along (see [`LabelSelector`]): both must hold.
 #[derive(Debug, Clone, Default)]
-struct FieldSelector(Vec<(Vec<String>, bool, String)>);
+struct FieldSelector(Vec<(Vec<String>, bool, String)>, LabelSelector);
 
 impl FieldSelector {
     fn parse(text: &str) -> Result<Self, String> {
@@ -640,10 +674,19 @@ impl FieldSelector {
                 value.trim().to_owned(),
             ));
         }
-        Ok(Self(terms))
+        Ok(Self(terms, LabelSelector::default()))
+    }
+
+    /// Adds the request's `labelSelector`.
+    fn with_labels(mut self, text: Option<&String>) -> Result<Self, String> {
+        self.1 = LabelSelector::parse(text.map_or("", String::as_str))?;
+        Ok(self)
     }
 
     fn matches(&self, object: &Value) -> bool {
+        if !self.1.matches(object) {
+            return false;
+        }
         self.0.iter().all(|(path, equal, value)| {
             let actual = path
                 .iter()
@@ -654,6 +697,93 @@ impl FieldSelector {
                 Some(other) => other.to_string(),
             };
             (actual == *value) == *equal
+        })
+    }
+}
+
+/// A `labelSelector`, as the API server reads it: requirements separated by commas, all of
+/// which must hold — `key`, `!key`, `key=value`, `key==value`, `key!=value` (true when the
+/// label is absent), `key in (a,b)`, `key notin (a,b)` (true when absent).
+#[derive(Debug, Clone, Default)]
+struct LabelSelector(Vec<(String, LabelOp)>);
+
+#[derive(Debug, Clone)]
+enum LabelOp {
+    Exists,
+    NotExists,
+    In(Vec<String>),
+    NotIn(Vec<String>),
+}
+
+impl LabelSelector {
+    fn parse(text: &str) -> Result<Self, String> {
+        // Commas inside `( … )` belong to a set, not between requirements.
+        let mut terms = Vec::new();
+        let (mut depth, mut start) = (0usize, 0usize);
+        for (i, c) in text.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    terms.push(&text[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        terms.push(&text[start..]);
+        let invalid = |term: &str| format!("unable to parse requirement: '{term}' in '{text}'");
+        let mut requirements = Vec::new();
+        for term in terms.into_iter().map(str::trim).filter(|t| !t.is_empty()) {
+            let set = |values: &str| -> Result<Vec<String>, String> {
+                let values = values.trim();
+                let inner = values
+                    .strip_prefix('(')
+                    .and_then(|v| v.strip_suffix(')'))
+                    .ok_or_else(|| invalid(term))?;
+                Ok(inner.split(',').map(|v| v.trim().to_owned()).collect())
+            };
+            let requirement = if let Some(key) = term.strip_prefix('!') {
+                (key.trim().to_owned(), LabelOp::NotExists)
+            } else if let Some((key, value)) = term.split_once("!=") {
+                (
+                    key.trim().to_owned(),
+                    LabelOp::NotIn(vec![value.trim().to_owned()]),
+                )
+            } else if let Some((key, value)) =
+                term.split_once("==").or_else(|| term.split_once('='))
+            {
+                (
+                    key.trim().to_owned(),
+                    LabelOp::In(vec![value.trim().to_owned()]),
+                )
+            } else if let Some((key, values)) = term.split_once(" notin ") {
+                (key.trim().to_owned(), LabelOp::NotIn(set(values)?))
+            } else if let Some((key, values)) = term.split_once(" in ") {
+                (key.trim().to_owned(), LabelOp::In(set(values)?))
+            } else if term.contains([' ', '(', ')']) {
+                return Err(invalid(term));
+            } else {
+                (term.to_owned(), LabelOp::Exists)
+            };
+            if requirement.0.is_empty() {
+                return Err(invalid(term));
+            }
+            requirements.push(requirement);
+        }
+        Ok(Self(requirements))
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        let labels = &object["metadata"]["labels"];
+        self.0.iter().all(|(key, op)| {
+            let value = labels.get(key).and_then(Value::as_str);
+            match op {
+                LabelOp::Exists => value.is_some(),
+                LabelOp::NotExists => value.is_none(),
+                LabelOp::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
+                LabelOp::NotIn(values) => !value.is_some_and(|v| values.iter().any(|x| x == v)),
+            }
         })
     }
 }
@@ -704,6 +834,12 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     if let Some(code) = fail {
         return status(code, "InternalError", "injected failure");
     }
+    if let Some((namespace, pod)) = portforward::route(uri.path()) {
+        return portforward::handle(inner, request, namespace, pod).await;
+    }
+    if let Some(response) = discovery::serve(&method, uri.path()) {
+        return response;
+    }
     let Some(target) = parse_path(uri.path()) else {
         return status(
             404,
@@ -721,10 +857,19 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     };
     let metadata_only = wants_metadata(&headers);
     let selector = match FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
+        .and_then(|s| s.with_labels(query.get("labelSelector")))
     {
         Ok(selector) => selector,
         Err(message) => return status(400, "BadRequest", &message),
     };
+    let dry_run = query.contains_key("dryRun");
+    if dry_run && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
+        return status(
+            400,
+            "BadRequest",
+            "the API server double supports dryRun on PUT and PATCH only",
+        );
+    }
     match (method, &target.name) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
             if gone {
@@ -800,6 +945,10 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
                     "Conflict",
                     "the object has been modified; please apply your changes to the latest version and try again",
                 );
+            }
+            if dry_run {
+                let existing = existing.clone();
+                return dry_run_answer(&store, target.kind, &target.namespace, &existing, object);
             }
             let stored = store.upsert(&inner, target.kind, &target.namespace, object);
             json_response(StatusCode::OK, &stored)
@@ -984,6 +1133,13 @@ fn patch(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if content_type.contains("apply-patch+yaml") {
+        if query.contains_key("dryRun") {
+            return status(
+                400,
+                "BadRequest",
+                "the API server double does not support dryRun with server-side apply",
+            );
+        }
         return ssa::apply(inner, target, name, query, body);
     }
     if query.contains_key("force") {
@@ -1021,9 +1177,40 @@ fn patch(
             &format!("{} \"{name}\" not found", target.kind.plural),
         );
     };
+    let existing = object.clone();
     merge_patch(&mut object, &patch);
+    if query.contains_key("dryRun") {
+        return dry_run_answer(&store, target.kind, &target.namespace, &existing, object);
+    }
     let stored = store.upsert(inner, target.kind, &target.namespace, object);
     json_response(StatusCode::OK, &stored)
+}
+
+/// The answer to a `dryRun` write that passed validation: the 403 of
+/// [`ApiServer::deny_dry_runs`], or the object as the write would store it (server-owned
+/// metadata from `existing`, resourceVersion unchanged), neither stored nor announced.
+fn dry_run_answer(
+    store: &Store,
+    kind: Kind,
+    namespace: &str,
+    existing: &Value,
+    mut object: Value,
+) -> Response {
+    if let Some(message) = &store.deny_dry_runs {
+        return status(403, "Forbidden", message);
+    }
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    for field in ["resourceVersion", "uid", "creationTimestamp"] {
+        object["metadata"][field] = existing["metadata"][field].clone();
+    }
+    if kind.namespaced {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    object["apiVersion"] = json!(kind.api_version());
+    object["kind"] = json!(kind.kind);
+    json_response(StatusCode::OK, &object)
 }
 
 /// RFC 7386 JSON merge patch.

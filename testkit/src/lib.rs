@@ -14,6 +14,18 @@
 //! it, answers `409 Conflict` when a manager would change another's field without `force=true`,
 //! and shows managers in `metadata.managedFields` (also readable with
 //! [`ApiServer::managed_fields`]).
+//!
+//! Discovery (`/api`, `/apis`, `/api/v1`, `/apis/GROUP/VERSION`) lists the kinds served with
+//! their short names (`deploy`, `sts`, `ds`, `ro`, …), scope, verbs and subresources, so that
+//! clients resolve kinds as kubectl does. `dryRun=All` on PUT and merge-patch PATCH validates
+//! and answers with the would-be object without storing it; the double runs no webhooks, but
+//! [`ApiServer::deny_dry_runs`] makes dry runs answer the `403` an installed webhook would.
+//!
+//! Lists and watches also take a `labelSelector` (`k=v`, `k!=v`, `k`, `!k`, `k in (…)`,
+//! `k notin (…)`). Pod port-forwarding (`pods/NAME/portforward` upgraded to a WebSocket with
+//! `v4.channel.k8s.io`, as kube-rs's `Api<Pod>::portforward` speaks it) carries the bytes to a
+//! TCP address given with [`ApiServer::set_pod_port_target`]; an unknown pod is a 404, a port
+//! without a target fails on its error channel, and deleting the pod ends its forwards.
 
 mod apiserver;
 

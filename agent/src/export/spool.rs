@@ -771,4 +771,76 @@ mod tests {
         assert!(live.exists());
         assert!(!empty.exists());
     }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Append(usize),
+        Tick,
+        Advance(u64),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (1usize..400).prop_map(Step::Append),
+            1 => Just(Step::Tick),
+            1 => (1u64..4000).prop_map(Step::Advance),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the sequence of records, ticks and clock steps: every `.log` holds only
+        /// complete JSON lines within the segment limits, every record written is on disk until
+        /// retention removes whole segments (oldest first), and after a tick the spool is within
+        /// its count and byte limits.
+        #[test]
+        fn segments_hold_complete_records_within_the_limits(steps in proptest::collection::vec(step(), 1..120)) {
+            let dir = tempfile::tempdir().unwrap();
+            let limits = Limits {
+                segment_bytes: 2_000,
+                segment_records: 7,
+                segment_age: Duration::from_secs(60),
+                retained_segments: 5,
+                retained_bytes: 9_000,
+                retained_age: Duration::from_secs(3_600),
+                ..Limits::default()
+            };
+            let (mut spool, clock, _) = spool(dir.path(), limits.clone());
+            let mut written = 0usize;
+            for step in steps {
+                match step {
+                    Step::Append(padding) => {
+                        let line = format!("{{\"id\":{written},\"pad\":\"{}\"}}", "x".repeat(padding));
+                        spool.append(line.as_bytes()).unwrap();
+                        written += 1;
+                    }
+                    Step::Tick => {
+                        spool.tick().unwrap();
+                        let logs = files(dir.path(), ".log");
+                        let total: u64 = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+                        proptest::prop_assert!(logs.len() <= limits.retained_segments);
+                        proptest::prop_assert!(total <= limits.retained_bytes, "{} bytes", total);
+                    }
+                    Step::Advance(seconds) => clock.advance(Duration::from_secs(seconds)),
+                }
+            }
+            drop(spool);
+            let mut ids = Vec::new();
+            for log in files(dir.path(), ".log") {
+                let text = fs::read_to_string(&log).unwrap();
+                proptest::prop_assert!(text.ends_with('\n'));
+                proptest::prop_assert!(text.len() as u64 <= limits.segment_bytes);
+                proptest::prop_assert!(text.lines().count() <= limits.segment_records);
+                for line in text.lines() {
+                    let value: serde_json::Value = serde_json::from_str(line).unwrap();
+                    ids.push(value["id"].as_u64().unwrap() as usize);
+                }
+            }
+            proptest::prop_assert!(files(dir.path(), ".open").is_empty());
+            // What survives is the newest records, in order, without a gap.
+            let expected: Vec<usize> = (written - ids.len()..written).collect();
+            proptest::prop_assert_eq!(ids, expected);
+        }
+    }
 }

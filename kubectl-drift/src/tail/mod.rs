@@ -5,8 +5,8 @@
 //! Each admin API is one [`stream::StreamSpec`] read by its own thread, which reconnects when the
 //! stream ends (the pod restarted) and resumes from the last record's time; the records of all
 //! streams are merged by `timestamp` and deduplicated by `id` and `timestamp`. `--url` gives the
-//! admin APIs directly; port-forwarding to the agent pods of a cluster is to produce the same
-//! list of base URLs.
+//! admin APIs directly; without it, [`crate::cluster::tail`] port-forwards to the agent pods of
+//! the cluster and gives [`follow`] one loopback URL per pod.
 
 pub mod app;
 pub mod record;
@@ -33,11 +33,8 @@ use stream::{ConnState, Event, StreamSpec};
 
 pub fn run(args: &TailArgs) -> anyhow::Result<Verdict> {
     if args.url.is_empty() {
-        bail!(
-            "tail through the cluster (port-forwarding to the agent pods) is not available yet; \
-             port-forward an agent pod's admin port (kubectl -n drift-sentinel port-forward POD 9090) \
-             and use --url http://127.0.0.1:9090"
-        );
+        // The cluster's agent pods, through port-forwarding.
+        return crate::cluster::tail(args);
     }
     let admins = args
         .url

@@ -1,0 +1,898 @@
+//! `kubectl drift status` and `kubectl drift tail` in cluster mode, for real: the plugin binary
+//! against the API server double (`drift_testkit::ApiServer`, over HTTP on loopback, read with
+//! kube-rs) holding the agent pods, the Connection and the ValidatingWebhookConfiguration, and
+//! real `drift-sentinel` agents (offline: rules from files, export to a temporary directory)
+//! whose admin listeners the double's pod port-forwarding leads to.
+//!
+//! Needs the agent binary next to the plugin's (`cargo build -p drift-sentinel`; `cargo test
+//! --workspace` builds it).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use drift_testkit::ApiServer;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "drift-sentinel";
+const ADMIN_PORT: u16 = 9090;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn examples() -> PathBuf {
+    repo().join("docs/examples")
+}
+
+fn plugin_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-drift"))
+}
+
+/// `drift-sentinel` of the same build: next to the plugin's binary, or in `CARGO_TARGET_DIR`.
+fn agent_bin() -> PathBuf {
+    let mut candidates = vec![plugin_bin().with_file_name("drift-sentinel")];
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(dir).join("debug/drift-sentinel"));
+    }
+    candidates.push(repo().join("target/debug/drift-sentinel"));
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent binary is needed: run `cargo build -p drift-sentinel` first (looked at {candidates:?})"
+            )
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
+
+fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn rfc3339_ago(seconds: u64) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(seconds)).to_string()
+}
+
+/// An agent serving the strict example rule (plus `extra_rules`), exporting admission
+/// violations to a directory of its own.
+struct Agent {
+    child: Child,
+    port: u16,
+    admin_port: u16,
+    logs: PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path, name: &str, extra_rules: &[PathBuf]) -> Agent {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (port, admin_port) = (free_port(), free_port());
+        let connection = dir.join("connection.yaml");
+        std::fs::write(
+            &connection,
+            format!(
+                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
+                dir.join("violations").display()
+            ),
+        )
+        .unwrap();
+        let logs = dir.join("agent.log");
+        let log = std::fs::File::create(&logs).unwrap();
+        let mut command = Command::new(agent_bin());
+        command
+            .arg("serve")
+            .arg("--rules")
+            .arg(examples().join("rule-strict.yaml"));
+        for rules in extra_rules {
+            command.arg("--rules").arg(rules);
+        }
+        let child = command
+            .arg("--address")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--admin-address")
+            .arg(format!("127.0.0.1:{admin_port}"))
+            .arg("--enable-admission-violation-export")
+            .arg("--connection")
+            .arg(&connection)
+            .arg("--pod-name")
+            .arg(name)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start drift-sentinel");
+        let agent = Agent {
+            child,
+            port,
+            admin_port,
+            logs,
+        };
+        let ready = wait_for(Duration::from_secs(20), || {
+            client()
+                .get(format!("http://127.0.0.1:{admin_port}/status"))
+                .send()
+                .ok()
+                .filter(|r| r.status().is_success())
+        });
+        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
+        agent
+    }
+
+    fn admin(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.admin_port))
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.logs).unwrap_or_default()
+    }
+
+    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
+    fn violate(&self, uid: &str) {
+        let review = Command::new(agent_bin())
+            .arg("review")
+            .arg("--uid")
+            .arg(uid)
+            .arg("--old")
+            .arg(examples().join("deployment-before.yaml"))
+            .arg("--new")
+            .arg(examples().join("deployment-after.yaml"))
+            .output()
+            .expect("drift-sentinel review");
+        assert!(review.status.success(), "{review:?}");
+        let response: Value = client()
+            .post(format!("http://127.0.0.1:{}/validate", self.port))
+            .header("Content-Type", "application/json")
+            .body(review.stdout)
+            .send()
+            .and_then(|r| r.json())
+            .expect("POST /validate");
+        assert_eq!(
+            response["response"]["allowed"], false,
+            "not denied: {response}"
+        );
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The API server double on a runtime of its own, and a kubeconfig pointing at it.
+struct Cluster {
+    runtime: tokio::runtime::Runtime,
+    server: Option<ApiServer>,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime.block_on(ApiServer::start()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server.write_kubeconfig(dir.path()).unwrap();
+        Cluster {
+            runtime,
+            server: Some(server),
+            dir,
+            kubeconfig,
+        }
+    }
+
+    fn api(&self) -> &ApiServer {
+        self.server.as_ref().unwrap()
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// An agent pod as the chart's Deployment makes it, its admin port leading to `admin`.
+    fn agent_pod(&self, name: &str, ready: bool, admin: Option<SocketAddr>) {
+        self.api().apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE,
+                "creationTimestamp": rfc3339_ago(600),
+                "labels": {"app.kubernetes.io/name": "drift-sentinel",
+                    "app.kubernetes.io/instance": "drift-sentinel",
+                    "app.kubernetes.io/component": "webhook"}},
+            "spec": {"nodeName": "node-1",
+                "containers": [{"name": "drift-sentinel", "image": "drift-sentinel:test"}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                "containerStatuses": [{"name": "drift-sentinel", "image": "drift-sentinel:test",
+                    "imageID": "", "ready": ready, "restartCount": 1}]}
+        }));
+        if let Some(admin) = admin {
+            self.api()
+                .set_pod_port_target(NAMESPACE, name, ADMIN_PORT, admin);
+        }
+    }
+
+    /// The chart's ValidatingWebhookConfiguration.
+    fn webhook(&self, ca_bundle: bool) {
+        let mut client_config = json!({
+            "service": {"name": "drift-sentinel", "namespace": NAMESPACE, "path": "/validate", "port": 443}
+        });
+        if ca_bundle {
+            client_config["caBundle"] = json!("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==");
+        }
+        self.api().apply(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "drift-sentinel",
+                "labels": {"app.kubernetes.io/name": "drift-sentinel",
+                    "app.kubernetes.io/component": "webhook"}},
+            "webhooks": [{
+                "name": "validate.drift-sentinel.k8s.io",
+                "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 5,
+                "clientConfig": client_config,
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "drift-sentinel.k8s.io/enabled", "operator": "NotIn", "values": ["false"]},
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                     "values": [NAMESPACE, "kube-system"]}]},
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                    "resources": ["deployments"], "scope": "Namespaced"}]
+            }]
+        }));
+    }
+
+    /// The Connection, with `entries` as its `status.byPod`.
+    fn connection(&self, entries: Vec<Value>) {
+        self.api().apply(json!({
+            "apiVersion": "connection.drift-sentinel.io/v1alpha1", "kind": "Connection",
+            "metadata": {"name": "audit-connection", "namespace": NAMESPACE},
+            "spec": {"driver": "disk", "config": {"path": "tmp/violations/topics"}},
+            "status": {"byPod": entries}
+        }));
+    }
+
+    /// `kubectl-drift ARGS --kubeconfig K`, with a time limit.
+    fn plugin(&self, args: &[&str]) -> Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--kubeconfig", self.kubeconfig.to_str().unwrap()]);
+        run_plugin(&all)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _guard = self.runtime.enter();
+        self.server.take();
+    }
+}
+
+fn run_plugin(args: &[&str]) -> Output {
+    let mut child = Command::new(plugin_bin())
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kubectl-drift");
+    let done = wait_for(Duration::from_secs(60), || child.try_wait().ok().flatten());
+    if done.is_none() {
+        let _ = child.kill();
+        panic!("kubectl-drift {args:?} did not finish within 60 s");
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn entry(pod: &str, active: bool, attempt: u64, success: u64, errors: &[&str]) -> Value {
+    let errors: Vec<Value> = errors
+        .iter()
+        .map(|m| json!({"type": "Publish", "message": m}))
+        .collect();
+    json!({
+        "id": pod, "connectionUID": "00000000-0000-4000-8000-000000000009", "connectionErrors": [],
+        "publishStatuses": [{"source": "webhook", "active": active,
+            "lastAttemptTime": rfc3339_ago(attempt), "lastSuccessTime": rfc3339_ago(success),
+            "errors": errors}]
+    })
+}
+
+/// `Ns ago`, N from `at_least` to a few seconds more (the time the test took so far).
+fn assert_seconds_ago(cell: &str, at_least: u64) {
+    let seconds: u64 = cell
+        .strip_suffix("s ago")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not `Ns ago`: {cell:?}"));
+    assert!((at_least..at_least + 30).contains(&seconds), "{cell:?}");
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The line of a table that starts with `first`, split on runs of two or more spaces.
+fn row(text: &str, after: &str, first: &str) -> Vec<String> {
+    let section = &text[text
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} in:\n{text}"))..];
+    let line = section
+        .lines()
+        .find(|l| l.starts_with(&format!("{first} ")))
+        .unwrap_or_else(|| panic!("no row {first:?} after {after:?} in:\n{text}"));
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn status_of_a_healthy_installation_exits_0() {
+    let cluster = Cluster::start();
+    let agent = Agent::start(cluster.dir(), "drift-sentinel-7d9f-a", &[]);
+    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin()));
+    // Another application's pod in the namespace: not an agent pod.
+    cluster.api().apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "other", "namespace": NAMESPACE, "labels": {"app": "other"}},
+        "status": {"phase": "Pending"}
+    }));
+    cluster.webhook(true);
+    cluster.connection(vec![
+        entry("drift-sentinel-7d9f-a", true, 10, 10, &[]),
+        // An entry left by a pod of an earlier rollout: shown, not judged.
+        entry(
+            "drift-sentinel-old",
+            false,
+            3600,
+            7200,
+            &["cannot create a segment"],
+        ),
+    ]);
+
+    let output = cluster.plugin(&["status"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}\n{}", stderr(&output));
+    assert_eq!(
+        row(&text, "Agent pods", "drift-sentinel-7d9f-a"),
+        [
+            "drift-sentinel-7d9f-a",
+            "yes",
+            "Running",
+            "1",
+            "10m",
+            "ready",
+            "1",
+            "0",
+            "on"
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("other"), "{text}");
+    let connection_row = row(&text, "Connection", "drift-sentinel-7d9f-a");
+    assert_eq!(
+        connection_row[..3],
+        ["drift-sentinel-7d9f-a", "webhook", "true"],
+        "{text}"
+    );
+    assert_seconds_ago(&connection_row[3], 10);
+    assert_seconds_ago(&connection_row[4], 10);
+    assert_eq!(connection_row[5..], ["0", "ok"], "{text}");
+    assert_eq!(
+        row(&text, "Connection", "drift-sentinel-old (gone)")[6],
+        "-",
+        "{text}"
+    );
+    assert_eq!(
+        row(
+            &text,
+            "ValidatingWebhookConfiguration drift-sentinel",
+            "validate.drift-sentinel.k8s.io"
+        ),
+        [
+            "validate.drift-sentinel.k8s.io",
+            "present",
+            "Fail",
+            "service drift-sentinel/drift-sentinel:443/validate",
+            "drift-sentinel.k8s.io/enabled notin (false), kubernetes.io/metadata.name notin (drift-sentinel,kube-system)"
+        ],
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("Healthy."), "{text}");
+    // The agent's /status was read through the double's port-forward.
+    assert!(
+        cluster.api().requests().iter().any(|r| r.starts_with(
+            "GET /api/v1/namespaces/drift-sentinel/pods/drift-sentinel-7d9f-a/portforward?"
+        )),
+        "{:?}",
+        cluster.api().requests()
+    );
+    // The selector went to the API server.
+    assert!(
+        cluster
+            .api()
+            .requests()
+            .iter()
+            .any(|r| r.contains("labelSelector=")),
+        "{:?}",
+        cluster.api().requests()
+    );
+
+    let yaml = cluster.plugin(&["status", "-o", "yaml"]);
+    assert_eq!(yaml.status.code(), Some(0), "{}", stderr(&yaml));
+    let document: Value = serde_yaml::from_slice(&yaml.stdout).unwrap();
+    assert_eq!(document["healthy"], true);
+    assert_eq!(document["problems"], json!([]));
+}
+
+#[test]
+fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1() {
+    let cluster = Cluster::start();
+    let broken = cluster.dir().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['*']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n    mdoe: warn\n",
+    )
+    .unwrap();
+    let agent = Agent::start(cluster.dir(), "agent", std::slice::from_ref(&broken));
+    // Three pods, one agent behind them all; agent-d's admin port leads nowhere.
+    cluster.agent_pod("agent-a", true, Some(agent.admin()));
+    cluster.agent_pod("agent-b", true, Some(agent.admin()));
+    cluster.agent_pod("agent-c", false, Some(agent.admin()));
+    cluster.agent_pod("agent-d", true, None);
+    cluster.webhook(false);
+    cluster.connection(vec![
+        entry("agent-a", true, 5, 5, &[]),
+        // Attempted 5 s ago, last success 10 minutes ago: stale.
+        entry("agent-b", false, 5, 600, &[]),
+        entry(
+            "agent-c",
+            true,
+            5,
+            5,
+            &["cannot create a segment in spool directory /tmp/violations/topics/audit-channel"],
+        ),
+        // Nothing attempted since its last success, long ago: idle, not stale.
+        entry("agent-d", true, 900, 900, &[]),
+    ]);
+
+    let output = cluster.plugin(&["status", "--namespace", NAMESPACE]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
+    let pods = "Agent pods";
+    assert_eq!(
+        row(&text, pods, "agent-a")[5..],
+        ["ready", "1", "1", "on"],
+        "{text}"
+    );
+    assert_eq!(row(&text, pods, "agent-c")[1], "no", "{text}");
+    assert_eq!(
+        row(&text, pods, "agent-d")[5..],
+        ["unreachable", "-", "-", "-"],
+        "{text}"
+    );
+    let status = "Connection drift-sentinel/audit-connection, status by pod";
+    let a = row(&text, status, "agent-a");
+    assert_eq!(a[..3], ["agent-a", "webhook", "true"], "{text}");
+    assert_seconds_ago(&a[3], 5);
+    assert_seconds_ago(&a[4], 5);
+    assert_eq!(a[5..], ["0", "ok"], "{text}");
+    let b = row(&text, status, "agent-b");
+    assert_eq!(b[..3], ["agent-b", "webhook", "false"], "{text}");
+    assert_seconds_ago(&b[3], 5);
+    assert_eq!(b[4..], ["10m ago", "0", "STALE"], "{text}");
+    assert_eq!(
+        row(&text, status, "agent-c")[5..],
+        ["1", "ERRORS"],
+        "{text}"
+    );
+    assert_eq!(row(&text, status, "agent-d")[6], "idle", "{text}");
+    assert_eq!(
+        row(
+            &text,
+            "ValidatingWebhookConfiguration",
+            "validate.drift-sentinel.k8s.io"
+        )[1],
+        "MISSING",
+        "{text}"
+    );
+    assert!(
+        text.contains("\nInvalid rules:\n  ops/broken (pod agent-a, agent-b, agent-c): rule ConfigMap ops/broken (from "),
+        "{text}"
+    );
+    let problems = &text[text.find("Unhealthy (").expect(&text)..];
+    for expected in [
+        "pod agent-b source webhook: stale: last success 10m ago (more than 2 minutes ago), last attempt ",
+        "pod agent-c source webhook: 1 publish error: cannot create a segment in spool directory /tmp/violations/topics/audit-channel",
+        "pod agent-c is not ready (phase Running)",
+        "invalid rule ops/broken (pod agent-a, agent-b, agent-c): rule ConfigMap ops/broken (from ",
+        "pod agent-d: cannot read the admin API (port 9090) through port-forwarding: error forwarding port 9090 to pod drift-sentinel/agent-d",
+        "webhook validate.drift-sentinel.k8s.io of drift-sentinel has no caBundle",
+    ] {
+        assert!(problems.contains(expected), "{expected:?} in:\n{text}");
+    }
+    assert!(!problems.contains("agent-d source"), "{text}");
+
+    let json_output = cluster.plugin(&["status", "-o", "json"]);
+    assert_eq!(
+        json_output.status.code(),
+        Some(1),
+        "{}",
+        stderr(&json_output)
+    );
+    let document: Value = serde_json::from_slice(&json_output.stdout).unwrap();
+    assert_eq!(document["healthy"], false);
+    assert_eq!(document["namespace"], NAMESPACE);
+    let pods = document["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 4);
+    assert_eq!(pods[0]["name"], "agent-a");
+    assert_eq!(pods[0]["ready"], true);
+    assert_eq!(pods[0]["admin"]["rulesLoaded"], 1);
+    assert_eq!(pods[0]["admin"]["rulesInvalid"], 1);
+    assert_eq!(pods[0]["admin"]["invalidRules"][0]["rule"], "ops/broken");
+    assert_eq!(pods[0]["admin"]["exportEnabled"], true);
+    assert_eq!(pods[3]["admin"]["reachable"], false);
+    let states: Vec<(&str, &str)> = document["connection"]["byPod"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["pod"].as_str().unwrap(),
+                e["sources"][0]["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("agent-a", "ok"),
+            ("agent-b", "stale"),
+            ("agent-c", "errors"),
+            ("agent-d", "idle")
+        ]
+    );
+    let webhook = &document["webhookConfigurations"][0]["webhooks"][0];
+    assert_eq!(webhook["caBundle"], false);
+    assert_eq!(webhook["failurePolicy"], "Fail");
+    assert_eq!(webhook["interceptsAgentNamespace"], false);
+    assert_eq!(
+        webhook["namespaceSelector"]["matchExpressions"][1]["values"],
+        json!([NAMESPACE, "kube-system"])
+    );
+    assert_eq!(
+        document["problems"].as_array().unwrap().len(),
+        6,
+        "{document:#}"
+    );
+    assert_eq!(document["warnings"], json!([]), "{document:#}");
+}
+
+#[test]
+fn status_names_what_is_missing() {
+    let cluster = Cluster::start();
+    // No pods, no Connection, no webhook configuration.
+    let output = cluster.plugin(&["status"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
+    assert!(
+        text.contains("no agent pods in namespace drift-sentinel match the selector app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=webhook"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Connection drift-sentinel/audit-connection: not found"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no ValidatingWebhookConfiguration of Drift Sentinel found"),
+        "{text}"
+    );
+
+    // Named ones that do not exist; another selector and admin port.
+    cluster.webhook(true);
+    let output = cluster.plugin(&[
+        "status",
+        "--webhook",
+        "mine",
+        "--connection",
+        "other",
+        "-l",
+        "app=agent",
+        "--admin-port",
+        "9443",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("ValidatingWebhookConfiguration mine not found"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Connection drift-sentinel/other: not found"),
+        "{text}"
+    );
+    assert!(text.contains("match the selector app=agent"), "{text}");
+
+    // A webhook configuration found by its webhook's name when it lacks the chart's labels.
+    let mut unlabelled = cluster
+        .api()
+        .get(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            "",
+            "drift-sentinel",
+        )
+        .unwrap();
+    cluster.api().delete(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "",
+        "drift-sentinel",
+    );
+    unlabelled["metadata"] = json!({"name": "renamed"});
+    cluster.api().apply(unlabelled);
+    let text = stdout(&cluster.plugin(&["status"]));
+    assert!(
+        text.contains("ValidatingWebhookConfiguration renamed:"),
+        "{text}"
+    );
+
+    // The admin port given: a pod whose 9443 leads to the agent.
+    let agent = Agent::start(cluster.dir(), "agent", &[]);
+    cluster.agent_pod("agent-a", true, None);
+    cluster
+        .api()
+        .set_pod_port_target(NAMESPACE, "agent-a", 9443, agent.admin());
+    let output = cluster.plugin(&["status", "--admin-port", "9443", "-o", "json"]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        document["pods"][0]["admin"]["rulesLoaded"], 1,
+        "{document:#}"
+    );
+    // Export is on at the agent but there is no Connection: that is a problem.
+    assert!(
+        document["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "Connection drift-sentinel/audit-connection not found, but export is enabled on pod agent-a"),
+        "{document:#}"
+    );
+}
+
+#[test]
+fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
+    let cluster = Cluster::start();
+    let dir = cluster.dir();
+    // An API server that is not there.
+    let gone = dir.join("gone");
+    std::fs::write(
+        &gone,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n",
+            free_port()
+        ),
+    )
+    .unwrap();
+    let missing = dir.join("missing");
+    for (args, expected) in [
+        (
+            vec!["status", "--kubeconfig", gone.to_str().unwrap()],
+            "cannot list the agent pods (namespace drift-sentinel, selector app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=webhook) at http://127.0.0.1:",
+        ),
+        (
+            vec!["status", "--kubeconfig", missing.to_str().unwrap()],
+            "cannot read kubeconfig",
+        ),
+        (
+            vec![
+                "status",
+                "--kubeconfig",
+                cluster.kubeconfig.to_str().unwrap(),
+                "--context",
+                "nope",
+            ],
+            "(context \"nope\")",
+        ),
+        (vec!["status", "-o", "xml"], "invalid value 'xml'"),
+        (
+            vec!["status", "--admin-port", "http"],
+            "invalid value 'http'",
+        ),
+    ] {
+        let output = run_plugin(&args);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(expected), "{args:?}: {text}");
+        if !expected.starts_with("invalid value") {
+            assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+        }
+    }
+    // A failing API server (500 on every request) is a cluster error too.
+    cluster.api().inject(drift_testkit::Fault::FailPath {
+        contains: "/pods".to_owned(),
+        status: 500,
+    });
+    let output = cluster.plugin(&["status"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("injected failure"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `kubectl-drift tail --no-tui …`, its stdout lines collected as they come.
+struct NoTui {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl NoTui {
+    fn start(dir: &Path, args: &[&str]) -> NoTui {
+        let stderr = dir.join("tail.err");
+        let mut child = Command::new(plugin_bin())
+            .arg("tail")
+            .arg("--no-tui")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
+            .spawn()
+            .expect("start kubectl-drift");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        NoTui {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    fn wait_lines(&mut self, count: usize, limit: Duration) -> Vec<String> {
+        let deadline = Instant::now() + limit;
+        while self.seen.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        self.seen.extend(self.lines.try_iter());
+        self.seen.clone()
+    }
+
+    fn ids(&mut self, count: usize) -> Vec<String> {
+        self.wait_lines(count, Duration::from_secs(20))
+            .iter()
+            .map(|l| {
+                let record: Value =
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+                record["id"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for NoTui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement() {
+    let cluster = Cluster::start();
+    let first = Agent::start(cluster.dir(), "agent-1", &[]);
+    let second = Agent::start(cluster.dir(), "agent-2", &[]);
+    cluster.agent_pod("agent-1", true, Some(first.admin()));
+    cluster.agent_pod("agent-2", true, Some(second.admin()));
+    let kubeconfig = cluster.kubeconfig.to_str().unwrap().to_owned();
+    let mut tail = NoTui::start(
+        cluster.dir(),
+        &["--kubeconfig", &kubeconfig, "--agent-namespace", NAMESPACE],
+    );
+    first.violate("one-1");
+    second.violate("two-1");
+    let mut ids = tail.ids(2);
+    ids.sort();
+    assert_eq!(ids, ["one-1", "two-1"], "stderr: {}", tail.stderr());
+    let forwards = |pod: &str| {
+        cluster
+            .api()
+            .requests()
+            .iter()
+            .filter(|r| r.contains(&format!("/pods/{pod}/portforward?")))
+            .count()
+    };
+    assert!(forwards("agent-1") >= 1 && forwards("agent-2") >= 1);
+
+    // agent-1's pod is replaced: its forward ends with it, and the stream finds agent-3.
+    let third = Agent::start(cluster.dir(), "agent-3", &[]);
+    cluster.agent_pod("agent-3", true, Some(third.admin()));
+    assert!(cluster.api().delete("v1", "Pod", NAMESPACE, "agent-1"));
+    third.violate("three-1");
+    second.violate("two-2");
+    // A record of the gone agent is not followed any more.
+    first.violate("one-2");
+    let seen = tail.ids(4);
+    assert!(
+        seen.contains(&"three-1".to_owned()),
+        "{seen:?}\nstderr: {}",
+        tail.stderr()
+    );
+    assert!(seen.contains(&"two-2".to_owned()), "{seen:?}");
+    // Give the gone agent's record every chance to (wrongly) arrive.
+    let seen = tail.wait_lines(5, Duration::from_millis(1500));
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(!seen.iter().any(|l| l.contains("\"one-2\"")), "{seen:?}");
+    let stderr = tail.stderr();
+    assert!(
+        stderr.contains("kubectl-drift: pod/agent-1: pods \"agent-1\" not found (404); following pod/agent-3 instead"),
+        "{stderr}"
+    );
+    assert!(forwards("agent-3") >= 1);
+}
+
+#[test]
+fn tail_without_agent_pods_exits_2() {
+    let cluster = Cluster::start();
+    let output = cluster.plugin(&["tail", "--no-tui"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("no running agent pods in namespace drift-sentinel match the selector"),
+        "{text}"
+    );
+    assert!(text.contains("--url"), "{text}");
+}
