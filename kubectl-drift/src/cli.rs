@@ -240,6 +240,9 @@ pub struct TailArgs {
     /// Only records of objects in this namespace (`*` matches any text).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// Records of every namespace (the default; as kubectl's -A, it cannot be combined with -n).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     /// Only records of this rule: NAME or NAMESPACE/NAME (`*` matches any text).
     #[arg(long)]
     pub rule: Option<String>,

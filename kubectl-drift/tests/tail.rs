@@ -712,3 +712,27 @@ fn the_ui_ends_when_its_terminal_goes_away() {
         panic!("the plugin outlived its terminal");
     }
 }
+
+/// `-A` is accepted as kubectl users type it (every namespace, the default) and, as in kubectl,
+/// cannot be combined with `-n`.
+#[test]
+fn all_namespaces_cannot_be_combined_with_a_namespace() {
+    let output = Command::new(plugin_bin())
+        .args([
+            "tail",
+            "-A",
+            "-n",
+            "prod",
+            "--url",
+            "http://127.0.0.1:9",
+            "--no-tui",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("'--all-namespaces' cannot be used with '--namespace"),
+        "{stderr}"
+    );
+}
