@@ -7,8 +7,10 @@
 //! Needs the agent binary next to the plugin's (`cargo build -p drift-sentinel`; `cargo test
 //! --workspace` builds it).
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -16,67 +18,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use drift_testkit::ApiServer;
 use serde_json::{Value, json};
+use support::{agent_bin, client, examples, free_port, plugin_bin, wait_for};
 
 const NAMESPACE: &str = "drift-sentinel";
 const ADMIN_PORT: u16 = 9090;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn examples() -> PathBuf {
-    repo().join("docs/examples")
-}
-
-fn plugin_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-drift"))
-}
-
-/// `drift-sentinel` of the same build: next to the plugin's binary, or in `CARGO_TARGET_DIR`.
-fn agent_bin() -> PathBuf {
-    let mut candidates = vec![plugin_bin().with_file_name("drift-sentinel")];
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(dir).join("debug/drift-sentinel"));
-    }
-    candidates.push(repo().join("target/debug/drift-sentinel"));
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "the agent binary is needed: run `cargo build -p drift-sentinel` first (looked at {candidates:?})"
-            )
-        })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-fn client() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("HTTP client")
-}
-
-fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return Some(value);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn rfc3339_ago(seconds: u64) -> String {
     humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(seconds)).to_string()
