@@ -3,8 +3,9 @@
 //! - the agent pods (the chart's selector labels) and their readiness;
 //! - each pod's admin `/status`, through port-forwarding: rules loaded and invalid, export on;
 //! - the Connection's `status.byPod`: per pod and source, active, last attempt, last success,
-//!   errors — a source whose last success is more than 2 minutes old while it is still being
-//!   attempted (or no longer succeeding) is stale;
+//!   errors — a source whose last success is more than 2 minutes old is flagged stale: a
+//!   problem while it is still being attempted (or no longer succeeding), a warning when
+//!   nothing was attempted since (idle);
 //! - the ValidatingWebhookConfiguration: caBundle present, failurePolicy, namespaceSelector.
 //!
 //! Exit 0 when healthy, 1 when something is not (each problem is named), 2 when the cluster
@@ -702,7 +703,16 @@ fn judge(report: &mut Report, args: &StatusArgs, now: SystemTime) {
         }
         for source in &entry.sources {
             match source.state {
-                SourceState::Ok | SourceState::Idle => {}
+                SourceState::Ok => {}
+                // Flagged, not failed: the agent writes its entry only when it has something to
+                // publish, so a quiet cluster looks like this too.
+                SourceState::Idle => warnings.push(format!(
+                    "pod {} source {}: stale: last success {} (more than {} minutes ago) and no publish attempt since — nothing to export, or the pod stopped reporting",
+                    entry.pod,
+                    source.source,
+                    ago(source.last_success_time.as_deref(), now),
+                    STALE_AFTER.as_secs() / 60,
+                )),
                 SourceState::Stale => problems.push(format!(
                     "pod {} source {}: stale: last success {} (more than {} minutes ago), last attempt {}",
                     entry.pod,
@@ -900,7 +910,7 @@ fn text(report: &Report, now: SystemTime) -> String {
                 let state = match (source.state, entry.pod_found) {
                     (_, false) => "-".to_owned(),
                     (SourceState::Ok, _) => "ok".to_owned(),
-                    (SourceState::Idle, _) => "idle".to_owned(),
+                    (SourceState::Idle, _) => "stale (idle)".to_owned(),
                     (SourceState::Stale, _) => "STALE".to_owned(),
                     (SourceState::Errors, _) => "ERRORS".to_owned(),
                 };

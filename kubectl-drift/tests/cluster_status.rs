@@ -431,7 +431,7 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
             5,
             &["cannot create a segment in spool directory /tmp/violations/topics/audit-channel"],
         ),
-        // Nothing attempted since its last success, long ago: idle, not stale.
+        // Nothing attempted since its last success, long ago: flagged stale (idle), a warning.
         entry("agent-d", true, 900, 900, &[]),
     ]);
 
@@ -465,7 +465,7 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         ["1", "ERRORS"],
         "{text}"
     );
-    assert_eq!(row(&text, status, "agent-d")[6], "idle", "{text}");
+    assert_eq!(row(&text, status, "agent-d")[6], "stale (idle)", "{text}");
     assert_eq!(
         row(
             &text,
@@ -544,7 +544,15 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         6,
         "{document:#}"
     );
-    assert_eq!(document["warnings"], json!([]), "{document:#}");
+    let warnings = document["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{document:#}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .starts_with("pod agent-d source webhook: stale: last success"),
+        "{document:#}"
+    );
 }
 
 #[test]
