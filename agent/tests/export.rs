@@ -2009,7 +2009,8 @@ fn sigterm_drops_what_the_drain_cannot_write_in_5_seconds() {
     assert_eq!(gave_up.len(), 1, "{logs:#?}");
     assert_eq!(gave_up[0]["queued"], 200, "{:#}", gave_up[0]);
     assert!(
-        logs.iter().any(|l| l.contains("dropped (shutdown)")),
+        logs.iter()
+            .any(|l| l.contains("\"class\":\"shutdown\"") && l.contains("record dropped")),
         "{logs:#?}"
     );
 }

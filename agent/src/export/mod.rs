@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
 use drift_engine::{AdmissionRequest, Decision};
-use prometheus::{IntCounterVec, IntGauge};
+use prometheus::IntGauge;
 
 use crate::connection_status::PublishHealth;
 use crate::metrics::Metrics;
@@ -62,6 +62,33 @@ impl DropReason {
         DropReason::PublishError,
         DropReason::NoConnection,
     ];
+
+    /// The line logged (at most once a minute) when a record is dropped for this reason.
+    fn log_message(self) -> &'static str {
+        match self {
+            DropReason::MessageTooLarge => {
+                "admission violation record dropped: over 64 KiB encoded (message_too_large)"
+            }
+            DropReason::QueueFull => {
+                "admission violation record dropped: the export queue is full (queue_full)"
+            }
+            DropReason::EncodeError => {
+                "admission violation record dropped: it could not be encoded (encode_error)"
+            }
+            DropReason::DiskFull => {
+                "admission violation record dropped: free space is below the 16 MiB reserve (disk_full)"
+            }
+            DropReason::Shutdown => {
+                "admission violation record dropped: still queued when the shutdown drain ended (shutdown)"
+            }
+            DropReason::PublishError => {
+                "admission violation record dropped: writing to the spool failed (publish_error)"
+            }
+            DropReason::NoConnection => {
+                "admission violation record dropped: no usable Connection (no_connection)"
+            }
+        }
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -111,7 +138,8 @@ impl LogLimiter {
 #[derive(Clone)]
 pub struct ExportCounters {
     published: prometheus::IntCounter,
-    dropped: IntCounterVec,
+    /// One counter per reason, in the order of [`DropReason::ALL`], resolved once.
+    dropped: Vec<prometheus::IntCounter>,
     queue_messages: IntGauge,
     queue_bytes: IntGauge,
     spool_segments: IntGauge,
@@ -124,14 +152,17 @@ impl ExportCounters {
     pub fn new(metrics: &Metrics) -> Self {
         // Every reason is present from the start, so that a rate() over it has a zero to
         // start from.
-        for reason in DropReason::ALL {
-            metrics
-                .export_dropped
-                .with_label_values(&[SOURCE, reason.as_str()]);
-        }
+        let dropped = DropReason::ALL
+            .iter()
+            .map(|reason| {
+                metrics
+                    .export_dropped
+                    .with_label_values(&[SOURCE, reason.as_str()])
+            })
+            .collect();
         Self {
             published: metrics.export_published.with_label_values(&[SOURCE]),
-            dropped: metrics.export_dropped.clone(),
+            dropped,
             queue_messages: metrics.export_queue_messages.clone(),
             queue_bytes: metrics.export_queue_bytes.clone(),
             spool_segments: metrics.export_spool_segments.clone(),
@@ -151,16 +182,14 @@ impl ExportCounters {
         if count == 0 {
             return;
         }
-        self.dropped
-            .with_label_values(&[SOURCE, reason.as_str()])
-            .inc_by(count);
-        logs.warn(
-            reason.as_str(),
-            &format!(
-                "admission violation record dropped ({}); see drift_sentinel_export_records_dropped_total",
-                reason.as_str()
-            ),
-        );
+        if let Some(counter) = DropReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .and_then(|i| self.dropped.get(i))
+        {
+            counter.inc_by(count);
+        }
+        logs.warn(reason.as_str(), reason.log_message());
     }
 
     pub fn queue_depth(&self, queue: &Queue) {
