@@ -9,16 +9,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use drift_testkit::ApiServer;
 use serde_json::{Value, json};
-use support::{agent_bin, client, examples, free_port, plugin_bin, wait_for};
+use support::{NoTui, agent_bin, client, examples, free_port, plugin_bin, wait_for};
 
 const NAMESPACE: &str = "drift-sentinel";
 const ADMIN_PORT: u16 = 9090;
@@ -709,77 +707,16 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
     );
 }
 
-/// `kubectl-drift tail --no-tui …`, its stdout lines collected as they come.
-struct NoTui {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-    stderr: PathBuf,
-}
-
-impl NoTui {
-    fn start(dir: &Path, args: &[&str]) -> NoTui {
-        let stderr = dir.join("tail.err");
-        let mut child = Command::new(plugin_bin())
-            .arg("tail")
-            .arg("--no-tui")
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
-            .spawn()
-            .expect("start kubectl-drift");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        NoTui {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-        }
-    }
-
-    fn wait_lines(&mut self, count: usize, limit: Duration) -> Vec<String> {
-        let deadline = Instant::now() + limit;
-        while self.seen.len() < count {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        self.seen.extend(self.lines.try_iter());
-        self.seen.clone()
-    }
-
-    fn ids(&mut self, count: usize) -> Vec<String> {
-        self.wait_lines(count, Duration::from_secs(20))
-            .iter()
-            .map(|l| {
-                let record: Value =
-                    serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-                record["id"].as_str().unwrap_or_default().to_owned()
-            })
-            .collect()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for NoTui {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The ids of the first `count` records `tail` prints (waiting up to 20 s for them).
+fn printed_ids(tail: &mut NoTui, count: usize) -> Vec<String> {
+    tail.wait_lines(count, Duration::from_secs(20))
+        .iter()
+        .map(|l| {
+            let record: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            record["id"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
 }
 
 #[test]
@@ -796,7 +733,7 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
     );
     first.violate("one-1");
     second.violate("two-1");
-    let mut ids = tail.ids(2);
+    let mut ids = printed_ids(&mut tail, 2);
     ids.sort();
     assert_eq!(ids, ["one-1", "two-1"], "stderr: {}", tail.stderr());
     let forwards = |pod: &str| {
@@ -817,7 +754,7 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
     second.violate("two-2");
     // A record of the gone agent is not followed any more.
     first.violate("one-2");
-    let seen = tail.ids(4);
+    let seen = printed_ids(&mut tail, 4);
     assert!(
         seen.contains(&"three-1".to_owned()),
         "{seen:?}\nstderr: {}",
@@ -825,7 +762,7 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
     );
     assert!(seen.contains(&"two-2".to_owned()), "{seen:?}");
     // Give the gone agent's record every chance to (wrongly) arrive.
-    let seen = tail.wait_lines(5, Duration::from_millis(1500));
+    let seen = tail.wait_lines(5, Duration::from_millis(1500)).to_vec();
     assert_eq!(seen.len(), 4, "{seen:?}");
     assert!(!seen.iter().any(|l| l.contains("\"one-2\"")), "{seen:?}");
     let stderr = tail.stderr();

@@ -8,15 +8,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use support::{agent_bin, client, examples, free_port, plugin_bin, wait_for};
+use support::{NoTui, agent_bin, client, examples, free_port, now_nanos, plugin_bin, wait_for};
 
 const IMAGE_PATH: &str = "spec.template.spec.containers[0].image";
 
@@ -129,75 +127,6 @@ impl Agent {
 }
 
 impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn now_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-/// `kubectl-drift tail --no-tui …`, its stdout lines collected as they come.
-struct NoTui {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-    stderr: PathBuf,
-}
-
-impl NoTui {
-    fn start(dir: &Path, args: &[&str]) -> NoTui {
-        let stderr = dir.join(format!("plugin-{}.err", now_nanos()));
-        let mut child = Command::new(plugin_bin())
-            .arg("tail")
-            .arg("--no-tui")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
-            .spawn()
-            .expect("start kubectl-drift");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        NoTui {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-        }
-    }
-
-    /// The lines so far, after waiting up to `limit` for there to be at least `count`.
-    fn wait_lines(&mut self, count: usize, limit: Duration) -> &[String] {
-        let deadline = Instant::now() + limit;
-        while self.seen.len() < count {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        self.seen.extend(self.lines.try_iter());
-        &self.seen
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for NoTui {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

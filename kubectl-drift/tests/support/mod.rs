@@ -2,8 +2,11 @@
 //! an HTTP client and polling.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub fn repo() -> PathBuf {
@@ -62,5 +65,76 @@ pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Opt
             return None;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// `kubectl-drift tail --no-tui …`, its stdout lines collected as they come.
+pub struct NoTui {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl NoTui {
+    pub fn start(dir: &Path, args: &[&str]) -> NoTui {
+        let stderr = dir.join(format!("plugin-{}.err", now_nanos()));
+        let mut child = Command::new(plugin_bin())
+            .arg("tail")
+            .arg("--no-tui")
+            .args(args)
+            // Cluster mode only through the --kubeconfig a test passes, never a real cluster.
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
+            .spawn()
+            .expect("start kubectl-drift");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        NoTui {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// The lines so far, after waiting up to `limit` for there to be at least `count`.
+    pub fn wait_lines(&mut self, count: usize, limit: Duration) -> &[String] {
+        let deadline = Instant::now() + limit;
+        while self.seen.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        self.seen.extend(self.lines.try_iter());
+        &self.seen
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for NoTui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
