@@ -756,3 +756,50 @@ fn command_line_errors_are_clear() {
     assert!(!duration.status.success());
     assert!(String::from_utf8_lossy(&duration.stderr).contains("invalid duration"));
 }
+
+/// Issue 16: an `exclude` pattern that reaches below a changed scalar must not remove it.
+#[test]
+fn exclude_reaching_below_a_scalar_does_not_hide_it() {
+    let cases = [
+        ("spec.*.metadata.annotations", "spec.replicas"),
+        (
+            "spec.template.spec.*[*].resources",
+            "spec.template.spec.serviceAccountName",
+        ),
+    ];
+    for (exclude, changed) in cases {
+        let rule = format!(
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nexclude: ['{exclude}']\n"
+        );
+        let (_dir, agent) = offline_agent(&rule, None);
+        let old = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"replicas": 2, "template": {
+                "metadata": {"annotations": {"a": "1"}},
+                "spec": {"serviceAccountName": "web", "containers": [
+                    {"name": "app", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]}}}});
+        let mut new = old.clone();
+        match changed {
+            "spec.replicas" => new["spec"]["replicas"] = json!(5),
+            _ => new["spec"]["template"]["spec"]["serviceAccountName"] = json!("other"),
+        }
+        let review = drift_engine::review::update_review(old, new, "alice", "uid-16").unwrap();
+        let (code, body) = post(
+            &plain_client(),
+            &format!("{}/validate", agent.base),
+            &review,
+        );
+        assert_eq!(code, 200);
+        let response = &body["response"];
+        assert_eq!(response["allowed"], false, "{exclude}: {body:#}");
+        assert_eq!(response["status"]["code"], 403);
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "Drift Sentinel: immutable fields changed: {changed}; "
+            )),
+            "{message}"
+        );
+        assert_eq!(response["auditAnnotations"]["denied-paths"], changed);
+    }
+}

@@ -20,8 +20,19 @@ pub enum Coverage {
     Out,
     /// Everything here is compared.
     In,
-    /// Only some descendants are compared.
-    Partial,
+    /// The node itself is compared, but some subtrees below it are not (an `exclude` or a
+    /// system field reaches below it): a scalar here is compared.
+    InExceptBelow,
+    /// Only some subtrees below the node are compared (an `include` reaches below it), not
+    /// the node itself: a scalar here is not compared.
+    OnlyBelow,
+}
+
+impl Coverage {
+    /// Some, but not all, of the subtree is compared.
+    pub fn is_partial(self) -> bool {
+        matches!(self, Coverage::InExceptBelow | Coverage::OnlyBelow)
+    }
 }
 
 /// Which subtrees are compared: built once per rule.
@@ -43,6 +54,10 @@ impl Scope {
         Self::default()
     }
 
+    /// SPEC §4 subtree semantics: a pattern takes part at a path when it matches the path or
+    /// an ancestor (`covers`); one that only reaches *below* the path says nothing about the
+    /// node itself — an `exclude` reaching below a scalar never removes that scalar, an
+    /// `include` reaching below it never selects it.
     pub fn coverage<S: AsSegment>(&self, path: &[S]) -> Coverage {
         if self.skip.iter().any(|p| p.covers(path)) {
             return Coverage::Out;
@@ -50,11 +65,11 @@ impl Scope {
         let included = match &self.include {
             None => Coverage::In,
             Some(include) if include.iter().any(|p| p.covers(path)) => Coverage::In,
-            Some(include) if include.iter().any(|p| p.reaches_below(path)) => Coverage::Partial,
+            Some(include) if include.iter().any(|p| p.reaches_below(path)) => Coverage::OnlyBelow,
             Some(_) => return Coverage::Out,
         };
-        if self.skip.iter().any(|p| p.reaches_below(path)) {
-            Coverage::Partial
+        if included == Coverage::In && self.skip.iter().any(|p| p.reaches_below(path)) {
+            Coverage::InExceptBelow
         } else {
             included
         }
@@ -215,7 +230,7 @@ impl<'a> Walker<'_, 'a> {
         let mut last_old = None;
         let mut reordered = false;
         for &(old_index, new_index) in &alignment.kept {
-            if coverage == Coverage::Partial {
+            if coverage.is_partial() {
                 let in_scope = self.has_scoped_content(&old[old_index], old_index)
                     || self.has_scoped_content(&new[new_index], new_index);
                 if !in_scope {
@@ -230,7 +245,7 @@ impl<'a> Walker<'_, 'a> {
         }
         if reordered {
             let (old_value, new_value) = match coverage {
-                Coverage::Partial => (
+                Coverage::InExceptBelow | Coverage::OnlyBelow => (
                     self.project_list(old, coverage).map(Cow::Owned),
                     self.project_list(new, coverage).map(Cow::Owned),
                 ),
@@ -311,6 +326,8 @@ impl<'a> Walker<'_, 'a> {
                 self.walk_lists(old_items, new_items, first, coverage);
             }
             if old_map.is_some() || new_map.is_some() || old_list.is_some() || new_list.is_some() {
+                // SPEC §4: "descends into it (missing side = absent)" — a scalar on the other
+                // side of a retyped key counts as absent; only the container's parts are judged.
                 return;
             }
         }
@@ -352,7 +369,9 @@ impl<'a> Walker<'_, 'a> {
         match coverage {
             Coverage::Out => None,
             Coverage::In => present(Some(value)).map(Cow::Borrowed),
-            Coverage::Partial => self.project(value, coverage).map(Cow::Owned),
+            Coverage::InExceptBelow | Coverage::OnlyBelow => {
+                self.project(value, coverage).map(Cow::Owned)
+            }
         }
     }
 
@@ -370,7 +389,7 @@ impl<'a> Walker<'_, 'a> {
         match coverage {
             Coverage::Out => None,
             Coverage::In => present(Some(value)).cloned(),
-            Coverage::Partial => match value {
+            Coverage::InExceptBelow | Coverage::OnlyBelow => match value {
                 Value::Object(map) => {
                     let mut out = Map::new();
                     for (key, child_value) in map {
@@ -384,8 +403,9 @@ impl<'a> Walker<'_, 'a> {
                     (!out.is_empty()).then_some(Value::Object(out))
                 }
                 Value::Array(items) => self.project_list(items, coverage),
-                // A scalar has no descendants, and only descendants are in scope here.
-                _ => None,
+                Value::Null => None,
+                // A scalar has no descendants: it is compared exactly when the node itself is.
+                scalar => (coverage == Coverage::InExceptBelow).then(|| scalar.clone()),
             },
         }
     }
@@ -609,7 +629,7 @@ pub(crate) fn merge_key_for(
         Some("volumeDevices") => MergeKey::Field("devicePath"),
         Some("hostAliases") => MergeKey::Field("ip"),
         Some("ports") => {
-            if all().all(|v| field(v, "containerPort").is_some()) {
+            if all().all(|v| present(field(v, "containerPort")).is_some()) {
                 MergeKey::Port("containerPort")
             } else {
                 MergeKey::Port("port")
@@ -625,8 +645,9 @@ pub(crate) fn element_key(key: MergeKey, element: &Value) -> Option<Cow<'_, str>
         MergeKey::Field(name) => field(element, name)?.as_str().map(Cow::Borrowed),
         MergeKey::Port(name) => {
             let port = field(element, name)?.as_f64()?;
-            let protocol = match field(element, "protocol") {
-                None | Some(Value::Null) => "TCP",
+            // Keys are read as normalised (§4): an absent-like protocol is a missing one.
+            let protocol = match present(field(element, "protocol")) {
+                None => "TCP",
                 Some(Value::String(p)) => p.as_str(),
                 Some(_) => return None,
             };
@@ -654,8 +675,8 @@ fn aligns_by_position(list_name: Option<&str>, old: &[Value], new: &[Value]) -> 
 
 /// `(port, protocol)` of a ports element, a missing protocol being TCP.
 fn port_key<'v>(element: &'v Value, name: &str) -> (Option<f64>, Option<&'v str>) {
-    let protocol = match field(element, "protocol") {
-        None | Some(Value::Null) => Some("TCP"),
+    let protocol = match present(field(element, "protocol")) {
+        None => Some("TCP"),
         Some(p) => p.as_str(),
     };
     (field(element, name).and_then(Value::as_f64), protocol)

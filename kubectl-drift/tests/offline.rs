@@ -370,3 +370,27 @@ fn kubectl_discovers_the_plugin() {
         text(&output)
     );
 }
+
+/// Issue 16: `preview` denies a scalar that an `exclude` pattern only reaches below.
+#[test]
+fn preview_denies_a_scalar_that_an_exclude_only_reaches_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(
+        dir.path(),
+        "rules.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: r\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['*']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n    exclude: ['spec.*.metadata.annotations']\n",
+    );
+    let old = write(dir.path(), "old.yaml", &deployment("prod", 2, "nginx"));
+    let new = write(dir.path(), "new.yaml", &deployment("prod", 5, "nginx"));
+    let output = plugin(&[
+        "preview", "--rules", &rules, "--old", &old, "--new", &new, "-o", "json",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        document["deniedPaths"],
+        serde_json::json!(["spec.replicas"]),
+        "{document:#}"
+    );
+    assert_eq!(document["allowed"], false, "{document:#}");
+}
