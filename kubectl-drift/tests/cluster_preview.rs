@@ -1021,3 +1021,32 @@ fn the_double_answers_dry_runs_without_storing() {
     );
     assert_eq!(cluster.live_web("prod"), before);
 }
+
+/// A dry run that conflicts (`409`: the object changed since it was read, e.g. a controller
+/// wrote its status) is tried again on the new version, and after five conflicts the preview
+/// says what happened instead of showing a verdict it could not check.
+#[test]
+fn server_dry_run_conflicts_are_retried_on_the_new_version() {
+    let cluster = Cluster::start("prod");
+    let scaled = cluster.file("scaled.yaml", &edited("Deployment", "prod", 5, "nginx:1"));
+    cluster.api().inject(drift_testkit::Fault::FailPath {
+        contains: "dryRun=All".into(),
+        status: 409,
+    });
+    let output = cluster.plugin(&["preview", "-f", &scaled, "--server-dry-run"]);
+    assert_eq!(output.status.code(), Some(2), "{}", screen(&output));
+    assert_contains(
+        &output,
+        &["the object changed while it was being previewed, run the preview again"],
+    );
+    let dry_runs = cluster
+        .api()
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("dryRun=All"))
+        .count();
+    assert_eq!(
+        dry_runs, 5,
+        "each attempt reads the live object again and retries"
+    );
+}

@@ -150,7 +150,8 @@ pub enum Fault {
     GoneOnNextWatch,
     /// Every request waits this long first.
     Latency(Duration),
-    /// Requests whose path contains this text answer with this HTTP status, until healed.
+    /// Requests whose path or query contains this text (`/configmaps/rule`, `dryRun=All`)
+    /// answer with this HTTP status, until healed.
     FailPath { contains: String, status: u16 },
 }
 
@@ -813,7 +814,10 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         let path_fault = store
             .fail_paths
             .iter()
-            .find(|(contains, _)| uri.path().contains(contains.as_str()))
+            .find(|(contains, _)| {
+                uri.path().contains(contains.as_str())
+                    || uri.query().is_some_and(|q| q.contains(contains.as_str()))
+            })
             .map(|(_, code)| *code);
         let fail = match store.fail {
             Some((count, code)) if count > 0 => {

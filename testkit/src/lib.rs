@@ -1,5 +1,9 @@
 //! Test support for Drift Sentinel.
 //!
+//! [`cluster::Cluster`] runs a real Kubernetes control plane (etcd, kube-apiserver and
+//! optionally kube-controller-manager, built by `.ci/build-cluster`) on loopback; [`pki`]
+//! makes the certificates tests need.
+//!
 //! [`ApiServer`] is a Kubernetes API server double served over real HTTP on loopback. It speaks
 //! enough of the protocol for the resources the agent uses — list, watch (with
 //! `resourceVersion` semantics and replay), get, create, update, merge patch, delete, and
@@ -28,5 +32,7 @@
 //! without a target fails on its error channel, and deleting the pod ends its forwards.
 
 mod apiserver;
+pub mod cluster;
+pub mod pki;
 
 pub use apiserver::{ApiServer, Fault, ManagedFields};

@@ -3,6 +3,7 @@ schema, and every document validated against the Kubernetes schemas."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 
@@ -28,6 +29,9 @@ AT_DEFAULT = {
     "exportBackend": "disk is the only backend while enableAdmissionViolationExport is on",
     "audit.exportVolumeMount.path": "must strictly contain audit.exportConnection.path and its default; "
                                     "the only other such directory, /tmp, is the chart's scratch volume",
+    "webhook.url": "the agent tests of values-all call the agent through the Service with the generated "
+                   "CA; test_webhook_url covers it",
+    "webhook.caBundle": "only used with webhook.url; test_webhook_url covers it",
 }
 # Custom kinds the chart renders, with their CRD in crds/: validated against that CRD's schema in
 # test_chart_export.py, since kubernetes-validate knows only built-in kinds.
@@ -404,3 +408,26 @@ def test_a_broken_document_fails_kubernetes_validation(helm):
     dep["spec"]["replicas"] = "two"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, "1.35.0", strict=True)
+
+
+def test_webhook_url(helm):
+    """webhook.url points the webhook at an agent outside the cluster: clientConfig.url with the
+    given caBundle (or the generated CA when none is given), no Service reference; valid for
+    every Kubernetes version the chart supports."""
+    bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+    url = "https://10.0.0.7:8443/validate"
+    docs = render(sets=[f"webhook.url={url}", f"webhook.caBundle={bundle}"])
+    config = find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]
+    assert config == {"url": url, "caBundle": bundle}
+    docs = render(sets=[f"webhook.url={url}"])
+    config = find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]
+    assert set(config) == {"url", "caBundle"}
+    assert base64.b64decode(config["caBundle"]).decode() == tls_material(docs)["ca.crt"]
+    for version in K8S_VERSIONS:
+        for doc in docs:
+            if (doc["apiVersion"].split("/")[0], doc["kind"]) not in CUSTOM_KINDS:
+                kubernetes_validate.validate(doc, version, strict=True)
+    # Only HTTPS: the API server calls webhooks over TLS.
+    result = render_text(sets=["webhook.url=http://10.0.0.7/validate"], check=False)
+    assert result.returncode != 0
+    assert "/webhook/url" in result.stderr

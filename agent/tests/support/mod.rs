@@ -96,7 +96,16 @@ impl Agent {
     /// [`Agent::start`] with the process's working directory set to `cwd` (relative paths,
     /// such as a Connection's default path, resolve there).
     pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str], tls: bool) -> Self {
-        let port = free_port();
+        Self::start_with(cwd, free_port(), args, tls)
+    }
+
+    /// [`Agent::start`] with the webhook listener on `port` (known before the agent starts,
+    /// e.g. to register it with an API server).
+    pub fn start_on(port: u16, args: &[&str], tls: bool) -> Self {
+        Self::start_with(None, port, args, tls)
+    }
+
+    fn start_with(cwd: Option<&std::path::Path>, port: u16, args: &[&str], tls: bool) -> Self {
         let admin_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
         command

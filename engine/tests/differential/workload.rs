@@ -290,7 +290,7 @@ fn apply_one(root: &mut Value, path: &[Seg], edit: &Edit) {
             *node = match fresh % 4 {
                 0 => json!(format!("v{}", fresh % 5)),
                 1 => json!(i64::from(fresh % 5)),
-                2 => json!(fresh % 2 == 0),
+                2 => json!(fresh.is_multiple_of(2)),
                 _ => json!(format!("x{fresh}")),
             }
         }
@@ -324,7 +324,7 @@ fn apply_one(root: &mut Value, path: &[Seg], edit: &Edit) {
                 let mut element = items[usize::from(fresh) % items.len()].clone();
                 // Mostly a fresh key; sometimes a repeated one, which makes the list align by
                 // index.
-                if fresh % 5 != 0 {
+                if !fresh.is_multiple_of(5) {
                     for key in ["name", "mountPath"] {
                         if let Some(v) = element.get_mut(key) {
                             *v = json!(format!("new{fresh}"));

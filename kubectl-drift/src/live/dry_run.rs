@@ -57,6 +57,14 @@ fn denying_webhook(message: &str) -> Option<&str> {
         .then_some(name)
 }
 
+/// What a dry run came back with.
+pub enum Sent {
+    /// The admission chain's answer (allowed, or denied by Drift Sentinel's webhook).
+    Answered(ServerAnswer),
+    /// `409 Conflict`: the object changed since it was read; the message.
+    Conflict(String),
+}
+
 /// Sends `object` as a dry-run update (`PUT …?dryRun=All`) of `name`.
 pub async fn send(
     cluster: &Cluster,
@@ -64,7 +72,7 @@ pub async fn send(
     namespace: &str,
     name: &str,
     object: &Value,
-) -> anyhow::Result<ServerAnswer> {
+) -> anyhow::Result<Sent> {
     let what = format!("{} {name:?}", resource.qualified());
     let params = PostParams {
         dry_run: true,
@@ -94,13 +102,13 @@ pub async fn send(
         .map_err(describe)
         .with_context(|| format!("the server-side dry-run of {what} failed"))?;
     if (200..300).contains(&code) {
-        return Ok(ServerAnswer {
+        return Ok(Sent::Answered(ServerAnswer {
             allowed: true,
             code,
             reason: String::new(),
             message: None,
             warnings,
-        });
+        }));
     }
     let status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let text = |key: &str| {
@@ -115,14 +123,17 @@ pub async fn send(
         m => m,
     };
     let reason = text("reason");
+    if code == 409 {
+        return Ok(Sent::Conflict(message));
+    }
     match denying_webhook(&message) {
-        Some(WEBHOOK_NAME) => Ok(ServerAnswer {
+        Some(WEBHOOK_NAME) => Ok(Sent::Answered(ServerAnswer {
             allowed: false,
             code,
             reason,
             message: Some(message),
             warnings,
-        }),
+        })),
         Some(other) => bail!(
             "the server-side dry-run of {what} was denied by another admission webhook, {other:?}, not Drift Sentinel's: {message}"
         ),

@@ -352,17 +352,15 @@ pub fn preview(args: &PreviewArgs) -> anyhow::Result<Verdict> {
                 let namespace =
                     namespace_for_file(&args.common, &cluster, &object, resource.namespaced)?;
                 let live = fetch_live(&cluster, &resource, &namespace, &name).await?;
-                let edited = if args.replace {
-                    object
-                } else {
-                    // kubectl sets the namespace it applies to on the object: the last-applied
-                    // annotation names it.
-                    if resource.namespaced && text(&object, "/metadata/namespace").is_empty() {
-                        object["metadata"]["namespace"] = Value::from(namespace.clone());
-                    }
-                    let patch = Patch::for_api_version(text(&object, "/apiVersion"));
-                    apply::apply(&live, &object, patch)
-                };
+                // kubectl sets the namespace it applies to on the object: the last-applied
+                // annotation names it.
+                if !args.replace
+                    && resource.namespaced
+                    && text(&object, "/metadata/namespace").is_empty()
+                {
+                    object["metadata"]["namespace"] = Value::from(namespace.clone());
+                }
+                let edited = edited_from_file(&live, &object, args.replace);
                 (resource, namespace, name, live, edited, origin)
             }
             (None, Some(target)) => {
@@ -396,18 +394,54 @@ pub fn preview(args: &PreviewArgs) -> anyhow::Result<Verdict> {
             (None, None) => unreachable!(),
         };
         let (rules, mode, user) = judging_context(&cluster, &namespace, args.user.as_deref()).await?;
-        let new = as_update(&live, edited, &namespace);
         let what = describe_object(&resource, &namespace, &name);
-        let request = request_for(live, new.clone(), &user)
-            .with_context(|| format!("{origin} is not an update of the live {what}"))?;
-        let judged = judge(&rules, &request, mode.as_deref());
-        if args.server_dry_run {
-            let answer = dry_run::send(&cluster, &resource, &namespace, &name, &new).await?;
-            return dry_run::report(&args.common, judged, &answer);
+        let (mut live, mut edited) = (live, edited);
+        let mut attempts = 0;
+        loop {
+            let new = as_update(&live, edited.clone(), &namespace);
+            let request = request_for(live.clone(), new.clone(), &user)
+                .with_context(|| format!("{origin} is not an update of the live {what}"))?;
+            let judged = judge(&rules, &request, mode.as_deref());
+            if !args.server_dry_run {
+                render::emit(&args.common, &judged.document, || judged.screen)?;
+                return Ok(judged.verdict);
+            }
+            match dry_run::send(&cluster, &resource, &namespace, &name, &new).await? {
+                dry_run::Sent::Answered(answer) => {
+                    return dry_run::report(&args.common, judged, &answer);
+                }
+                // The live object changed between the read and the dry run (a controller
+                // writing its status, say): judge the edit of the new version, as kubectl
+                // apply retries a conflicting patch. An edit made in $EDITOR cannot be redone.
+                dry_run::Sent::Conflict(message) => {
+                    attempts += 1;
+                    let Some(path) = args.file.as_ref().filter(|_| attempts < 5) else {
+                        bail!(
+                            "the server-side dry-run of {what} failed: {message}; the object changed while it was being previewed, run the preview again"
+                        );
+                    };
+                    live = fetch_live(&cluster, &resource, &namespace, &name).await?;
+                    let mut object = offline::read_object(path)?;
+                    if !args.replace
+                        && resource.namespaced
+                        && text(&object, "/metadata/namespace").is_empty()
+                    {
+                        object["metadata"]["namespace"] = Value::from(namespace.clone());
+                    }
+                    edited = edited_from_file(&live, &object, args.replace);
+                }
+            }
         }
-        render::emit(&args.common, &judged.document, || judged.screen)?;
-        Ok(judged.verdict)
     })
+}
+
+/// What `kubectl apply -f` (or, with `--replace`, `kubectl replace -f`) makes of the live object.
+fn edited_from_file(live: &Value, object: &Value, replace: bool) -> Value {
+    if replace {
+        return object.clone();
+    }
+    let patch = Patch::for_api_version(text(object, "/apiVersion"));
+    apply::apply(live, object, patch)
 }
 
 #[cfg(test)]

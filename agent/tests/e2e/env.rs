@@ -1,0 +1,270 @@
+//! The end-to-end environment: a real control plane (`drift_testkit::cluster`), the Helm chart
+//! installed into it with its webhook pointed at an agent that runs beside the API server (the
+//! chart's pods cannot run: there is no kubelet), and that agent in cluster mode with the
+//! chart's own ServiceAccount and RBAC.
+//!
+//! One shared environment (with kube-controller-manager) serves most tests, each in namespaces
+//! of its own; tests that break the control plane or install the chart again start their own.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use drift_testkit::cluster::{Cluster, ClusterOptions};
+use drift_testkit::pki::Ca;
+use serde_json::Value;
+
+use crate::support::Agent;
+
+/// The namespace the chart is installed into and the agent runs "in".
+pub const AGENT_NAMESPACE: &str = "drift-system";
+/// The Helm release (and so the chart's full name).
+pub const RELEASE: &str = "drift-sentinel";
+/// The webhook's name, as the chart registers it.
+pub const WEBHOOK_NAME: &str = "validate.drift-sentinel.k8s.io";
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .to_path_buf()
+}
+
+/// The real helm that `.ci/install-tools` puts into `.tools/bin`.
+pub fn helm_path() -> PathBuf {
+    std::env::var_os("HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".tools/bin/helm"))
+}
+
+/// A control plane with the chart installed and an agent serving its webhook.
+pub struct Env {
+    pub cluster: Cluster,
+    pub agent: Agent,
+    /// The CA of the agent's serving certificate (the webhook's caBundle).
+    pub agent_ca: Ca,
+    /// Holds the agent's certificate files for as long as the environment lives.
+    _agent_dir: tempfile::TempDir,
+}
+
+/// How to set up an environment.
+#[derive(Default)]
+pub struct EnvOptions {
+    pub controller_manager: bool,
+    /// Extra `--set` values of the chart.
+    pub values: Vec<String>,
+    /// Extra flags of the agent.
+    pub agent_args: Vec<String>,
+}
+
+impl Env {
+    pub fn start(options: EnvOptions) -> Self {
+        let started = Instant::now();
+        let cluster = Cluster::start(ClusterOptions {
+            controller_manager: options.controller_manager,
+        });
+        let agent_ca = Ca::new("agent");
+        let agent_dir = tempfile::tempdir().expect("agent directory");
+        let (cert, key) = agent_ca.loopback_serving().write(agent_dir.path(), "tls");
+        let port = crate::support::free_port();
+        let mut values = vec![
+            format!("webhook.url=https://127.0.0.1:{port}/validate"),
+            format!("webhook.caBundle={}", base64(&agent_ca.cert_pem())),
+            "webhook.interceptScale=true".to_owned(),
+            "replicaCount=1".to_owned(),
+        ];
+        values.extend(options.values);
+        helm_install(&cluster, &values);
+        let agent_kubeconfig = cluster.kubeconfig_for_service_account(AGENT_NAMESPACE, RELEASE);
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--kubeconfig".into(),
+            agent_kubeconfig.display().to_string(),
+            "--tls-cert-file".into(),
+            cert.display().to_string(),
+            "--tls-key-file".into(),
+            key.display().to_string(),
+            "--pod-namespace".into(),
+            AGENT_NAMESPACE.into(),
+            "--pod-name".into(),
+            "e2e-agent-0".into(),
+        ];
+        args.extend(options.agent_args);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let agent = Agent::start_on(port, &args, true);
+        let env = Self {
+            cluster,
+            agent,
+            agent_ca,
+            _agent_dir: agent_dir,
+        };
+        env.wait_until_agent_ready();
+        eprintln!("e2e environment ready in {:?}", started.elapsed());
+        env
+    }
+
+    /// `/readyz` of the agent says ready (its first sync is done).
+    pub fn wait_until_agent_ready(&self) {
+        let client = self.agent_client();
+        wait_for("the agent's /readyz", Duration::from_secs(30), || {
+            client
+                .get(format!("{}/readyz", self.agent.base))
+                .send()
+                .is_ok_and(|r| r.status().is_success())
+        });
+    }
+
+    /// An HTTPS client that trusts the agent's certificate.
+    pub fn agent_client(&self) -> reqwest::blocking::Client {
+        let ca = reqwest::Certificate::from_pem(self.agent_ca.cert_pem().as_bytes()).expect("CA");
+        reqwest::blocking::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("client")
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.cluster.kubectl(args)
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        self.cluster.kubectl_stdin(args, stdin)
+    }
+
+    /// `kubectl apply -f -`; panics with kubectl's output when it fails.
+    pub fn apply(&self, manifest: &str) {
+        self.cluster.apply(manifest)
+    }
+
+    /// Creates a namespace (with optional annotations) and returns its name.
+    pub fn namespace(&self, name: &str, annotations: &[(&str, &str)]) -> String {
+        let mut manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
+        if !annotations.is_empty() {
+            manifest.push_str("  annotations:\n");
+            for (k, v) in annotations {
+                manifest.push_str(&format!("    {k}: {v:?}\n"));
+            }
+        }
+        self.apply(&manifest);
+        name.to_owned()
+    }
+
+    /// Applies a rule ConfigMap in the agent's namespace.
+    pub fn rule(&self, name: &str, spec: &str) {
+        self.apply(&crate::support::rule_config_map(
+            AGENT_NAMESPACE,
+            name,
+            spec,
+        ));
+    }
+
+    /// `kubectl get -o json`.
+    pub fn get(&self, args: &[&str]) -> Option<Value> {
+        self.cluster.get(args)
+    }
+}
+
+/// A Deployment manifest as a user would write it.
+pub fn deployment(namespace: &str, name: &str, replicas: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app: {name}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n    spec:\n      containers:\n        - name: app\n          image: {image}\n"
+    )
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Polls `check` until it holds; panics naming `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+/// Polls a server-side dry run of `manifest` (`kubectl apply --dry-run=server`) until its
+/// outcome satisfies `check` (stderr given): how a test waits for a rule change to reach the
+/// agent, without sleeping.
+pub fn wait_for_dry_run(env: &Env, what: &str, manifest: &str, check: impl Fn(bool, &str) -> bool) {
+    wait_for(what, Duration::from_secs(30), || {
+        let output = env.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], manifest);
+        check(output.status.success(), &stderr(&output))
+    });
+}
+
+fn helm_install(cluster: &Cluster, values: &[String]) {
+    let mut command = std::process::Command::new(helm_path());
+    command
+        .arg("install")
+        .arg(RELEASE)
+        .arg(workspace().join("charts/drift-sentinel"))
+        .args(["--namespace", AGENT_NAMESPACE, "--create-namespace"])
+        .arg("--kubeconfig")
+        .arg(cluster.admin_kubeconfig())
+        .env("HELM_CACHE_HOME", cluster.dir().join("helm/cache"))
+        .env("HELM_CONFIG_HOME", cluster.dir().join("helm/config"))
+        .env("HELM_DATA_HOME", cluster.dir().join("helm/data"));
+    for value in values {
+        command.arg("--set").arg(value);
+    }
+    let output = command.output().expect("run helm");
+    assert!(
+        output.status.success(),
+        "helm install failed: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+}
+
+/// Runs helm against `cluster` with its own caches.
+pub fn helm(cluster: &Cluster, args: &[&str]) -> Output {
+    std::process::Command::new(helm_path())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cluster.admin_kubeconfig())
+        .env("HELM_CACHE_HOME", cluster.dir().join("helm/cache"))
+        .env("HELM_CONFIG_HOME", cluster.dir().join("helm/config"))
+        .env("HELM_DATA_HOME", cluster.dir().join("helm/data"))
+        .output()
+        .expect("run helm")
+}
+
+pub fn base64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// The shared environment, started by the first test that asks for it and stopped by
+/// [`teardown`] when the run ends.
+static SHARED: Mutex<Option<Arc<Env>>> = Mutex::new(None);
+
+pub fn shared() -> Arc<Env> {
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(env) = shared.as_ref() {
+        return env.clone();
+    }
+    let env = Arc::new(Env::start(EnvOptions {
+        controller_manager: true,
+        ..EnvOptions::default()
+    }));
+    *shared = Some(env.clone());
+    env
+}
+
+/// Stops the shared environment (every process, every temporary directory).
+pub fn teardown() {
+    let env = SHARED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(env);
+}

@@ -1,0 +1,56 @@
+//! End-to-end tests against a real Kubernetes control plane (etcd, kube-apiserver,
+//! kube-controller-manager v1.37, built by `.ci/build-cluster`): the agent registered as a real
+//! admission webhook, driven through the real kubectl and helm. `bash .ci/e2e` runs it (it
+//! builds what the suite needs first); one test: `bash .ci/e2e webhook::scale` (a substring of
+//! the test name, as for any cargo test). See docs/testing.md.
+//!
+//! A custom harness (libtest-mimic) so that the shared environment is stopped — every process,
+//! every temporary directory — when the run ends, also after a failed test.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod chart;
+mod controllers;
+mod env;
+mod faults;
+mod plugin;
+mod rules;
+mod webhook;
+
+/// A trial named `module::function`, from a function that panics on failure.
+#[macro_export]
+macro_rules! trial {
+    ($test:path) => {
+        libtest_mimic::Trial::test(
+            $crate::trial_name(module_path!(), stringify!($test)),
+            || {
+                $test();
+                Ok(())
+            },
+        )
+    };
+}
+
+pub fn trial_name(module: &str, function: &str) -> String {
+    let module = module.split("::").last().unwrap_or(module);
+    format!("{module}::{function}")
+}
+
+fn main() {
+    let mut args = libtest_mimic::Arguments::from_args();
+    // The tests wait on servers, not on the CPU; a few at a time keep a 2-core machine busy.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(4);
+    }
+    let mut tests = Vec::new();
+    tests.extend(webhook::tests());
+    tests.extend(rules::tests());
+    tests.extend(controllers::tests());
+    tests.extend(plugin::tests());
+    tests.extend(faults::tests());
+    tests.extend(chart::tests());
+    let conclusion = libtest_mimic::run(&args, tests);
+    env::teardown();
+    conclusion.exit();
+}

@@ -1,0 +1,247 @@
+//! Rules and namespace modes managed with kubectl take effect; an invalid rule is reported as a
+//! Warning Event; two agents keep each other's Connection status entries through the real API
+//! server's server-side apply.
+
+use std::time::Duration;
+
+use libtest_mimic::Trial;
+use serde_json::{Value, json};
+
+use crate::env::{AGENT_NAMESPACE, deployment, shared, stderr, wait_for, wait_for_dry_run};
+use crate::support::{Agent, plain_client, post};
+use crate::trial;
+
+pub fn tests() -> Vec<Trial> {
+    vec![
+        trial!(rules_created_changed_broken_and_deleted_take_effect),
+        trial!(namespace_modes_take_effect),
+        trial!(two_agents_keep_each_others_connection_status),
+    ]
+}
+
+fn rule(ns: &str, mutable: &str) -> String {
+    format!(
+        "mode: enforce\npriority: 10\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: [{mutable}]\n"
+    )
+}
+
+fn rules_created_changed_broken_and_deleted_take_effect() {
+    let env = shared();
+    let ns = env.namespace("e2e-rules", &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    let scaled = deployment(&ns, "web", 3, "nginx:1.0");
+
+    // Created: replicas become mutable here (the default rule would deny them).
+    env.rule(
+        "e2e-rules",
+        &rule(&ns, "'spec.replicas', 'metadata.annotations'"),
+    );
+    wait_for_dry_run(&env, "the new rule", &scaled, |ok, _| ok);
+
+    // Changed: only images again; the denial names this rule.
+    env.rule(
+        "e2e-rules",
+        &rule(&ns, "'spec.template.spec.containers[*].image'"),
+    );
+    wait_for_dry_run(&env, "the changed rule", &scaled, |ok, err| {
+        !ok && err.contains("rule drift-system/e2e-rules allows changes only to: spec.template.spec.containers[*].image;")
+    });
+
+    // Broken: reported as a Warning Event on the ConfigMap.
+    env.apply(&crate::support::rule_config_map(
+        AGENT_NAMESPACE,
+        "e2e-rules",
+        "mode: sometimes\nnamespaces: [e2e-rules]\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+    ));
+    wait_for("the InvalidRule event", Duration::from_secs(30), || {
+        let output = env.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            AGENT_NAMESPACE,
+            "--field-selector",
+            "reason=InvalidRule,involvedObject.name=e2e-rules",
+            "-o",
+            "json",
+        ]);
+        let events: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        events["items"].as_array().is_some_and(|items| {
+            items.iter().any(|e| {
+                e["type"] == "Warning" && e["message"].as_str().is_some_and(|m| m.contains("mode"))
+            })
+        })
+    });
+
+    // Deleted: the default rule decides again.
+    let output = env.kubectl(&["delete", "configmap", "e2e-rules", "-n", AGENT_NAMESPACE]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    wait_for_dry_run(&env, "the default rule", &scaled, |ok, err| {
+        !ok && err.contains("rule drift-system/drift-sentinel-default-rule")
+    });
+}
+
+fn namespace_modes_take_effect() {
+    let env = shared();
+    let ns = env.namespace("e2e-modes", &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    let scaled = deployment(&ns, "web", 3, "nginx:1.0");
+    wait_for_dry_run(&env, "enforce", &scaled, |ok, _| !ok);
+
+    let annotate = |mode: &str| {
+        let arg = format!("drift-sentinel.k8s.io/mode={mode}");
+        let output = env.kubectl(&["annotate", "namespace", &ns, &arg, "--overwrite"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    annotate("dry-run");
+    wait_for_dry_run(&env, "dry-run mode", &scaled, |ok, err| {
+        ok && !err.contains("Warning")
+    });
+    annotate("warn");
+    wait_for_dry_run(&env, "warn mode", &scaled, |ok, err| {
+        ok && err.contains("Warning: Drift Sentinel: immutable fields changed: spec.replicas")
+    });
+    annotate("bogus");
+    wait_for_dry_run(
+        &env,
+        "an invalid mode: the rule's mode, and a warning",
+        &scaled,
+        |ok, err| !ok && err.contains("invalid drift-sentinel.k8s.io/mode annotation \"bogus\""),
+    );
+    let output = env.kubectl(&["annotate", "namespace", &ns, "drift-sentinel.k8s.io/mode-"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    wait_for_dry_run(&env, "enforce again", &scaled, |ok, err| {
+        !ok && !err.contains("Warning")
+    });
+}
+
+fn review(namespace: &str) -> Value {
+    let deployment = |replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": namespace, "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": deployment(2), "oldObject": deployment(1)}})
+}
+
+/// Two more agent processes (not registered as webhooks: reviews are posted to them) share a
+/// Connection in the real API server; each writes its own `status.byPod` entry by server-side
+/// apply with its own field managers, and neither loses the other's.
+fn two_agents_keep_each_others_connection_status() {
+    let env = shared();
+    let ns = env.namespace("e2e-connection", &[]);
+    env.apply(&format!(
+        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: audit-connection\n  namespace: {ns}\nspec:\n  driver: disk\n  config:\n    path: topics\n"
+    ));
+    let kubeconfig = env.cluster.admin_kubeconfig().to_str().unwrap().to_owned();
+    let start = |pod: &str, cwd: &std::path::Path| {
+        Agent::start_in(
+            Some(cwd),
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "--enable-admission-violation-export",
+                "--pod-name",
+                pod,
+                "--pod-namespace",
+                &ns,
+                "--connection-status-interval",
+                "300ms",
+            ],
+            false,
+        )
+    };
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let agents = [
+        start("pod-a", dirs[0].path()),
+        start("pod-b", dirs[1].path()),
+    ];
+    let decide = |agent: &Agent| {
+        post(
+            &plain_client(),
+            &format!("{}/validate", agent.base),
+            &review("e2e-shop"),
+        )
+        .1
+    };
+    let connection = || {
+        env.get(&[
+            "connection",
+            "audit-connection",
+            "-n",
+            &ns,
+            "--show-managed-fields",
+        ])
+        .unwrap_or(Value::Null)
+    };
+    let entry = |connection: &Value, pod: &str| {
+        connection["status"]["byPod"]
+            .as_array()
+            .and_then(|pods| pods.iter().find(|p| p["id"] == pod))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    for agent in &agents {
+        wait_for("the agent's first sync", Duration::from_secs(30), || {
+            decide(agent)["response"]["allowed"] == false
+        });
+    }
+    wait_for(
+        "both pods' healthy webhook entries",
+        Duration::from_secs(60),
+        || {
+            for agent in &agents {
+                decide(agent);
+            }
+            let connection = connection();
+            let uid = connection["metadata"]["uid"].clone();
+            ["pod-a", "pod-b"].iter().all(|pod| {
+                let entry = entry(&connection, pod);
+                entry["connectionUID"] == uid
+                    && entry["publishStatuses"][0]["source"] == "webhook"
+                    && entry["publishStatuses"][0]["active"] == true
+            })
+        },
+    );
+    let managers: Vec<String> = connection()["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter_map(|m| m["manager"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    for manager in [
+        "drift-sentinel/pod-a",
+        "drift-sentinel/pod-a/webhook",
+        "drift-sentinel/pod-b",
+        "drift-sentinel/pod-b/webhook",
+    ] {
+        assert!(
+            managers.iter().any(|m| m == manager),
+            "{manager} not among {managers:?}"
+        );
+    }
+
+    // A broken Connection: each pod reports it in its own entry; the webhook entries stay.
+    env.apply(&format!(
+        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: audit-connection\n  namespace: {ns}\nspec:\n  driver: kafka\n  config:\n    path: topics\n"
+    ));
+    wait_for(
+        "both pods' connection errors",
+        Duration::from_secs(60),
+        || {
+            let connection = connection();
+            ["pod-a", "pod-b"].iter().all(|pod| {
+                let entry = entry(&connection, pod);
+                entry["connectionErrors"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("unknown driver \"kafka\""))
+                    && entry["publishStatuses"][0]["source"] == "webhook"
+            })
+        },
+    );
+}

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Keeps the commands that .ci/build-cluster builds in this module's requirements for go mod tidy.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
