@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::Uri;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
-use serde_json::{Value, json};
+use drift_api::status::{AgentStatus, ExportState, InvalidRule, LoadedRule, QueueDepth};
 use tokio::sync::watch;
 
 use crate::state::Shared;
@@ -46,62 +46,63 @@ async fn status(State(state): State<AdminState>) -> Response {
 }
 
 /// The `export` part of `/status`: this pod's Connection status entry and the queue.
-fn export_document(shared: &Shared) -> Value {
+fn export_state(shared: &Shared) -> ExportState {
     let Some(export) = shared.export() else {
-        return json!({"enabled": false});
+        return ExportState::default();
     };
     let (messages, bytes) = export.exporter.queue_depth();
-    json!({
-        "enabled": true,
-        "connection": export.connection,
-        "channelDirectory": export.exporter.channel_dir().map(|d| d.display().to_string()),
-        "queue": {"messages": messages, "bytes": bytes},
-        "byPod": export.status.entry(),
-    })
+    ExportState {
+        enabled: true,
+        connection: Some(export.connection.clone()),
+        channel_directory: export
+            .exporter
+            .channel_dir()
+            .map(|d| d.display().to_string()),
+        queue: Some(QueueDepth { messages, bytes }),
+        by_pod: Some(export.status.entry()),
+    }
 }
 
 /// The `/status` document.
-pub fn status_document(shared: &Shared) -> Value {
+pub fn status_document(shared: &Shared) -> AgentStatus {
     let snapshot = shared.snapshot();
-    let rules: Vec<Value> = snapshot
+    let rules = snapshot
         .rules
         .rules()
         .iter()
-        .map(|rule| {
-            json!({
-                "rule": rule.id.to_string(),
-                "mode": rule.mode.as_str(),
-                "priority": rule.priority,
-                "origin": rule.origin,
-            })
+        .map(|rule| LoadedRule {
+            rule: rule.id.to_string(),
+            mode: rule.mode.as_str().to_owned(),
+            priority: rule.priority,
+            origin: rule.origin.clone(),
         })
         .collect();
-    let invalid: Vec<Value> = snapshot
+    let invalid_rules = snapshot
         .rules
         .invalid()
         .iter()
-        .map(|error| {
-            let mut entry = serde_json::to_value(error).unwrap_or(Value::Null);
-            if let Value::Object(map) = &mut entry {
-                map.insert(
-                    "rule".into(),
-                    json!(format!("{}/{}", error.namespace, error.name)),
-                );
-                map.insert("message".into(), json!(error.to_string()));
-            }
-            entry
+        .map(|error| InvalidRule {
+            rule: format!("{}/{}", error.namespace, error.name),
+            namespace: error.namespace.clone(),
+            name: error.name.clone(),
+            origin: error.origin.clone(),
+            field: error.field.clone(),
+            line: error.line,
+            column: error.column,
+            reason: error.reason.clone(),
+            message: error.to_string(),
         })
         .collect();
-    json!({
-        "ready": shared.is_ready(),
-        "source": snapshot.kind,
-        "loadedAt": humantime::format_rfc3339_seconds(snapshot.loaded_at).to_string(),
-        "rulesLoaded": snapshot.rules.rules().len(),
-        "rulesInvalid": snapshot.invalid_count(),
-        "rules": rules,
-        "invalidRules": invalid,
-        "sourceErrors": snapshot.source_errors,
-        "namespacesKnown": snapshot.namespaces.len(),
-        "export": export_document(shared),
-    })
+    AgentStatus {
+        ready: shared.is_ready(),
+        source: snapshot.kind.clone(),
+        loaded_at: humantime::format_rfc3339_seconds(snapshot.loaded_at).to_string(),
+        rules_loaded: snapshot.rules.rules().len(),
+        rules_invalid: snapshot.invalid_count(),
+        rules,
+        invalid_rules,
+        source_errors: snapshot.source_errors.clone(),
+        namespaces_known: snapshot.namespaces.len(),
+        export: export_state(shared),
+    }
 }

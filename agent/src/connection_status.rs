@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use drift_api::{Connection, PodConnectionStatus, PublishStatus, StatusError};
+use kube::Resource as _;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -218,8 +219,8 @@ impl ConnectionStatusReporter {
             pod_entry["connectionUID"] = json!(uid);
         }
         let body = json!({
-            "apiVersion": "connection.drift-sentinel.io/v1alpha1",
-            "kind": "Connection",
+            "apiVersion": Connection::api_version(&()),
+            "kind": Connection::kind(&()),
             "metadata": {"name": cluster.name},
             "status": {"byPod": [pod_entry]}
         });
@@ -284,8 +285,8 @@ impl ConnectionStatusReporter {
             return true;
         };
         let body = json!({
-            "apiVersion": "connection.drift-sentinel.io/v1alpha1",
-            "kind": "Connection",
+            "apiVersion": Connection::api_version(&()),
+            "kind": Connection::kind(&()),
             "metadata": {"name": cluster.name},
             "status": {"byPod": [{
                 "id": self.pod,

@@ -9,47 +9,11 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use drift_engine::manifests::Namespaces;
 use drift_engine::{RuleId, RuleSet};
-use serde::Serialize;
 
 use crate::metrics::Metrics;
 
-/// A problem with a source as a whole (a file that cannot be read or parsed), as opposed to
-/// one invalid rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SourceError {
-    pub source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub column: Option<usize>,
-    pub reason: String,
-}
-
-impl std::fmt::Display for SourceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.source)?;
-        if let (Some(line), Some(column)) = (self.line, self.column) {
-            write!(f, ": line {line} column {column}")?;
-        }
-        write!(f, ": {}", self.reason)
-    }
-}
-
-/// Where the rules come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
-pub enum SourceKind {
-    /// The built-in default rule; no source was configured.
-    BuiltIn,
-    /// Rule ConfigMaps and Namespaces watched in the cluster.
-    Cluster,
-    /// Files given with `--rules` / `--namespaces`.
-    Files {
-        rules: Vec<String>,
-        namespaces: Vec<String>,
-    },
-}
+// The wire types of `/status` describe sources; the snapshot keeps them as they are sent.
+pub use drift_api::status::{RuleSourceKind as SourceKind, SourceError};
 
 /// One consistent view of the rules and namespaces.
 #[derive(Debug)]

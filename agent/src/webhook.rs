@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review};
-use drift_engine::{Context, Decision, decide};
+use drift_engine::{Context, Detail, Evaluation, evaluate};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::state::Shared;
@@ -283,15 +283,16 @@ fn judge(
         namespace_mode,
         parent_labels,
     };
-    let decision = decide(&snapshot.rules, &request, &context);
-    let response = decision.response(&request.uid);
-    let review = response.into_review(parsed.version);
+    let evaluation = evaluate(&snapshot.rules, &request, &context, Detail::Verdict);
+    let review = evaluation
+        .response(&request.uid)
+        .into_review(parsed.version);
     let encoded = Bytes::from(review.to_string());
-    record(shared, &request, &decision, started.elapsed());
+    record(shared, &request, &evaluation, started.elapsed());
     if let Some(export) = shared.export() {
         // Whatever happens to the record, the response stands.
         let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            export.exporter.export_admission(&request, &decision);
+            export.exporter.export_admission(&request, &evaluation);
         }));
         if exported.is_err() {
             tracing::error!(uid = %request.uid, "exporting the violation record failed (panic); the response is unchanged");
@@ -300,20 +301,40 @@ fn judge(
     Answer::Review(encoded)
 }
 
-/// Metrics and the decision log line.
+/// How many changed (and denied) fields a decision log line lists; the counts are always there.
+const MAX_LOGGED_FIELDS: usize = 50;
+
+/// The metric label `resource`: `group/version/resource` as the original Go agent writes it
+/// (`apps/v1/deployments`), `/scale` appended for the subresource; the core group is left out
+/// (`v1/pods`).
+fn resource_label(request: &drift_engine::AdmissionRequest) -> String {
+    let gvr = &request.resource;
+    let mut label = String::with_capacity(64);
+    if !gvr.group.is_empty() {
+        label.push_str(&gvr.group);
+        label.push('/');
+    }
+    label.push_str(&gvr.version);
+    label.push('/');
+    label.push_str(&gvr.resource);
+    if !request.sub_resource().is_empty() {
+        label.push('/');
+        label.push_str(request.sub_resource());
+    }
+    label
+}
+
+/// Metrics and the decision log line, rendered from the evaluation.
 fn record(
     shared: &Shared,
     request: &drift_engine::AdmissionRequest,
-    decision: &Decision<'_>,
+    evaluation: &Evaluation<'_>,
     elapsed: Duration,
 ) {
     let metrics = &shared.metrics;
-    let resource = match request.sub_resource() {
-        "" => request.resource.resource.clone(),
-        sub => format!("{}/{sub}", request.resource.resource),
-    };
-    let result = match (decision.outcome, decision.allowed) {
-        (Some(outcome), _) => outcome.as_str(),
+    let resource = resource_label(request);
+    let result = match (evaluation.verdict(), evaluation.allowed()) {
+        (Some(verdict), _) => verdict.as_str(),
         (None, true) => "allowed",
         (None, false) => "error",
     };
@@ -322,12 +343,10 @@ fn record(
         .with_label_values(&[request.namespace(), &resource, result])
         .inc();
     metrics.admission_duration.observe(elapsed.as_secs_f64());
-    if decision.is_violation()
-        && let Some(mode) = decision.mode
-    {
+    let changes = evaluation.changes();
+    if let (Some(_), Some(mode)) = (evaluation.violation(), evaluation.mode()) {
         // One count per field and request, whatever the number of indices it changed at.
-        let fields: std::collections::BTreeSet<String> = decision
-            .changes
+        let fields: std::collections::BTreeSet<String> = changes
             .iter()
             .filter(|c| !c.mutable)
             .map(|c| c.change.path.to_wildcard_string())
@@ -339,7 +358,11 @@ fn record(
                 .inc();
         }
     }
-    let changed: Vec<&str> = decision.changes.iter().map(|c| c.path.as_str()).collect();
+    let listed = |paths: &mut dyn Iterator<Item = &str>| {
+        paths.take(MAX_LOGGED_FIELDS).collect::<Vec<_>>().join(", ")
+    };
+    let denied = evaluation.denied_paths();
+    let rule = evaluation.rule();
     tracing::info!(
         uid = %request.uid,
         operation = %request.operation,
@@ -347,12 +370,15 @@ fn record(
         resource = %resource,
         name = request.name(),
         user = %request.user_info.username,
-        rule = decision.rule.map(|r| r.id.to_string()).unwrap_or_default(),
-        mode = decision.mode.map(|m| m.as_str()).unwrap_or(""),
+        rule = rule.map(|r| r.id.to_string()).unwrap_or_default(),
+        mode = evaluation.mode().map(|m| m.as_str()).unwrap_or(""),
+        step = ?evaluation.step(),
         result = result,
-        reason = %decision.status_message(),
-        changed_fields = %changed.join(", "),
-        denied_fields = %decision.denied_paths.join(", "),
+        reason = %evaluation.status_message(),
+        changed_fields = %listed(&mut changes.iter().map(|c| c.path.as_str())),
+        changed_count = changes.len(),
+        denied_fields = %listed(&mut denied.iter().map(String::as_str)),
+        denied_count = denied.len(),
         dry_run = request.dry_run.unwrap_or(false),
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         "admission decision"

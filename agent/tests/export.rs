@@ -906,11 +906,13 @@ fn violations_become_complete_records_and_responses_do_not_change() {
         .collect();
     assert_eq!(ids(&records), sent);
 
-    // Specific values.
+    // Specific values: numbers stay numbers (SPEC §7), with the totals.
     let deployment_details = json!({
         "deniedPaths": ["spec.replicas"],
         "changedPaths": ["spec.replicas", IMAGE_PATH],
-        "changes": [{"path": "spec.replicas", "old": "1", "new": "2"}]
+        "changes": [{"path": "spec.replicas", "old": 1, "new": 2}],
+        "deniedCount": 1,
+        "changedCount": 2
     });
     for uid in ["enforce-0", "warn-1", "dry-2", "dryrun-request"] {
         assert_eq!(by_id[uid]["details"], deployment_details, "{uid}");
@@ -936,7 +938,8 @@ fn violations_become_complete_records_and_responses_do_not_change() {
     assert_eq!(
         scale["details"],
         json!({"deniedPaths": ["spec.replicas"], "changedPaths": ["spec.replicas"],
-               "changes": [{"path": "spec.replicas", "old": "2", "new": "5"}]})
+               "changes": [{"path": "spec.replicas", "old": 2, "new": 5}],
+               "deniedCount": 1, "changedCount": 1})
     );
     let example = by_id["example-1"];
     assert_eq!(example["ruleNamespace"], "drift-sentinel");
@@ -953,9 +956,9 @@ fn violations_become_complete_records_and_responses_do_not_change() {
     );
     assert_eq!(
         example["details"]["changes"],
-        json!([{"path": "spec.replicas", "old": "3", "new": "5"},
-               {"path": IMAGE_PATH, "old": "\"registry.example.com/checkout:2.3.0\"",
-                "new": "\"registry.example.com/checkout:2.4.0\""}])
+        json!([{"path": "spec.replicas", "old": 3, "new": 5},
+               {"path": IMAGE_PATH, "old": "registry.example.com/checkout:2.3.0",
+                "new": "registry.example.com/checkout:2.4.0"}])
     );
     for uid in [
         "allowed-image",

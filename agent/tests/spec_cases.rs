@@ -1471,9 +1471,10 @@ fn effective_mode_namespace_annotation_and_responses() {
     let response = response_of(&got);
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(response["auditAnnotations"]["result"], "warned");
+    // SPEC §5: `denied-paths` holds at most 20 paths, then `, … (N more)`.
     assert_eq!(
         response["auditAnnotations"]["denied-paths"],
-        json!(paths.join(", "))
+        json!(format!("{}, … (21 more)", paths[..20].join(", ")))
     );
     let warnings = response["warnings"].as_array().expect("warnings");
     assert_eq!(warnings.len(), 1, "{warnings:?}");

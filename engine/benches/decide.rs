@@ -7,7 +7,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use drift_engine::review::parse_review;
-use drift_engine::{AdmissionRequest, Context, RuleId, RuleSet, RuleSource, Step, decide};
+use drift_engine::{
+    AdmissionRequest, Context, Detail, RuleId, RuleSet, RuleSource, Step, evaluate,
+};
 use serde_json::Value;
 
 fn rules(specs: &[(String, String)]) -> RuleSet {
@@ -67,10 +69,22 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     for (name, rules, request, expected) in &cases {
         // The benchmark measures the right thing only if the decision is the expected one.
-        let decision = decide(rules, request, &context);
-        assert_eq!(decision.step, *expected, "{name}: {}", decision.reason);
+        let evaluation = evaluate(rules, request, &context, Detail::Verdict);
+        assert_eq!(
+            evaluation.step(),
+            *expected,
+            "{name}: {}",
+            evaluation.reason()
+        );
         group.bench_function(*name, |b| {
-            b.iter(|| black_box(decide(black_box(rules), black_box(request), &context)))
+            b.iter(|| {
+                black_box(evaluate(
+                    black_box(rules),
+                    black_box(request),
+                    &context,
+                    Detail::Verdict,
+                ))
+            })
         });
     }
     group.finish();
@@ -78,8 +92,13 @@ fn bench(c: &mut Criterion) {
     for (name, rules, request, _) in &cases {
         group.bench_function(*name, |b| {
             b.iter(|| {
-                let decision = decide(black_box(rules), black_box(request), &context);
-                black_box(decision.response("bench"));
+                let evaluation = evaluate(
+                    black_box(rules),
+                    black_box(request),
+                    &context,
+                    Detail::Verdict,
+                );
+                black_box(evaluation.response("bench"));
             })
         });
     }

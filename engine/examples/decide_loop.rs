@@ -4,7 +4,7 @@
 #[path = "../benches/fixtures.rs"]
 mod fixtures;
 
-use drift_engine::{Context, RuleId, RuleSet, RuleSource, decide, review};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, evaluate, review};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -40,8 +40,8 @@ fn main() {
     let started = std::time::Instant::now();
     let mut denied = 0usize;
     for _ in 0..iterations {
-        let decision = decide(&rules, &request, &Context::default());
-        denied += usize::from(!decision.allowed);
+        let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        denied += usize::from(!evaluation.allowed());
     }
     let per = started.elapsed() / u32::try_from(iterations.max(1)).unwrap_or(u32::MAX);
     println!("case {case}: {iterations} decisions, {per:?} each, {denied} denied");

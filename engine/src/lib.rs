@@ -1,19 +1,22 @@
 //! `drift-engine`: the pure decision logic of Drift Sentinel.
 //!
-//! Data in, decision out: rule YAML is compiled once into a [`RuleSet`]; each admission
-//! request is judged by [`decide`] against it. No I/O, no clock, no async, no globals — the
+//! Data in, evaluation out: rule YAML is compiled once into a [`RuleSet`]; each admission
+//! request is judged by [`evaluate`] against it, and everything else — the admission
+//! response ([`message`]), the agent's log, metrics and records, the plugin's screens — renders
+//! that one [`Evaluation`]. No I/O, no clock, no async, no globals — the
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
 
 pub mod apply;
-pub mod decision;
 pub mod diff;
+pub mod evaluation;
 pub mod glob;
 pub mod manifests;
+pub mod message;
 pub mod path;
 pub mod review;
 pub mod rule;
 
-pub use decision::{Context, Decision, Outcome, Step, decide};
+pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};
 pub use path::{FieldPath, PathPattern, PathSegment};
 pub use review::{AdmissionRequest, AdmissionResponse, ReviewVersion, parse_review};
 pub use rule::{CompiledRule, Mode, RuleError, RuleId, RuleSet, RuleSource};

@@ -235,6 +235,10 @@ pub fn update_review(old: Value, new: Value, user: &str, uid: &str) -> Result<Va
 pub struct ResponseStatus {
     pub status: &'static str,
     pub code: u16,
+    /// `Forbidden` on a denial (kubectl then prints `Error from server (Forbidden): …`, as for
+    /// Gatekeeper and Kyverno), `BadRequest`, `InternalError`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
     pub message: String,
 }
 
@@ -260,6 +264,7 @@ impl AdmissionResponse {
             status: ResponseStatus {
                 status: "Failure",
                 code: 400,
+                reason: Some("BadRequest"),
                 message: message.into(),
             },
             warnings: Vec::new(),
@@ -273,6 +278,7 @@ impl AdmissionResponse {
             status: ResponseStatus {
                 status: "Failure",
                 code: 500,
+                reason: Some("InternalError"),
                 message: message.into(),
             },
             ..Self::bad_request(uid, "")
@@ -359,7 +365,7 @@ mod tests {
             serde_json::json!({
                 "apiVersion": "admission.k8s.io/v1beta1",
                 "kind": "AdmissionReview",
-                "response": {"uid": "u", "allowed": false, "status": {"status": "Failure", "code": 400, "message": "nope"}}
+                "response": {"uid": "u", "allowed": false, "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": "nope"}}
             })
         );
     }

@@ -1,8 +1,8 @@
 //! The decision of SPEC §3, table-driven through the public API.
 
-use drift_engine::decision::{Mismatch, match_rule, target_of};
+use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{Context, Outcome, RuleId, RuleSet, RuleSource, Step, decide};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, Step, Verdict, evaluate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -71,7 +71,7 @@ struct Case {
     namespace_mode: Option<&'static str>,
     step: Step,
     allowed: bool,
-    outcome: Option<Outcome>,
+    outcome: Option<Verdict>,
     mode: Option<&'static str>,
     denied: &'static [&'static str],
     warnings: usize,
@@ -85,7 +85,7 @@ fn base(name: &'static str, spec: &str, request: AdmissionRequest) -> Case {
         namespace_mode: None,
         step: Step::NoChanges,
         allowed: true,
-        outcome: Some(Outcome::Allowed),
+        outcome: Some(Verdict::Allowed),
         mode: Some("enforce"),
         denied: &[],
         warnings: 0,
@@ -155,13 +155,13 @@ fn decision_table() {
         Case {
             step: Step::Violation,
             allowed: false,
-            outcome: Some(Outcome::Denied),
+            outcome: Some(Verdict::Denied),
             denied: &["spec.replicas"],
             ..base("replicas change is denied", IMAGE_ONLY, replicas_change())
         },
         Case {
             step: Step::Violation,
-            outcome: Some(Outcome::Warned),
+            outcome: Some(Verdict::Warned),
             mode: Some("warn"),
             denied: &["spec.replicas"],
             warnings: 1,
@@ -173,7 +173,7 @@ fn decision_table() {
         },
         Case {
             step: Step::Violation,
-            outcome: Some(Outcome::WouldDeny),
+            outcome: Some(Verdict::WouldDeny),
             mode: Some("dry-run"),
             denied: &["spec.replicas"],
             ..base(
@@ -194,7 +194,7 @@ fn decision_table() {
         Case {
             namespace_mode: Some("warn"),
             step: Step::Violation,
-            outcome: Some(Outcome::Warned),
+            outcome: Some(Verdict::Warned),
             mode: Some("warn"),
             denied: &["spec.replicas"],
             warnings: 1,
@@ -214,7 +214,7 @@ fn decision_table() {
             namespace_mode: Some("Warn"),
             step: Step::Violation,
             allowed: false,
-            outcome: Some(Outcome::Denied),
+            outcome: Some(Verdict::Denied),
             denied: &["spec.replicas"],
             warnings: 1,
             ..base(
@@ -244,7 +244,7 @@ fn decision_table() {
         Case {
             step: Step::Violation,
             allowed: false,
-            outcome: Some(Outcome::Denied),
+            outcome: Some(Verdict::Denied),
             denied: &["spec.replicas"],
             ..base(
                 "users set and user listed",
@@ -315,7 +315,7 @@ fn decision_table() {
         Case {
             step: Step::Violation,
             allowed: false,
-            outcome: Some(Outcome::Denied),
+            outcome: Some(Verdict::Denied),
             denied: &["spec.replicas"],
             ..base(
                 "labels key=value and presence",
@@ -336,27 +336,29 @@ fn decision_table() {
             namespace_mode: case.namespace_mode,
             parent_labels: None,
         };
-        let decision = decide(&rules, &case.request, &context);
+        let decision = evaluate(&rules, &case.request, &context, Detail::Verdict);
         assert_eq!(
-            decision.step, case.step,
+            decision.step(),
+            case.step,
             "{}: {}",
-            case.name, decision.reason
+            case.name,
+            decision.reason()
         );
-        assert_eq!(decision.allowed, case.allowed, "{}", case.name);
-        assert_eq!(decision.outcome, case.outcome, "{}", case.name);
+        assert_eq!(decision.allowed(), case.allowed, "{}", case.name);
+        assert_eq!(decision.verdict(), case.outcome, "{}", case.name);
         assert_eq!(
-            decision.mode.map(|m| m.as_str()),
+            decision.mode().map(|m| m.as_str()),
             case.mode,
             "{}",
             case.name
         );
-        assert_eq!(decision.denied_paths, case.denied, "{}", case.name);
+        assert_eq!(decision.denied_paths(), case.denied, "{}", case.name);
         assert_eq!(
-            decision.warnings.len(),
+            decision.warnings().len(),
             case.warnings,
             "{}: {:?}",
             case.name,
-            decision.warnings
+            decision.warnings()
         );
 
         let response = decision.response("req-1");
@@ -405,9 +407,9 @@ fn violation_message_and_response_shapes() {
         .unwrap()
         .insert(0, json!({"name": "sidecar", "image": "envoy"}));
     let request = update(deployment("nginx:1", 3), new);
-    let decision = decide(&rules, &request, &Context::default());
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
     assert_eq!(
-        decision.denied_paths,
+        decision.denied_paths(),
         ["spec.replicas", "spec.template.spec.containers[0]"]
     );
     let message = decision.response("x").status.message;
@@ -451,17 +453,17 @@ fn values_in_messages_are_truncated_and_counted() {
         new["metadata"]["annotations"][format!("k{i:02}")] = json!("y".repeat(200));
     }
     let request = update(old, new);
-    let decision = decide(&rules, &request, &Context::default());
-    assert_eq!(decision.denied_paths.len(), 15);
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(decision.denied_paths().len(), 15);
     assert!(
-        decision.reason.contains("and 5 more"),
+        decision.reason().contains("and 5 more"),
         "{}",
-        decision.reason
+        decision.reason()
     );
     let shown = format!("\"{}…", "x".repeat(62));
-    assert!(decision.reason.contains(&shown), "{}", decision.reason);
-    assert!(!decision.reason.contains(&"x".repeat(64)));
-    let warning = &decision.warnings[0];
+    assert!(decision.reason().contains(&shown), "{}", decision.reason());
+    assert!(!decision.reason().contains(&"x".repeat(64)));
+    let warning = &decision.warnings()[0];
     assert!(warning.len() <= 512, "{}", warning.len());
     assert!(warning.ends_with('…'));
     assert!(warning.starts_with("Drift Sentinel: immutable fields changed: "));
@@ -514,9 +516,9 @@ fn priority_and_tie_breaks() {
     ];
     for (sources, want) in cases {
         let rules = RuleSet::build(sources);
-        let decision = decide(&rules, &request, &Context::default());
+        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
         assert_eq!(
-            decision.rule.map(|r| r.id.to_string()).as_deref(),
+            decision.rule().map(|r| r.id.to_string()).as_deref(),
             Some(want)
         );
     }
@@ -537,10 +539,10 @@ fn users_rule_wins_the_match_without_fall_through() {
         ),
     ]);
     let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
-    let decision = decide(&rules, &request, &Context::default());
-    assert_eq!(decision.step, Step::UserNotInScope);
-    assert_eq!(decision.rule.unwrap().id.name, "scoped");
-    assert_eq!(decision.reason, "user not in scoped user list");
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(decision.step(), Step::UserNotInScope);
+    assert_eq!(decision.rule().unwrap().id.name, "scoped");
+    assert_eq!(decision.reason(), "user not in scoped user list");
 }
 
 #[test]
@@ -548,8 +550,8 @@ fn malformed_update_objects_are_bad_requests() {
     let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
     let mut request = update(deployment("a", 1), deployment("a", 1));
     request.old_object = Some(json!("nope"));
-    let decision = decide(&rules, &request, &Context::default());
-    assert_eq!(decision.step, Step::BadRequest);
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(decision.step(), Step::BadRequest);
     let response = decision.response("x");
     assert!(!response.allowed);
     assert_eq!(response.status.code, 400);
@@ -558,7 +560,7 @@ fn malformed_update_objects_are_bad_requests() {
     // Other operations are allowed whatever their objects.
     request.operation = "DELETE".into();
     request.object = None;
-    assert!(decide(&rules, &request, &Context::default()).allowed);
+    assert!(evaluate(&rules, &request, &Context::default(), Detail::Verdict).allowed());
 }
 
 fn scale_request(old: i64, new: i64) -> AdmissionRequest {
@@ -579,11 +581,17 @@ fn scale_request(old: i64, new: i64) -> AdmissionRequest {
 fn scale_subresource_is_a_replicas_change_of_the_parent() {
     let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
     let request = scale_request(3, 5);
-    let decision = decide(&rules, &request, &Context::default());
-    assert_eq!(decision.step, Step::Violation);
-    assert_eq!(decision.denied_paths, ["spec.replicas"]);
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(decision.step(), Step::Violation);
+    assert_eq!(decision.denied_paths(), ["spec.replicas"]);
     assert_eq!(
-        decide(&rules, &scale_request(3, 3), &Context::default()).step,
+        evaluate(
+            &rules,
+            &scale_request(3, 3),
+            &Context::default(),
+            Detail::Verdict
+        )
+        .step(),
         Step::NoChanges
     );
 
@@ -594,7 +602,13 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
     )]);
     assert!(mutable.invalid().is_empty(), "{:?}", mutable.invalid());
     assert_eq!(
-        decide(&mutable, &scale_request(3, 5), &Context::default()).step,
+        evaluate(
+            &mutable,
+            &scale_request(3, 5),
+            &Context::default(),
+            Detail::Verdict
+        )
+        .step(),
         Step::OnlyMutable
     );
 
@@ -605,7 +619,13 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         &format!("{IMAGE_ONLY}labels: [app=web]\n"),
     )]);
     assert_eq!(
-        decide(&labelled, &scale_request(3, 5), &Context::default()).step,
+        evaluate(
+            &labelled,
+            &scale_request(3, 5),
+            &Context::default(),
+            Detail::Verdict
+        )
+        .step(),
         Step::NoMatchingRule
     );
     let labels = json!({"app": "web"});
@@ -614,7 +634,7 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         parent_labels: labels.as_object(),
     };
     assert_eq!(
-        decide(&labelled, &scale_request(3, 5), &context).step,
+        evaluate(&labelled, &scale_request(3, 5), &context, Detail::Verdict).step(),
         Step::Violation
     );
 
@@ -624,10 +644,10 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         (target.group.as_ref(), target.kind.as_ref()),
         ("apps", "Deployment")
     );
-    let rule = &labelled.rules()[0];
+    let evaluation = evaluate(&labelled, &request, &Context::default(), Detail::Verdict);
     assert!(matches!(
-        match_rule(rule, &request, &target, &Context::default()),
-        Err(Mismatch::Labels(_))
+        evaluation.considered[0].matched,
+        Err(Mismatch::ParentLabelsUnknown)
     ));
 }
 
@@ -642,13 +662,13 @@ fn rollout_restart_is_covered_by_descent() {
     new["spec"]["template"]["metadata"]["annotations"] =
         json!({"kubectl.kubernetes.io/restartedAt": "2026-12-02T10:00:00Z"});
     let request = update(deployment("nginx:1", 3), new.clone());
-    let decision = decide(&rules, &request, &Context::default());
-    assert_eq!(decision.step, Step::OnlyMutable, "{}", decision.reason);
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(decision.step(), Step::OnlyMutable, "{}", decision.reason());
     new["spec"]["template"]["metadata"]["annotations"]["other"] = json!("x");
     let request = update(deployment("nginx:1", 3), new);
-    let decision = decide(&rules, &request, &Context::default());
+    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
     assert_eq!(
-        decision.denied_paths,
+        decision.denied_paths(),
         ["spec.template.metadata.annotations.other"]
     );
 }
@@ -680,9 +700,9 @@ proptest! {
         );
         let rules = RuleSet::build(vec![rule("ops", "r", &spec)]);
         let request = update(old, new);
-        let decision = decide(&rules, &request, &Context::default());
-        prop_assert!(decision.allowed, "{}", decision.reason);
-        prop_assert!(decision.denied_paths.is_empty());
+        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        prop_assert!(decision.allowed(), "{}", decision.reason());
+        prop_assert!(decision.denied_paths().is_empty());
     }
 
     /// An update that changes nothing is never a violation, whatever the object.
@@ -691,7 +711,68 @@ proptest! {
         let rules = RuleSet::build(vec![rule("ops", "r", "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n")]);
         let object = deployment(&image, replicas);
         let request = update(object.clone(), object);
-        let decision = decide(&rules, &request, &Context::default());
-        prop_assert_eq!(decision.step, Step::NoChanges);
+        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        prop_assert_eq!(decision.step(), Step::NoChanges);
     }
+}
+
+/// SPEC §5 bounded answers: 20 paths named in the reason and in `denied-paths`, values for 10,
+/// a denial's status carries `reason: Forbidden`, and the response stays under 64 KiB whatever
+/// the size of the diff.
+#[test]
+fn answers_are_bounded_and_denials_are_forbidden() {
+    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let mut new = deployment("nginx:1", 3);
+    let labels: serde_json::Map<String, Value> = (0..25)
+        .map(|i| (format!("l{i:02}"), json!("x".repeat(200))))
+        .collect();
+    new["metadata"]["labels"] = Value::Object(labels);
+    let request = update(deployment("nginx:1", 3), new);
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(
+        evaluation.denied_paths().len(),
+        27,
+        "25 added labels, app and team removed"
+    );
+    let response = evaluation.response("u");
+    assert_eq!(response.status.code, 403);
+    assert_eq!(response.status.reason, Some("Forbidden"));
+    let message = &response.status.message;
+    let named: Vec<String> = evaluation.denied_paths()[..20].to_vec();
+    assert!(
+        message.starts_with(&format!(
+            "Drift Sentinel: immutable fields changed: {} … and 7 more; ",
+            named.join(", ")
+        )),
+        "{message}"
+    );
+    assert!(message.contains("; and 17 more; rule ops/r"), "{message}");
+    assert_eq!(
+        response.audit_annotations["denied-paths"],
+        format!("{}, … (7 more)", named.join(", "))
+    );
+
+    // 200,000 changed list items: the answer stays small.
+    let old = deployment("nginx:1", 3);
+    let mut big = old.clone();
+    big["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!((0..200_000).map(|i| format!("a{i}")).collect::<Vec<_>>());
+    let mut before = old.clone();
+    before["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!((0..200_000).map(|i| format!("b{i}")).collect::<Vec<_>>());
+    let request = update(before, big);
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let body = evaluation
+        .response("u")
+        .into_review(drift_engine::ReviewVersion::V1)
+        .to_string();
+    assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
+    let allowed = evaluate(
+        &rules,
+        &update(deployment("nginx:1", 3), deployment("nginx:2", 3)),
+        &Context::default(),
+        Detail::Verdict,
+    )
+    .response("u");
+    assert_eq!(allowed.status.reason, None);
 }

@@ -4,7 +4,7 @@
 //! indices. Table-driven through the public decision.
 
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{Context, RuleId, RuleSet, RuleSource, Step, decide};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, Step, evaluate};
 use serde_json::{Value, json};
 
 fn deployment() -> Value {
@@ -77,8 +77,8 @@ fn judge(field: &str, patterns: &[&str], edit: Edit) -> (Step, Vec<String>) {
         "object": edited(edit), "oldObject": deployment(),
     }))
     .expect("request");
-    let decision = decide(&rules, &request, &Context::default());
-    (decision.step, decision.denied_paths.clone())
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    (evaluation.step(), evaluation.denied_paths().to_vec())
 }
 
 #[test]

@@ -15,7 +15,7 @@ mod tail;
 
 use anyhow::{Context as _, bail};
 use drift_engine::review::{AdmissionRequest, parse_review, update_review};
-use drift_engine::{Context, Outcome, Step, decide};
+use drift_engine::{Context, Detail, Evaluation, evaluate};
 use serde_json::Value;
 
 use crate::cli::{Cli, Command, ExplainArgs, PreviewArgs};
@@ -48,10 +48,12 @@ impl Verdict {
         }
     }
 
-    fn of(decision: &drift_engine::Decision<'_>) -> Self {
-        match decision.outcome {
-            _ if !decision.allowed => Verdict::Denied,
-            Some(Outcome::Warned | Outcome::WouldDeny) => Verdict::ViolationAllowed,
+    fn of(evaluation: &Evaluation<'_>) -> Self {
+        match evaluation.verdict() {
+            _ if !evaluation.allowed() => Verdict::Denied,
+            Some(drift_engine::Verdict::Warned | drift_engine::Verdict::WouldDeny) => {
+                Verdict::ViolationAllowed
+            }
             _ => Verdict::Allowed,
         }
     }
@@ -94,19 +96,9 @@ pub(crate) fn judge(
         namespace_mode,
         parent_labels: None,
     };
-    let decision = decide(&rules.set, request, &context);
-    let excluded = match (decision.rule, &request.old_object, &request.object) {
-        (Some(rule), Some(old), Some(new))
-            if decision.step == Step::Violation
-                || decision.step == Step::OnlyMutable
-                || decision.step == Step::NoChanges =>
-        {
-            drift_engine::decision::excluded_changes(rule, old, new)
-        }
-        _ => Vec::new(),
-    };
-    let verdict = Verdict::of(&decision);
-    let (document, screen) = render::preview_parts(request, &decision, &excluded, rules, verdict);
+    let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
+    let verdict = Verdict::of(&evaluation);
+    let (document, screen) = render::preview_parts(request, &evaluation, rules, verdict);
     Judged {
         verdict,
         document,

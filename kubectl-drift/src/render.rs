@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 
-use drift_engine::decision::{Mismatch, display_value, match_rule, target_of};
-use drift_engine::diff::Change;
+use drift_engine::evaluation::{Mismatch, ModeSource, Settled};
+use drift_engine::message::{display_value, truncate_chars};
 use drift_engine::review::AdmissionRequest;
 use drift_engine::rule::Mode;
-use drift_engine::{Context, Decision, Step};
+use drift_engine::{Context, Detail, Evaluation, Step, evaluate};
 use serde_json::{Value, json};
 
 use crate::cli::{Common, Output};
@@ -76,36 +76,41 @@ fn object_line(request: &AdmissionRequest) -> String {
     }
 }
 
-fn mode_source(decision: &Decision<'_>) -> &'static str {
-    match decision.mode_source {
-        Some(drift_engine::decision::ModeSource::NamespaceAnnotation) => {
-            "namespace annotation drift-sentinel.k8s.io/mode"
-        }
-        Some(drift_engine::decision::ModeSource::Rule) => "the rule",
+fn mode_source(evaluation: &Evaluation<'_>) -> &'static str {
+    match evaluation.matched().map(|m| m.mode_source) {
+        Some(ModeSource::NamespaceAnnotation) => "namespace annotation drift-sentinel.k8s.io/mode",
+        Some(ModeSource::Rule) => "the rule",
         None => "",
     }
 }
 
 /// The message the API server would return to kubectl.
-fn api_server_message(decision: &Decision<'_>) -> Option<String> {
-    (!decision.allowed).then(|| {
+fn api_server_message(evaluation: &Evaluation<'_>) -> Option<String> {
+    (!evaluation.allowed()).then(|| {
         format!(
             "admission webhook \"{WEBHOOK_NAME}\" denied the request: {}",
-            decision.status_message()
+            evaluation.status_message()
         )
     })
+}
+
+/// The changes `include`/`exclude` left out (evaluated with [`Detail::Full`]).
+fn excluded<'e>(evaluation: &'e Evaluation<'_>) -> &'e [drift_engine::diff::Change<'e>] {
+    evaluation
+        .comparison()
+        .and_then(|c| c.excluded.as_deref())
+        .unwrap_or(&[])
 }
 
 /// What `preview` prints: the document (`-o json|yaml`) and the screen (`-o text`).
 pub(crate) fn preview_parts(
     request: &AdmissionRequest,
-    decision: &Decision<'_>,
-    excluded: &[Change<'_>],
+    evaluation: &Evaluation<'_>,
     rules: &LoadedRules,
     verdict: Verdict,
 ) -> (Value, String) {
-    let mut changes: Vec<Value> = decision
-        .changes
+    let mut changes: Vec<Value> = evaluation
+        .changes()
         .iter()
         .map(|c| {
             json!({
@@ -116,37 +121,37 @@ pub(crate) fn preview_parts(
             })
         })
         .collect();
-    changes.extend(excluded.iter().map(|c| {
+    changes.extend(excluded(evaluation).iter().map(|c| {
         json!({"path": c.path.to_string(), "old": c.old.as_deref(), "new": c.new.as_deref(), "status": "excluded"})
     }));
     let document = json!({
         "object": object_summary(request),
         "user": request.user_info.username,
-        "rule": decision.rule.map(|r| r.id.to_string()),
-        "mode": decision.mode.map(Mode::as_str),
-        "modeSource": decision.mode_source,
-        "step": decision.step,
-        "reason": decision.reason,
-        "allowed": decision.allowed,
-        "result": decision.outcome.map(|o| o.as_str()),
+        "rule": evaluation.rule().map(|r| r.id.to_string()),
+        "mode": evaluation.mode().map(Mode::as_str),
+        "modeSource": evaluation.matched().map(|m| m.mode_source),
+        "step": evaluation.step(),
+        "reason": evaluation.reason(),
+        "allowed": evaluation.allowed(),
+        "result": evaluation.verdict().map(|v| v.as_str()),
         "changes": changes,
-        "deniedPaths": decision.denied_paths,
-        "warnings": decision.warnings,
-        "apiServerMessage": api_server_message(decision),
+        "deniedPaths": evaluation.denied_paths(),
+        "warnings": evaluation.warnings(),
+        "apiServerMessage": api_server_message(evaluation),
         "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "exitCode": verdict.exit_code(),
     });
-    let screen = preview_text(request, decision, excluded, rules, verdict);
+    let screen = preview_text(request, evaluation, rules, verdict);
     (document, screen)
 }
 
 fn preview_text(
     request: &AdmissionRequest,
-    decision: &Decision<'_>,
-    excluded: &[Change<'_>],
+    evaluation: &Evaluation<'_>,
     rules: &LoadedRules,
     verdict: Verdict,
 ) -> String {
+    let warnings = evaluation.warnings();
     let style = Style::detect();
     let mut out = String::new();
     let _ = writeln!(
@@ -155,7 +160,7 @@ fn preview_text(
         object_line(request),
         request.user_info.username
     );
-    match (decision.rule, decision.mode) {
+    match (evaluation.rule(), evaluation.mode()) {
         (Some(rule), Some(mode)) => {
             let origin = rule
                 .origin
@@ -167,14 +172,14 @@ fn preview_text(
                 "Rule:    {} (priority {}{origin})",
                 rule.id, rule.priority
             );
-            let _ = writeln!(out, "Mode:    {mode} (from {})", mode_source(decision));
+            let _ = writeln!(out, "Mode:    {mode} (from {})", mode_source(evaluation));
         }
         _ => {
-            let _ = writeln!(out, "Rule:    none matches ({})", decision.reason);
+            let _ = writeln!(out, "Rule:    none matches ({})", evaluation.reason());
         }
     }
-    let rows: Vec<(String, String, String)> = decision
-        .changes
+    let rows: Vec<(String, String, String)> = evaluation
+        .changes()
         .iter()
         .map(|c| {
             let status = if c.mutable {
@@ -188,7 +193,7 @@ fn preview_text(
                 status,
             )
         })
-        .chain(excluded.iter().map(|c| {
+        .chain(excluded(evaluation).iter().map(|c| {
             (
                 c.path.to_string(),
                 arrow(c.old.as_deref(), c.new.as_deref()),
@@ -200,7 +205,7 @@ fn preview_text(
         let _ = writeln!(
             out,
             "\nNo changes {}.",
-            if decision.rule.is_some() {
+            if evaluation.rule().is_some() {
                 "in the compared fields"
             } else {
                 "judged"
@@ -235,38 +240,38 @@ fn preview_text(
         Verdict::Allowed => style.green("ALLOWED"),
     };
     let why = match verdict {
-        Verdict::Allowed => format!(" ({})", decision.reason),
+        Verdict::Allowed => format!(" ({})", evaluation.reason()),
         _ => String::new(),
     };
     let _ = writeln!(out, "Verdict: {headline}{why}");
-    if let Some(message) = api_server_message(decision) {
+    if let Some(message) = api_server_message(evaluation) {
         let _ = writeln!(
             out,
-            "\nThe API server would answer:\n  Error from server: {message}"
+            "\nThe API server would answer:\n  Error from server (Forbidden): {message}"
         );
-    } else if decision.step == Step::Violation {
-        for warning in &decision.warnings {
+    } else if evaluation.step() == Step::Violation {
+        for warning in &warnings {
             let _ = writeln!(out, "\nkubectl would print:\n  Warning: {warning}");
         }
-        if decision.warnings.is_empty() {
+        if warnings.is_empty() {
             let _ = writeln!(
                 out,
                 "\nRecorded only (dry-run): {}",
-                decision.status_message()
+                evaluation.status_message()
             );
         }
     } else {
-        for warning in &decision.warnings {
+        for warning in &warnings {
             let _ = writeln!(out, "Warning: {warning}");
         }
     }
     if verdict == Verdict::Denied
-        && let Some(rule) = decision.rule
+        && let Some(rule) = evaluation.rule()
     {
         let _ = writeln!(
             out,
             "\nTo allow it: make {} mutable in rule {} (mutable now: {}), or set annotation {}: \"true\" on the object.",
-            decision.denied_paths.join(", "),
+            evaluation.denied_paths().join(", "),
             rule.id,
             rule.mutable_text,
             rule.bypass
@@ -284,7 +289,7 @@ fn preview_text(
 fn arrow(old: Option<&Value>, new: Option<&Value>) -> String {
     let cut = |v: Option<&Value>| {
         let text = display_value(v);
-        drift_engine::decision::truncate_chars(&text, 40)
+        truncate_chars(&text, 40)
     };
     format!("{} → {}", cut(old), cut(new))
 }
@@ -299,57 +304,60 @@ pub fn explain(
         namespace_mode,
         parent_labels: None,
     };
-    let target = target_of(request);
-    let mut winner = None;
-    let mut considered = Vec::new();
-    for rule in rules.set.rules() {
-        let outcome = match &target {
-            Some(target) => match_rule(rule, request, target, &context),
-            None => Err(Mismatch::Selector),
-        };
-        let reason = match &outcome {
-            Ok(()) => "matches: namespace, selector and labels".to_owned(),
-            Err(Mismatch::Namespace) => format!(
-                "namespace {:?} matches none of {}",
-                request.namespace(),
-                rule.namespaces
-                    .iter()
-                    .map(|g| g.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Err(Mismatch::Selector) => format!(
-                "{}/{} matches none of the selectors {}",
-                if request.kind.group.is_empty() {
-                    "core"
-                } else {
-                    &request.kind.group
-                },
-                request.kind.kind,
-                rule.selectors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Err(Mismatch::Labels(failed)) => format!("label requirement {failed} does not hold"),
-        };
-        let wins = outcome.is_ok() && winner.is_none();
-        if wins {
-            winner = Some(rule);
-        }
-        considered.push((rule, outcome.is_ok(), wins, reason));
-    }
-    let decision = drift_engine::decide(&rules.set, request, &context);
-    let bypass_value = winner.and_then(|rule| {
-        request
-            .object
-            .as_ref()?
-            .pointer("/metadata/annotations")?
-            .get(&rule.bypass)?
-            .as_str()
-            .map(str::to_owned)
-    });
+    let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
+    let winner = evaluation.rule();
+    let considered: Vec<(&drift_engine::CompiledRule, bool, bool, String)> = evaluation
+        .considered
+        .iter()
+        .map(|c| {
+            let rule = c.rule;
+            let reason = match &c.matched {
+                Ok(()) => "matches: namespace, selector and labels".to_owned(),
+                Err(Mismatch::Namespace) => format!(
+                    "namespace {:?} matches none of {}",
+                    request.namespace(),
+                    rule.namespaces
+                        .iter()
+                        .map(|g| g.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Err(Mismatch::Selector) => format!(
+                    "{}/{} matches none of the selectors {}",
+                    if request.kind.group.is_empty() {
+                        "core"
+                    } else {
+                        &request.kind.group
+                    },
+                    request.kind.kind,
+                    rule.selectors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Err(Mismatch::Label(failed)) => {
+                    format!("label requirement {failed} does not hold")
+                }
+                Err(Mismatch::ParentLabelsUnknown) => {
+                    "labels of the scaled object are not known".to_owned()
+                }
+            };
+            let wins = winner.is_some_and(|w| std::ptr::eq(w, rule));
+            (rule, c.matched.is_ok(), wins, reason)
+        })
+        .collect();
+    let matched = evaluation.matched();
+    let bypass_value = matched.and_then(|m| m.bypass_value);
+    let settled = matched.map(|m| &m.settled);
+    let in_scope = !matches!(settled, Some(Settled::UserNotInScope));
+    let exempt = matches!(settled, Some(Settled::UserExempt));
+    let bypassed = matches!(settled, Some(Settled::Bypassed));
+    let settled_before_bypass = matches!(
+        settled,
+        Some(Settled::UserNotInScope | Settled::UserExempt | Settled::BeingDeleted)
+    );
+    let warnings = evaluation.warnings();
     let user = &request.user_info.username;
     let document = json!({
         "object": object_summary(request),
@@ -358,15 +366,15 @@ pub fn explain(
             "matched": matched, "winner": wins, "reason": reason, "origin": rule.origin,
         })).collect::<Vec<_>>(),
         "winner": winner.map(|r| r.id.to_string()),
-        "mode": decision.mode.map(Mode::as_str),
-        "modeSource": decision.mode_source,
+        "mode": evaluation.mode().map(Mode::as_str),
+        "modeSource": matched.map(|m| m.mode_source),
         "namespaceModeAnnotation": namespace_mode,
         "include": winner.map(|r| r.include.iter().map(ToString::to_string).collect::<Vec<_>>()),
         "exclude": winner.map(|r| r.exclude.iter().map(ToString::to_string).collect::<Vec<_>>()),
         "mutable": winner.map(|r| r.mutable.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": bypass_value, "active": bypass_value.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))})),
-        "users": winner.map(|r| json!({"scoped": r.users, "inScope": r.user_in_scope(user), "exempt": r.user_exempt(user)})),
-        "warnings": decision.warnings,
+        "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": bypass_value, "active": bypassed})),
+        "users": winner.map(|r| json!({"scoped": r.users, "inScope": in_scope, "exempt": exempt})),
+        "warnings": warnings,
         "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
     });
     emit(common, &document, || {
@@ -412,8 +420,8 @@ pub fn explain(
                 let _ = writeln!(
                     out,
                     "Mode:    {} (from {})",
-                    decision.mode.map(Mode::as_str).unwrap_or(""),
-                    mode_source(&decision)
+                    evaluation.mode().map(Mode::as_str).unwrap_or(""),
+                    mode_source(&evaluation)
                 );
                 let list = |patterns: &[drift_engine::PathPattern]| {
                     if patterns.is_empty() {
@@ -437,9 +445,11 @@ pub fn explain(
                 );
                 let _ = writeln!(out, "Exclude: {}", list(&rule.exclude));
                 let _ = writeln!(out, "Mutable: {}", list(&rule.mutable));
-                let state = match bypass_value.as_deref() {
-                    Some(v) if v.trim().eq_ignore_ascii_case("true") => {
-                        format!("set to {v:?}: every UPDATE is allowed")
+                let state = match bypass_value {
+                    Some(v) if bypassed => format!("set to {v:?}: every UPDATE is allowed"),
+                    // Steps 2–3 settle a request before the bypass annotation is read.
+                    Some(v) if settled_before_bypass => {
+                        format!("set to {v:?} (not reached: an earlier step settles the request)")
                     }
                     Some(v) => format!("present but {v:?} (only \"true\" bypasses)"),
                     None => "not set".to_owned(),
@@ -450,19 +460,19 @@ pub fn explain(
                         out,
                         "Users:   only {} (user {user} {})",
                         rule.users.join(", "),
-                        if rule.user_in_scope(user) {
+                        if in_scope {
                             "is listed"
                         } else {
                             "is not listed: allowed"
                         }
                     );
                 }
-                if rule.user_exempt(user) {
+                if exempt {
                     let _ = writeln!(out, "Exempt:  user {user} is exempt: allowed");
                 }
             }
         }
-        for warning in &decision.warnings {
+        for warning in &warnings {
             let _ = writeln!(out, "Warning: {warning}");
         }
         if !rules.set.invalid().is_empty() {

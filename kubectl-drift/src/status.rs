@@ -15,13 +15,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, anyhow};
-use drift_api::ConnectionStatus;
+use drift_api::Connection;
+use drift_api::status::AgentStatus;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
+use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
@@ -226,11 +226,8 @@ async fn read_connection(
     cluster: &Cluster,
     namespace: &str,
     name: &str,
-) -> anyhow::Result<Option<DynamicObject>> {
-    let gvk = GroupVersionKind::gvk("connection.drift-sentinel.io", "v1alpha1", "Connection");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "connections");
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(cluster.client.clone(), namespace, &resource);
+) -> anyhow::Result<Option<Connection>> {
+    let api: Api<Connection> = Api::namespaced(cluster.client.clone(), namespace);
     match tokio::time::timeout(Duration::from_secs(20), api.get_opt(name)).await {
         Ok(Ok(object)) => Ok(object),
         // The CRD is not installed: no Connection either.
@@ -305,49 +302,40 @@ async fn admin_status(client: &Client, namespace: &str, pod: &str, port: u16) ->
             if first.is_empty() { "" } else { ": " }
         ));
     }
-    let document: Value = match serde_json::from_slice(&body) {
+    let document: AgentStatus = match serde_json::from_slice(&body) {
         Ok(document) => document,
         Err(e) => {
             return unreachable(format!(
-                "GET /status did not answer JSON ({e}) (is port {port} the agent's admin port? see --admin-port)"
+                "GET /status did not answer the agent's status document ({e}) (is port {port} the agent's admin port? see --admin-port)"
             ));
         }
     };
     admin_report(&document)
 }
 
-fn admin_report(document: &Value) -> AdminReport {
-    let invalid_rules = document["invalidRules"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn admin_report(document: &AgentStatus) -> AdminReport {
+    let invalid_rules = document
+        .invalid_rules
+        .iter()
         .map(|rule| InvalidRule {
-            rule: rule["rule"].as_str().unwrap_or_default().to_owned(),
-            message: rule["message"]
-                .as_str()
-                .or_else(|| rule["reason"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-        })
-        .collect();
-    let source_errors = document["sourceErrors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| match e.as_str() {
-            Some(text) => text.to_owned(),
-            None => e.to_string(),
+            rule: rule.rule.clone(),
+            message: rule.message.clone(),
         })
         .collect();
     AdminReport {
         reachable: true,
         error: None,
-        ready: document["ready"].as_bool(),
-        rules_loaded: document["rulesLoaded"].as_u64(),
-        rules_invalid: document["rulesInvalid"].as_u64(),
+        ready: Some(document.ready),
+        rules_loaded: Some(document.rules_loaded as u64),
+        rules_invalid: Some(document.rules_invalid as u64),
         invalid_rules,
-        source_errors,
-        export_enabled: document["export"]["enabled"].as_bool(),
+        // Each error's text, as the agent's log gives it: file, line and column, reason.
+        source_errors: document
+            .source_errors
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        export_enabled: Some(document.export.enabled),
     }
 }
 
@@ -393,7 +381,7 @@ fn source_state(
 
 fn judge_connection(
     name: &str,
-    connection: Option<&DynamicObject>,
+    connection: Option<&Connection>,
     pods: &[PodReport],
     now: SystemTime,
 ) -> ConnectionReport {
@@ -404,11 +392,7 @@ fn judge_connection(
             by_pod: Vec::new(),
         };
     };
-    let status: ConnectionStatus = connection
-        .data
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
-        .unwrap_or_default();
+    let status = connection.status.clone().unwrap_or_default();
     let names: BTreeSet<&str> = pods.iter().map(|p| p.pod.name.as_str()).collect();
     let by_pod = status
         .by_pod
@@ -1077,11 +1061,19 @@ mod tests {
 
     #[test]
     fn admin_status_documents() {
-        let report = admin_report(&json!({
-            "ready": true, "rulesLoaded": 2, "rulesInvalid": 1,
-            "invalidRules": [{"rule": "ops/broken", "message": "ops/broken: unknown field `mdoe`"}],
-            "sourceErrors": [], "export": {"enabled": true}
-        }));
+        let document: AgentStatus = serde_json::from_value(json!({
+            "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+            "rulesLoaded": 2, "rulesInvalid": 1,
+            "invalidRules": [{"rule": "ops/broken", "namespace": "ops", "name": "broken",
+                              "reason": "unknown field `mdoe`",
+                              "message": "ops/broken: unknown field `mdoe`"}],
+            "sourceErrors": [{"source": "rules/x.yaml", "line": 3, "column": 1, "reason": "bad"}],
+            "namespacesKnown": 1, "export": {"enabled": true}
+        }))
+        .unwrap();
+        let report = admin_report(&document);
+        // Source errors are shown as their text, not as JSON.
+        assert_eq!(report.source_errors, ["rules/x.yaml: line 3 column 1: bad"]);
         assert!(report.reachable);
         assert_eq!(report.rules_loaded, Some(2));
         assert_eq!(report.rules_invalid, Some(1));

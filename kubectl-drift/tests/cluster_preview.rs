@@ -853,7 +853,7 @@ fn server_dry_run_agreeing_and_disagreeing() {
             "Server-side dry run",
             "kubectl drift:  DENIED",
             "API server:     DENIED (403 Forbidden)",
-            &format!("Error from server: {message}"),
+            &format!("Error from server (Forbidden): {message}"),
             "They agree.",
         ],
     );

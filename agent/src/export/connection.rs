@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use drift_api::Connection;
 use futures::StreamExt;
+use kube::Resource as _;
 use kube::api::Api;
 use kube::runtime::watcher;
 
@@ -103,9 +104,10 @@ pub fn read_file(path: &Path) -> anyhow::Result<Connection> {
         .with_context(|| format!("{} is not a YAML document", path.display()))?;
     let api_version = value.get("apiVersion").and_then(|v| v.as_str());
     let kind = value.get("kind").and_then(|v| v.as_str());
-    if api_version != Some("connection.drift-sentinel.io/v1alpha1") || kind != Some("Connection") {
+    let (want_api_version, want_kind) = (Connection::api_version(&()), Connection::kind(&()));
+    if api_version != Some(want_api_version.as_ref()) || kind != Some(want_kind.as_ref()) {
         anyhow::bail!(
-            "{} holds apiVersion {:?} kind {:?}; expected apiVersion connection.drift-sentinel.io/v1alpha1 kind Connection",
+            "{} holds apiVersion {:?} kind {:?}; expected apiVersion {want_api_version} kind {want_kind}",
             path.display(),
             api_version.unwrap_or(""),
             kind.unwrap_or("")

@@ -20,14 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use drift_engine::{AdmissionRequest, Decision};
+use drift_engine::{AdmissionRequest, Evaluation};
 use prometheus::IntGauge;
 
 use crate::connection_status::PublishHealth;
 use crate::metrics::Metrics;
 use publisher::{Message, PublisherParts};
 use queue::{Queue, QueueLimits};
-use record::AdmissionRecord;
 use spool::{Clock, FreeSpace, Limits, SpoolStats};
 
 /// How long shutdown waits for the queue to drain.
@@ -280,9 +279,9 @@ impl Exporter {
         }))
     }
 
-    /// Exports a violating decision; returns at once whatever happens to the record.
-    pub fn export_admission(&self, request: &AdmissionRequest, decision: &Decision<'_>) {
-        if !decision.is_violation() {
+    /// Exports a violating evaluation; returns at once whatever happens to the record.
+    pub fn export_admission(&self, request: &AdmissionRequest, evaluation: &Evaluation<'_>) {
+        if !evaluation.is_violation() {
             return;
         }
         if !self.connected.load(Ordering::Acquire) {
@@ -296,7 +295,7 @@ impl Exporter {
                 return;
             }
         };
-        let Some(record) = AdmissionRecord::new(request, decision, self.clock.now()) else {
+        let Some(record) = record::admission_record(request, evaluation, self.clock.now()) else {
             return; // mode off: not a violation the export records
         };
         let encoded = match record.encode() {

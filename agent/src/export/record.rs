@@ -1,76 +1,18 @@
-//! The admission violation record (SPEC §7): one JSON object per violation, written as one line
-//! of an admission segment. Every field is documented in `docs/export.md`; a test pins the
-//! field set, so a change here is a change of the export format.
+//! The admission violation record (SPEC §7): the engine's evaluation of a violating request
+//! rendered as a [`ViolationRecord`] (`drift-api`), which borrows from the request and the
+//! evaluation. Every field is documented in `docs/export.md`; a test pins the field set, so a
+//! change here is a change of the export format.
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
+use drift_api::violation::{
+    ADMISSION_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, RequestFields, ViolationRecord,
+    format_rfc3339,
+};
 use drift_engine::rule::Mode;
-use drift_engine::{AdmissionRequest, Decision};
-use serde::Serialize;
+use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
-
-/// `eventType` of admission records.
-pub const ADMISSION_EVENT: &str = "violation_admission";
-/// Values in `details.changes` are cut to this many characters.
-pub const MAX_CHANGE_VALUE_CHARS: usize = 256;
-
-/// An admission violation, borrowing from the request and the decision.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRecord<'a> {
-    pub event_type: &'static str,
-    /// The admission request's uid.
-    pub id: &'a str,
-    /// When the request was judged (RFC 3339, UTC, microseconds).
-    pub timestamp: String,
-    pub operation: &'a str,
-    pub dry_run: bool,
-    pub user_name: &'a str,
-    #[serde(rename = "userUID")]
-    pub user_uid: &'a str,
-    pub user_groups: &'a [String],
-    /// The resource's plural name (`deployments`).
-    pub resource: &'a str,
-    /// `scale`, or empty.
-    pub sub_resource: &'a str,
-    #[serde(rename = "resourceAPIVersion")]
-    pub resource_api_version: String,
-    pub resource_kind: &'a str,
-    pub resource_namespace: &'a str,
-    pub resource_name: &'a str,
-    /// Labels of the object after the change (before it, when the request has no new object).
-    pub resource_labels: &'a Map<String, Value>,
-    pub rule_name: &'a str,
-    pub rule_namespace: &'a str,
-    /// The effective mode: `enforce`, `warn` or `dry-run`.
-    pub mode: &'static str,
-    /// What the webhook did: `deny`, `warn` or `dryrun`.
-    pub enforcement_action: &'static str,
-    /// The message the webhook returned, warned or logged.
-    pub message: String,
-    pub details: Details<'a>,
-}
-
-/// The changed paths of the violation.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Details<'a> {
-    /// Uncovered paths, byte order, without repeats.
-    pub denied_paths: &'a [String],
-    /// Every changed path (covered or not), byte order.
-    pub changed_paths: Vec<&'a str>,
-    /// Each denied path with its old and new value.
-    pub changes: Vec<ChangeValues<'a>>,
-}
-
-/// One denied path's values as compact JSON text, cut to [`MAX_CHANGE_VALUE_CHARS`]
-/// characters (the last being `…` when cut); `null` when that side is absent.
-#[derive(Debug, Serialize)]
-pub struct ChangeValues<'a> {
-    pub path: &'a str,
-    pub old: Option<String>,
-    pub new: Option<String>,
-}
 
 fn enforcement_action(mode: Mode) -> Option<&'static str> {
     match mode {
@@ -79,10 +21,6 @@ fn enforcement_action(mode: Mode) -> Option<&'static str> {
         Mode::DryRun => Some("dryrun"),
         Mode::Off => None,
     }
-}
-
-fn change_value(value: Option<&Value>) -> Option<String> {
-    value.map(|v| drift_engine::decision::truncate_chars(&v.to_string(), MAX_CHANGE_VALUE_CHARS))
 }
 
 static NO_LABELS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
@@ -97,76 +35,83 @@ fn labels_of(request: &AdmissionRequest) -> &Map<String, Value> {
         .unwrap_or(&NO_LABELS)
 }
 
-impl<'a> AdmissionRecord<'a> {
-    /// The record of a violating decision; `None` when the decision is not a violation an
-    /// export records (no violation, or mode `off`).
-    pub fn new(
-        request: &'a AdmissionRequest,
-        decision: &'a Decision<'a>,
-        at: SystemTime,
-    ) -> Option<Self> {
-        if !decision.is_violation() {
-            return None;
-        }
-        let mode = decision.mode?;
-        let action = enforcement_action(mode)?;
-        let rule = decision.rule?;
-        let kind = &request.kind;
-        let resource_api_version = if kind.group.is_empty() {
-            kind.version.clone()
-        } else {
-            format!("{}/{}", kind.group, kind.version)
-        };
-        let changes = decision
-            .changes
+/// The record of a violating request; `None` when the evaluation is not a violation an export
+/// records (no violation, or mode `off`).
+pub fn admission_record<'a>(
+    request: &'a AdmissionRequest,
+    evaluation: &'a Evaluation<'a>,
+    at: SystemTime,
+) -> Option<ViolationRecord<'a>> {
+    let matched = evaluation.matched()?;
+    let violation = evaluation.violation()?;
+    let action = enforcement_action(matched.mode)?;
+    let rule = matched.rule;
+    let kind = &request.kind;
+    let resource_api_version = if kind.group.is_empty() {
+        Cow::Borrowed(kind.version.as_str())
+    } else {
+        Cow::Owned(format!("{}/{}", kind.group, kind.version))
+    };
+    let changes = evaluation.changes();
+    let details = Details {
+        denied_paths: violation
+            .denied
+            .iter()
+            .take(MAX_DETAILED_CHANGES)
+            .map(|p| Cow::Borrowed(p.as_str()))
+            .collect(),
+        changed_paths: changes
+            .iter()
+            .take(MAX_DETAILED_CHANGES)
+            .map(|c| Cow::Borrowed(c.path.as_str()))
+            .collect(),
+        changes: changes
             .iter()
             .filter(|c| !c.mutable)
-            .map(|c| ChangeValues {
-                path: &c.path,
-                old: change_value(c.change.old.as_deref()),
-                new: change_value(c.change.new.as_deref()),
+            .take(MAX_DETAILED_CHANGES)
+            .map(|c| {
+                ChangeRecord::new(
+                    c.path.as_str(),
+                    c.change.old.as_deref(),
+                    c.change.new.as_deref(),
+                )
             })
-            .collect();
-        Some(Self {
-            event_type: ADMISSION_EVENT,
-            id: &request.uid,
-            timestamp: humantime::format_rfc3339_micros(at).to_string(),
-            operation: &request.operation,
+            .collect(),
+        denied_count: violation.denied.len(),
+        changed_count: changes.len(),
+    };
+    Some(ViolationRecord {
+        event_type: Cow::Borrowed(ADMISSION_EVENT),
+        id: Cow::Borrowed(&request.uid),
+        timestamp: Cow::Owned(format_rfc3339(at)),
+        request: Some(RequestFields {
+            operation: Cow::Borrowed(&request.operation),
             dry_run: request.dry_run.unwrap_or(false),
-            user_name: &request.user_info.username,
-            user_uid: &request.user_info.uid,
-            user_groups: &request.user_info.groups,
-            resource: &request.resource.resource,
-            sub_resource: request.sub_resource(),
-            resource_api_version,
-            resource_kind: &kind.kind,
-            resource_namespace: request.namespace(),
-            resource_name: request.name(),
-            resource_labels: labels_of(request),
-            rule_name: &rule.id.name,
-            rule_namespace: &rule.id.namespace,
-            mode: mode.as_str(),
-            enforcement_action: action,
-            message: decision.status_message(),
-            details: Details {
-                denied_paths: &decision.denied_paths,
-                changed_paths: decision.changes.iter().map(|c| c.path.as_str()).collect(),
-                changes,
-            },
-        })
-    }
-
-    /// The record as one JSON line's content (no newline).
-    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(self)
-    }
+            user_name: Cow::Borrowed(&request.user_info.username),
+            user_uid: Cow::Borrowed(&request.user_info.uid),
+            user_groups: Cow::Borrowed(&request.user_info.groups),
+        }),
+        resource: Cow::Borrowed(&request.resource.resource),
+        sub_resource: Cow::Borrowed(request.sub_resource()),
+        resource_api_version,
+        resource_kind: Cow::Borrowed(&kind.kind),
+        resource_namespace: Cow::Borrowed(request.namespace()),
+        resource_name: Cow::Borrowed(request.name()),
+        resource_labels: Cow::Borrowed(labels_of(request)),
+        rule_name: Cow::Borrowed(&rule.id.name),
+        rule_namespace: Cow::Borrowed(&rule.id.namespace),
+        mode: Cow::Borrowed(matched.mode.as_str()),
+        enforcement_action: Cow::Borrowed(action),
+        message: Cow::Owned(evaluation.status_message()),
+        details,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use drift_engine::review::parse_review;
-    use drift_engine::{Context, RuleSet, decide};
+    use drift_engine::{Context, Detail, RuleSet, evaluate};
     use serde_json::json;
 
     const RULE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    namespaces: [\"*\"]\n    selectors:\n    - apiGroup: apps\n      kind: Deployment\n    mutable: [spec.replicas]\n    mode: MODE\n";
@@ -207,9 +152,9 @@ mod tests {
         let body = review(old, new).to_string();
         let parsed = parse_review(body.as_bytes()).unwrap();
         let request = parsed.request.unwrap();
-        let decision = decide(&rules, &request, &Context::default());
+        let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
         let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_800_000_000_000_001);
-        AdmissionRecord::new(&request, &decision, at)
+        admission_record(&request, &evaluation, at)
             .map(|r| serde_json::from_slice(&r.encode().unwrap()).unwrap())
     }
 
@@ -259,9 +204,11 @@ mod tests {
         assert_eq!(record["enforcementAction"], "deny");
         let path = "spec.template.spec.containers[0].image";
         assert_eq!(record["details"]["deniedPaths"], json!([path]));
+        assert_eq!(record["details"]["deniedCount"], 1);
+        assert_eq!(record["details"]["changedCount"], 1);
         assert_eq!(
             record["details"]["changes"],
-            json!([{"path": path, "old": "\"web:1\"", "new": "\"web:2\""}])
+            json!([{"path": path, "old": "web:1", "new": "web:2"}])
         );
         assert!(
             !record.to_string().contains("last-applied"),
@@ -289,11 +236,18 @@ mod tests {
     }
 
     #[test]
-    fn change_values_are_cut_to_256_characters() {
+    fn change_values_are_cut_to_256_bytes_and_marked() {
         let long = "x".repeat(1000);
         let record = record_of("enforce", "web:1", &long).unwrap();
-        let new = record["details"]["changes"][0]["new"].as_str().unwrap();
-        assert_eq!(new.chars().count(), MAX_CHANGE_VALUE_CHARS);
+        let change = &record["details"]["changes"][0];
+        let new = change["new"].as_str().unwrap();
+        assert!(
+            new.len() <= drift_api::violation::MAX_CHANGE_VALUE_BYTES,
+            "{}",
+            new.len()
+        );
         assert!(new.ends_with('…'));
+        assert_eq!(change["old"], "web:1", "a short value stays itself");
+        assert_eq!(change["truncated"], true);
     }
 }

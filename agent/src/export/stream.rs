@@ -19,166 +19,19 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use drift_api::violation::{
+    ADMISSION_EVENT, AUDIT_EVENT, Source, ViolationsQuery as Query, parse_rfc3339,
+};
 use serde::Deserialize;
 
 use super::spool::{PREFIX as ADMISSION_PREFIX, created_at as admission_created_at};
 use tokio::sync::watch;
 
-/// Which writer produced a record: the admission webhook or the audit scan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    Webhook,
-    Audit,
-}
-
-impl Source {
-    /// The name used in `?source=`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Webhook => "webhook",
-            Source::Audit => "audit",
-        }
-    }
-
-    /// The `eventType` of this source's violation records.
-    pub fn event_type(self) -> &'static str {
-        match self {
-            Source::Webhook => "violation_admission",
-            Source::Audit => "violation_audited",
-        }
-    }
-}
-
-/// The query string of `GET /violations`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Query {
-    /// Keep the response open and stream records as they are written.
-    pub follow: bool,
-    /// Only this source's records.
-    pub source: Option<Source>,
-    /// Only records whose `timestamp` is at or after this time.
-    pub since: Option<SystemTime>,
-}
-
-const PARAMETERS: &str = "follow, source and since";
-
-impl Query {
-    /// Parses `follow=true|false`, `source=webhook|audit` and `since=<RFC 3339>`. A bare `follow`
-    /// means `follow=true`. Values are percent-decoded, but `+` is kept as a plus sign (not a
-    /// space), so that `since=2027-01-15T09:00:00+01:00` can be typed as is. Unknown or repeated
-    /// parameters are errors.
-    pub fn parse(query_string: Option<&str>) -> Result<Query, String> {
-        let mut query = Query::default();
-        let mut seen: Vec<String> = Vec::new();
-        for pair in query_string.unwrap_or("").split('&') {
-            if pair.is_empty() {
-                continue;
-            }
-            let (raw_name, raw_value) = match pair.split_once('=') {
-                Some((name, value)) => (name, Some(value)),
-                None => (pair, None),
-            };
-            let name = percent_decode(raw_name)
-                .map_err(|e| format!("invalid query parameter name {raw_name:?}: {e}"))?;
-            let value = match raw_value {
-                Some(raw) => Some(percent_decode(raw).map_err(|e| {
-                    format!("invalid value {raw:?} for query parameter {name}: {e}")
-                })?),
-                None => None,
-            };
-            if !matches!(name.as_str(), "follow" | "source" | "since") {
-                return Err(format!(
-                    "unknown query parameter {name:?}: the parameters are {PARAMETERS}"
-                ));
-            }
-            if seen.contains(&name) {
-                return Err(format!("query parameter {name} is given more than once"));
-            }
-            let invalid = |allowed: &str| {
-                format!(
-                    "invalid value {:?} for query parameter {name}: {allowed}",
-                    value.as_deref().unwrap_or("")
-                )
-            };
-            match name.as_str() {
-                "follow" => {
-                    query.follow = match value.as_deref() {
-                        None | Some("true") => true,
-                        Some("false") => false,
-                        Some(_) => return Err(invalid("the values are true and false")),
-                    }
-                }
-                "source" => {
-                    query.source = Some(match value.as_deref() {
-                        Some("webhook") => Source::Webhook,
-                        Some("audit") => Source::Audit,
-                        _ => return Err(invalid("the values are webhook and audit")),
-                    })
-                }
-                _ => {
-                    let time = value.as_deref().and_then(parse_rfc3339).ok_or_else(|| {
-                        invalid("expected an RFC 3339 time such as 2027-01-15T08:00:00Z")
-                    })?;
-                    query.since = Some(time);
-                }
-            }
-            seen.push(name);
-        }
-        Ok(query)
-    }
-}
-
-/// `%XX` escapes decoded; `+` is left alone (see [`Query::parse`]).
-fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .filter(|_| bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit())
-                .ok_or_else(|| "bad percent-encoding".to_string())?;
-            decoded.push(hex);
-            i += 3;
-        } else {
-            decoded.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(decoded).map_err(|_| "not UTF-8 once percent-decoded".to_string())
-}
-
-/// An RFC 3339 time: `2027-01-15T08:00:00Z`, with optional fractional seconds, `Z` or a numeric
-/// offset (`+01:00`, `-05:30`).
-pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let text = text.trim().to_ascii_uppercase();
-    if !text.is_ascii() {
-        return None;
-    }
-    if text.ends_with('Z') {
-        return humantime::parse_rfc3339(&text).ok();
-    }
-    let (local, offset) = text.split_at(text.len().checked_sub(6)?);
-    let offset = offset.as_bytes();
-    let digit = |b: u8| b.is_ascii_digit().then_some(u64::from(b - b'0'));
-    if offset[3] != b':' {
-        return None;
-    }
-    let hours = digit(offset[1])? * 10 + digit(offset[2])?;
-    let minutes = digit(offset[4])? * 10 + digit(offset[5])?;
-    if hours > 23 || minutes > 59 {
-        return None;
-    }
-    let local = humantime::parse_rfc3339(&format!("{local}Z")).ok()?;
-    let offset_duration = Duration::from_secs(hours * 3600 + minutes * 60);
-    match offset[0] {
-        // Local time is UTC plus the offset.
-        b'+' => local.checked_sub(offset_duration),
-        b'-' => local.checked_add(offset_duration),
-        _ => None,
+/// The `eventType` of a source's violation records.
+fn event_type_of(source: Source) -> &'static str {
+    match source {
+        Source::Webhook => ADMISSION_EVENT,
+        Source::Audit => AUDIT_EVENT,
     }
 }
 
@@ -437,7 +290,7 @@ impl Cursor {
             return false;
         };
         if let Some(source) = self.source
-            && event_type != source.event_type()
+            && event_type != event_type_of(source)
         {
             return false;
         }
@@ -961,73 +814,6 @@ mod tests {
             cursor.poll().unwrap();
         }
         assert!(cursor.progress.is_empty());
-    }
-
-    #[test]
-    fn query_parsing() {
-        assert_eq!(Query::parse(None).unwrap(), Query::default());
-        assert_eq!(Query::parse(Some("")).unwrap(), Query::default());
-        let query =
-            Query::parse(Some("follow=true&source=audit&since=2027-01-15T08:00:00Z")).unwrap();
-        assert!(query.follow);
-        assert_eq!(query.source, Some(Source::Audit));
-        assert_eq!(
-            query.since,
-            Some(humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap())
-        );
-        assert!(Query::parse(Some("follow")).unwrap().follow);
-        assert!(!Query::parse(Some("follow=false")).unwrap().follow);
-        assert_eq!(
-            Query::parse(Some("source=webhook")).unwrap().source,
-            Some(Source::Webhook)
-        );
-        assert_eq!(
-            Query::parse(Some("since=2027-01-15t08:00:00z"))
-                .unwrap()
-                .since,
-            query.since
-        );
-        assert_eq!(
-            Query::parse(Some("since=2027-01-15T03:00:00-05:00"))
-                .unwrap()
-                .since,
-            query.since
-        );
-
-        let error = |q: &str| Query::parse(Some(q)).unwrap_err();
-        let e = error("follow=yes");
-        assert!(e.contains("follow") && e.contains("true and false"), "{e}");
-        let e = error("source=admission");
-        assert!(
-            e.contains("source") && e.contains("webhook and audit"),
-            "{e}"
-        );
-        let e = error("source");
-        assert!(
-            e.contains("source") && e.contains("webhook and audit"),
-            "{e}"
-        );
-        let e = error("since=yesterday");
-        assert!(e.contains("since") && e.contains("RFC 3339"), "{e}");
-        let e = error("since=2027-01-15T08:00:00");
-        assert!(e.contains("since"), "{e}");
-        let e = error("since=2027-01-15T08:00:00+25:00");
-        assert!(e.contains("since"), "{e}");
-        let e = error("since=2027-01-15T08:00:00é0:00");
-        assert!(e.contains("since"), "{e}");
-        let e = error("limit=10");
-        assert!(
-            e.contains("limit") && e.contains("follow, source and since"),
-            "{e}"
-        );
-        let e = error("follow=true&follow=false");
-        assert!(e.contains("follow") && e.contains("more than once"), "{e}");
-        let e = error("since=%zz");
-        assert!(e.contains("since") && e.contains("percent"), "{e}");
-        let e = error("since=%");
-        assert!(e.contains("since"), "{e}");
-        let e = error("source=%ff");
-        assert!(e.contains("source") && e.contains("UTF-8"), "{e}");
     }
 
     async fn body_text(response: Response) -> String {

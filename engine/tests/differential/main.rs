@@ -15,7 +15,7 @@
 mod model;
 mod workload;
 
-use drift_engine::{Context, PathSegment, RuleId, RuleSet, RuleSource, decide};
+use drift_engine::{Context, Detail, PathSegment, RuleId, RuleSet, RuleSource, evaluate};
 use model::{Path, Scoping, Seg};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -91,9 +91,9 @@ fn engine_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Result<Vec<P
         "object": new, "oldObject": old,
     }))
     .map_err(|e| e.to_string())?;
-    let decision = decide(&rules, &request, &Context::default());
-    Ok(decision
-        .changes
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    Ok(evaluation
+        .changes()
         .iter()
         .filter(|c| !c.mutable)
         .map(|c| to_model_path(c.change.path.segments()))

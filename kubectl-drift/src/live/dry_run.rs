@@ -193,7 +193,15 @@ pub fn report(common: &Common, judged: Judged, answer: &ServerAnswer) -> anyhow:
     let _ = writeln!(screen, "  kubectl drift:  {}", headline(verdict));
     let _ = writeln!(screen, "  API server:     {server}");
     if let Some(message) = &answer.message {
-        let _ = writeln!(screen, "    Error from server: {message}");
+        // As kubectl prints it: the Status reason in brackets when there is one.
+        match answer.reason.as_str() {
+            "" => {
+                let _ = writeln!(screen, "    Error from server: {message}");
+            }
+            reason => {
+                let _ = writeln!(screen, "    Error from server ({reason}): {message}");
+            }
+        }
     }
     for warning in &answer.warnings {
         let _ = writeln!(screen, "    Warning: {warning}");

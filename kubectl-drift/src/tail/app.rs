@@ -91,7 +91,7 @@ impl Filters {
             if !(hit(&record.object())
                 || hit(&record.resource_kind)
                 || hit(&record.rule())
-                || hit(&record.user_name)
+                || hit(record.user_name())
                 || details.denied_paths.iter().any(|p| hit(p))
                 || details.changed_paths.iter().any(|p| hit(p)))
             {
@@ -370,7 +370,7 @@ impl App {
     /// record's, so that `n` Enter shows that namespace.
     fn edit(&mut self, field: Field) {
         let suggestion = match (field, self.selected()) {
-            (Field::Namespace, Some(e)) => e.record.resource_namespace.clone(),
+            (Field::Namespace, Some(e)) => e.record.resource_namespace.to_string(),
             (Field::Rule, Some(e)) => e.record.rule(),
             _ => String::new(),
         };
@@ -437,17 +437,20 @@ mod tests {
 
     pub fn record(id: &str, time: &str, namespace: &str, rule: &str) -> Record {
         Record {
-            event_type: super::super::record::WEBHOOK_EVENT.to_owned(),
-            id: id.to_owned(),
-            timestamp: time.to_owned(),
-            resource_kind: "Deployment".to_owned(),
-            resource_namespace: namespace.to_owned(),
-            resource_name: format!("obj-{id}"),
-            rule_name: rule.to_owned(),
-            rule_namespace: "drift-sentinel".to_owned(),
-            user_name: "alice".to_owned(),
-            details: super::super::record::Details {
-                denied_paths: vec![format!("spec.path{id}")],
+            event_type: drift_api::violation::ADMISSION_EVENT.into(),
+            id: id.to_owned().into(),
+            timestamp: time.to_owned().into(),
+            resource_kind: "Deployment".into(),
+            resource_namespace: namespace.to_owned().into(),
+            resource_name: format!("obj-{id}").into(),
+            rule_name: rule.to_owned().into(),
+            rule_namespace: "drift-sentinel".into(),
+            request: Some(drift_api::violation::RequestFields {
+                user_name: "alice".into(),
+                ..Default::default()
+            }),
+            details: drift_api::violation::Details {
+                denied_paths: vec![format!("spec.path{id}").into()],
                 ..Default::default()
             },
             ..Record::default()
@@ -459,7 +462,10 @@ mod tests {
     }
 
     fn ids(app: &App) -> Vec<String> {
-        app.visible().iter().map(|e| e.record.id.clone()).collect()
+        app.visible()
+            .iter()
+            .map(|e| e.record.id.to_string())
+            .collect()
     }
 
     fn key(code: KeyCode) -> KeyEvent {
@@ -541,8 +547,10 @@ mod tests {
         app.push(0, record("1", &t(1), "prod-eu", "strict"));
         app.push(0, record("2", &t(2), "prod-us", "loose"));
         let mut audited = record("3", &t(3), "dev", "strict");
-        audited.event_type = super::super::record::AUDIT_EVENT.to_owned();
-        audited.user_name = "Bob".to_owned();
+        audited.event_type = drift_api::violation::AUDIT_EVENT.into();
+        if let Some(request) = audited.request.as_mut() {
+            request.user_name = "Bob".into();
+        }
         app.push(0, audited);
 
         app.filters.namespace = "prod-eu".into();

@@ -141,15 +141,15 @@ pub fn row_cells(record: &Record) -> [String; 6] {
     let paths = &record.details.denied_paths;
     let denied = match paths.len() {
         0 => String::new(),
-        1 => paths[0].clone(),
+        1 => paths[0].to_string(),
         n => format!("{} (+{})", paths[0], n - 1),
     };
     [
         short_time(record),
         record.object(),
-        record.resource_kind.clone(),
+        record.resource_kind.to_string(),
         record.rule(),
-        record.enforcement_action.clone(),
+        record.enforcement_action.to_string(),
         denied,
     ]
 }
@@ -255,7 +255,7 @@ fn field(name: &str, value: impl Into<String>) -> Line<'static> {
 /// The detail pane of one record.
 pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
     let r = &entry.record;
-    let mut kind = vec![r.resource_api_version.clone(), r.resource.clone()];
+    let mut kind = vec![r.resource_api_version.to_string(), r.resource.to_string()];
     if !r.sub_resource.is_empty() {
         kind[1] = format!("{}/{}", r.resource, r.sub_resource);
     }
@@ -264,26 +264,31 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
         Span::styled(format!("{} {}", r.resource_kind, r.object()), BOLD),
         Span::styled(format!("  ({})", kind.join(", ")), DIM),
     ])];
-    let mut time = format!("{}  {}", r.timestamp, r.operation);
-    if r.dry_run {
-        time.push_str("  (dry run)");
-    }
-    lines.push(field("Time", time));
-    let user = if r.user_uid.is_empty() {
-        r.user_name.clone()
-    } else {
-        format!("{} (uid {})", r.user_name, r.user_uid)
-    };
-    lines.push(field("User", user));
-    if !r.user_groups.is_empty() {
-        lines.push(field("Groups", r.user_groups.join(", ")));
+    match &r.request {
+        Some(request) => {
+            let mut time = format!("{}  {}", r.timestamp, request.operation);
+            if request.dry_run {
+                time.push_str("  (dry run)");
+            }
+            lines.push(field("Time", time));
+            let user = if request.user_uid.is_empty() {
+                request.user_name.to_string()
+            } else {
+                format!("{} (uid {})", request.user_name, request.user_uid)
+            };
+            lines.push(field("User", user));
+            if !request.user_groups.is_empty() {
+                lines.push(field("Groups", request.user_groups.join(", ")));
+            }
+        }
+        None => lines.push(field("Time", r.timestamp.to_string())),
     }
     lines.push(field("Rule", r.rule()));
     lines.push(Line::from(vec![
         Span::styled(format!("{:<9}", "Mode"), BOLD),
         Span::raw(format!("{} → ", r.mode)),
         Span::styled(
-            r.enforcement_action.clone(),
+            r.enforcement_action.to_string(),
             action_style(&r.enforcement_action),
         ),
     ]));
@@ -295,13 +300,13 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
     for path in denied {
         let mut spans = vec![
             Span::raw("  "),
-            Span::styled(path.clone(), Style::new().fg(Color::Red)),
+            Span::styled(path.to_string(), Style::new().fg(Color::Red)),
         ];
         if let Some(change) = r.change(path) {
             spans.push(Span::raw(format!(
                 ": {} → {}",
-                value_text(change.old.as_ref()),
-                value_text(change.new.as_ref())
+                value_text(change.old.as_deref()),
+                value_text(change.new.as_deref())
             )));
         }
         lines.push(Line::from(spans));
@@ -311,12 +316,12 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
         .changed_paths
         .iter()
         .filter(|p| !denied.contains(p))
-        .map(String::as_str)
+        .map(|p| p.as_ref())
         .collect();
     if !allowed.is_empty() {
         lines.push(field("Allowed", allowed.join(", ")));
     }
-    let source = r.source().map_or(r.event_type.as_str(), |s| s.as_str());
+    let source = r.source().map_or(r.event_type.as_ref(), |s| s.as_str());
     let from = app
         .streams
         .get(entry.stream)

@@ -1,0 +1,203 @@
+//! The admin `/status` document of an agent (loopback only, read through `kubectl
+//! port-forward` by `kubectl drift status`): readiness, where the rules come from, the rules
+//! loaded and the invalid ones with their reasons, source errors, and the export's state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::connection::PodConnectionStatus;
+
+/// `GET /status`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    /// Whether the agent answers `/readyz` with 200.
+    pub ready: bool,
+    /// Where the rules come from.
+    pub source: RuleSourceKind,
+    /// When the rule set in force was built (RFC 3339).
+    pub loaded_at: String,
+    pub rules_loaded: usize,
+    pub rules_invalid: usize,
+    /// The rules in force, in priority order.
+    #[serde(default)]
+    pub rules: Vec<LoadedRule>,
+    /// Rules that are not applied, and why.
+    #[serde(default)]
+    pub invalid_rules: Vec<InvalidRule>,
+    /// Problems with a source as a whole (a file that cannot be read or parsed).
+    #[serde(default)]
+    pub source_errors: Vec<SourceError>,
+    pub namespaces_known: usize,
+    pub export: ExportState,
+}
+
+/// Where the rules come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum RuleSourceKind {
+    /// The built-in default rule; no source was configured.
+    #[default]
+    BuiltIn,
+    /// Rule ConfigMaps and Namespaces watched in the cluster.
+    Cluster,
+    /// Files given with `--rules` / `--namespaces`.
+    Files {
+        rules: Vec<String>,
+        namespaces: Vec<String>,
+    },
+}
+
+/// A rule in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadedRule {
+    /// `namespace/name` of the rule ConfigMap.
+    pub rule: String,
+    pub mode: String,
+    pub priority: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// A rule that is not applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvalidRule {
+    /// `namespace/name` of the rule ConfigMap.
+    pub rule: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The field at fault (`selectors[0].kind`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    /// The one-line reason.
+    pub reason: String,
+    /// The whole message, as the log and the Event give it.
+    pub message: String,
+}
+
+/// A problem with a source as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceError {
+    /// The file (or source) at fault.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            write!(f, ": line {line} column {column}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// The export's state in `/status`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportState {
+    pub enabled: bool,
+    /// `namespace/name` of the Connection (or the file it is read from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_directory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueDepth>,
+    /// This pod's entry of the Connection's `status.byPod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_pod: Option<PodConnectionStatus>,
+}
+
+/// Records waiting to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueDepth {
+    pub messages: usize,
+    pub bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connection::StatusError;
+
+    #[test]
+    fn status_round_trips_with_real_errors() {
+        let status = AgentStatus {
+            ready: true,
+            source: RuleSourceKind::Files {
+                rules: vec!["rules/".into()],
+                namespaces: vec![],
+            },
+            loaded_at: "2026-07-28T12:00:00Z".into(),
+            rules_loaded: 1,
+            rules_invalid: 1,
+            rules: vec![LoadedRule {
+                rule: "ops/r".into(),
+                mode: "enforce".into(),
+                priority: 10,
+                origin: Some("rules/r.yaml".into()),
+            }],
+            invalid_rules: vec![InvalidRule {
+                rule: "ops/typo".into(),
+                namespace: "ops".into(),
+                name: "typo".into(),
+                origin: None,
+                field: Some("mutabel".into()),
+                line: Some(4),
+                column: Some(1),
+                reason: "unknown field `mutabel`".into(),
+                message: "rule ConfigMap ops/typo: data.spec line 4 column 1: field mutabel: unknown field `mutabel`".into(),
+            }],
+            source_errors: vec![SourceError {
+                source: "rules/broken.yaml".into(),
+                line: Some(3),
+                column: Some(7),
+                reason: "did not find expected key".into(),
+            }],
+            namespaces_known: 3,
+            export: ExportState {
+                enabled: true,
+                connection: Some("drift-system/audit-connection".into()),
+                channel_directory: Some("/tmp/violations/audit-channel".into()),
+                queue: Some(QueueDepth {
+                    messages: 2,
+                    bytes: 900,
+                }),
+                by_pod: Some(PodConnectionStatus {
+                    id: "pod-a".into(),
+                    connection_uid: Some("uid".into()),
+                    connection_errors: vec![StatusError {
+                        type_: "UpsertConnection".into(),
+                        message: "unknown driver \"kafka\"".into(),
+                    }],
+                    publish_statuses: vec![],
+                }),
+            },
+        };
+        let text = serde_json::to_string(&status).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // Source errors are objects on the wire; a reader shows their text.
+        assert_eq!(value["sourceErrors"][0]["source"], "rules/broken.yaml");
+        assert_eq!(
+            status.source_errors[0].to_string(),
+            "rules/broken.yaml: line 3 column 7: did not find expected key"
+        );
+        assert_eq!(value["source"]["kind"], "files");
+        let back: AgentStatus = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, status);
+    }
+}

@@ -1,0 +1,578 @@
+//! The admission evaluation (SPEC §3): a request and a rule set in, one value out that says
+//! everything that happened — the rules considered and why each matched or not, and an outcome
+//! in which impossible states cannot be written. The admission response, the agent's log line,
+//! metrics and export record, and the plugin's `explain` and `preview` all render this value
+//! (see [`crate::message`] for the texts); none of them decides anything again.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use crate::diff::{self, Change, ChangeKind, Coverage, field};
+use crate::path::{FieldPath, PathSegment};
+use crate::review::AdmissionRequest;
+use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet};
+
+/// What the cluster knows besides the request: the namespace's mode annotation and, for
+/// `/scale`, the parent object's labels.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// Value of `drift-sentinel.k8s.io/mode` on the request's namespace, if any.
+    pub namespace_mode: Option<&'a str>,
+    /// Labels of the object a `/scale` request scales, when known.
+    pub parent_labels: Option<&'a Map<String, Value>>,
+}
+
+/// How much an evaluation finds out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Detail {
+    /// What an answer needs: rules are tried in priority order until one matches.
+    #[default]
+    Verdict,
+    /// Also every rule after the winner, and the changes that `include`/`exclude` leave out:
+    /// what `explain` and `preview` show a person.
+    Full,
+}
+
+/// Everything one evaluation found.
+#[derive(Debug, Clone)]
+pub struct Evaluation<'a> {
+    /// The rules tried, in priority order, each with whether it matched (with
+    /// [`Detail::Verdict`], up to the winner).
+    pub considered: Vec<Considered<'a>>,
+    pub outcome: Outcome<'a>,
+}
+
+/// One rule tried against the request.
+#[derive(Debug, Clone)]
+pub struct Considered<'a> {
+    pub rule: &'a CompiledRule,
+    pub matched: Result<(), Mismatch<'a>>,
+}
+
+/// Why a rule did not match a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mismatch<'a> {
+    Namespace,
+    Selector,
+    /// This label requirement does not hold on the object (or the scaled parent).
+    Label(&'a LabelRequirement),
+    /// The rule selects by labels, and a `/scale` request's parent labels are not known.
+    ParentLabelsUnknown,
+}
+
+/// How the request was settled.
+#[derive(Debug, Clone)]
+pub enum Outcome<'a> {
+    /// Operations other than UPDATE are allowed without matching any rule.
+    NotEnforced,
+    /// The request cannot be judged (code 400).
+    BadRequest(BadRequest),
+    /// No rule matched: allowed.
+    NoMatch(NoMatch),
+    /// A rule matched; what it made of the request.
+    Matched(Matched<'a>),
+}
+
+/// What is wrong with a request that cannot be judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadRequest {
+    /// `object` and/or `oldObject` of an UPDATE is missing or not a JSON object.
+    ObjectsMissing { object: bool, old_object: bool },
+    /// An UPDATE without `request.kind` cannot be matched.
+    KindMissing,
+}
+
+/// Why no rule matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoMatch {
+    /// No valid rule matches the namespace, kind and labels.
+    NoRule,
+    /// A `/scale` of a resource whose kind is not known (not enforced).
+    ScaleOfUnknownResource(String),
+}
+
+/// A matched rule and what it made of the request.
+#[derive(Debug, Clone)]
+pub struct Matched<'a> {
+    pub rule: &'a CompiledRule,
+    /// The effective mode (step 5), reported for every matched UPDATE.
+    pub mode: Mode,
+    pub mode_source: ModeSource,
+    /// The namespace's mode annotation when it names no mode: ignored, and warned about.
+    pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
+    /// The value of the rule's bypass annotation on the new object, when present.
+    pub bypass_value: Option<&'a str>,
+    pub settled: Settled<'a>,
+}
+
+/// A namespace mode annotation that names no mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IgnoredModeAnnotation<'a> {
+    pub namespace: &'a str,
+    pub value: &'a str,
+}
+
+/// Where the effective mode came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModeSource {
+    Rule,
+    NamespaceAnnotation,
+}
+
+/// The step that settled a matched request.
+#[derive(Debug, Clone)]
+pub enum Settled<'a> {
+    /// Step 2: the rule scopes users and this one is not listed.
+    UserNotInScope,
+    /// Step 2: the user matches `exemptUsers`.
+    UserExempt,
+    /// Step 3: the old object is being deleted.
+    BeingDeleted,
+    /// Step 4: the bypass annotation is `true`.
+    Bypassed,
+    /// Step 5: mode `off` allows without diffing.
+    ModeOff,
+    /// Steps 6–9: the objects were compared.
+    Compared(Comparison<'a>),
+}
+
+/// The comparison of a matched UPDATE.
+#[derive(Debug, Clone)]
+pub struct Comparison<'a> {
+    /// Every changed path compared, in byte order of the rendered path, each with whether a
+    /// `mutable` pattern covers it.
+    pub changes: Vec<JudgedChange<'a>>,
+    /// The changes `include`/`exclude` leave out (system fields aside); only with
+    /// [`Detail::Full`].
+    pub excluded: Option<Vec<Change<'a>>>,
+    /// `Some` when a change is not covered by `mutable`.
+    pub violation: Option<Violation>,
+}
+
+/// An UPDATE that changed what its rule does not allow.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Rendered uncovered paths, byte order, without repeats.
+    pub denied: Vec<String>,
+    /// The full reason (SPEC §3 step 9), bounded as §5 says.
+    pub reason: String,
+}
+
+/// One changed path as judged by the rule.
+#[derive(Debug, Clone)]
+pub struct JudgedChange<'a> {
+    pub change: Change<'a>,
+    /// The rendered path (`spec.template.spec.containers[0].image`).
+    pub path: String,
+    pub mutable: bool,
+}
+
+/// Which step settled the request, as one word (for logs and documents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    OperationNotEnforced,
+    BadRequest,
+    NoMatchingRule,
+    UserNotInScope,
+    UserExempt,
+    BeingDeleted,
+    Bypassed,
+    ModeOff,
+    NoChanges,
+    OnlyMutable,
+    Violation,
+}
+
+/// The `result` audit annotation of a matched request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Allowed,
+    Denied,
+    Warned,
+    WouldDeny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Denied => "denied",
+            Verdict::Warned => "warned",
+            Verdict::WouldDeny => "would-deny",
+        }
+    }
+}
+
+impl Step {
+    /// The reason text of an allowing step.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Step::OperationNotEnforced => "operation not enforced",
+            Step::BadRequest => "bad request",
+            Step::NoMatchingRule => "no matching rule",
+            Step::UserNotInScope => "user not in scoped user list",
+            Step::UserExempt => "user exempt",
+            Step::BeingDeleted => "object is being deleted",
+            Step::Bypassed => "bypass annotation present",
+            Step::ModeOff => "mode off",
+            Step::NoChanges => "no changes detected",
+            Step::OnlyMutable => "only mutable fields changed",
+            Step::Violation => "immutable fields changed",
+        }
+    }
+}
+
+impl<'a> Evaluation<'a> {
+    /// The step that settled the request.
+    pub fn step(&self) -> Step {
+        match &self.outcome {
+            Outcome::NotEnforced => Step::OperationNotEnforced,
+            Outcome::BadRequest(_) => Step::BadRequest,
+            Outcome::NoMatch(_) => Step::NoMatchingRule,
+            Outcome::Matched(matched) => match &matched.settled {
+                Settled::UserNotInScope => Step::UserNotInScope,
+                Settled::UserExempt => Step::UserExempt,
+                Settled::BeingDeleted => Step::BeingDeleted,
+                Settled::Bypassed => Step::Bypassed,
+                Settled::ModeOff => Step::ModeOff,
+                Settled::Compared(c) if c.violation.is_some() => Step::Violation,
+                Settled::Compared(c) if c.changes.is_empty() => Step::NoChanges,
+                Settled::Compared(_) => Step::OnlyMutable,
+            },
+        }
+    }
+
+    /// The matched rule and what it made of the request, if a rule matched.
+    pub fn matched(&self) -> Option<&Matched<'a>> {
+        match &self.outcome {
+            Outcome::Matched(matched) => Some(matched),
+            _ => None,
+        }
+    }
+
+    /// The winning rule.
+    pub fn rule(&self) -> Option<&'a CompiledRule> {
+        self.matched().map(|m| m.rule)
+    }
+
+    /// The effective mode of a matched request.
+    pub fn mode(&self) -> Option<Mode> {
+        self.matched().map(|m| m.mode)
+    }
+
+    /// The comparison, when the objects were compared.
+    pub fn comparison(&self) -> Option<&Comparison<'a>> {
+        match &self.matched()?.settled {
+            Settled::Compared(comparison) => Some(comparison),
+            _ => None,
+        }
+    }
+
+    /// The violation, whatever the mode made of it.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.comparison()?.violation.as_ref()
+    }
+
+    pub fn is_violation(&self) -> bool {
+        self.violation().is_some()
+    }
+
+    /// Every compared change (empty when nothing was compared).
+    pub fn changes(&self) -> &[JudgedChange<'a>] {
+        self.comparison().map_or(&[], |c| &c.changes)
+    }
+
+    /// Uncovered paths (empty without a violation).
+    pub fn denied_paths(&self) -> &[String] {
+        self.violation().map_or(&[], |v| &v.denied)
+    }
+
+    /// The `result` of a matched request; `None` when no rule matched.
+    pub fn verdict(&self) -> Option<Verdict> {
+        let matched = self.matched()?;
+        Some(match (&self.violation(), matched.mode) {
+            (None, _) | (Some(_), Mode::Off) => Verdict::Allowed,
+            (Some(_), Mode::Enforce) => Verdict::Denied,
+            (Some(_), Mode::Warn) => Verdict::Warned,
+            (Some(_), Mode::DryRun) => Verdict::WouldDeny,
+        })
+    }
+
+    /// Whether the API server may go ahead.
+    pub fn allowed(&self) -> bool {
+        match &self.outcome {
+            Outcome::BadRequest(_) => false,
+            _ => self.verdict() != Some(Verdict::Denied),
+        }
+    }
+}
+
+/// The group and kind a request is judged as: the object's, or for `/scale` the parent's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target<'r> {
+    pub group: Cow<'r, str>,
+    pub kind: Cow<'r, str>,
+    pub scale: bool,
+}
+
+/// Maps a request to the group and kind rules are matched with. `None` for a `/scale` of a
+/// resource whose kind is not known.
+pub fn target_of(request: &AdmissionRequest) -> Option<Target<'_>> {
+    if request.sub_resource() == "scale" {
+        let kind = match (
+            request.resource.group.as_str(),
+            request.resource.resource.as_str(),
+        ) {
+            ("apps", "deployments") | ("extensions", "deployments") => "Deployment",
+            ("apps", "statefulsets") => "StatefulSet",
+            ("apps", "replicasets") | ("extensions", "replicasets") => "ReplicaSet",
+            ("argoproj.io", "rollouts") => "Rollout",
+            ("", "replicationcontrollers") => "ReplicationController",
+            _ => return None,
+        };
+        return Some(Target {
+            group: Cow::Borrowed(request.resource.group.as_str()),
+            kind: Cow::Borrowed(kind),
+            scale: true,
+        });
+    }
+    Some(Target {
+        group: Cow::Borrowed(request.kind.group.as_str()),
+        kind: Cow::Borrowed(request.kind.kind.as_str()),
+        scale: false,
+    })
+}
+
+/// Whether `rule` matches: namespace glob, selector, then labels (of the new object, or of the
+/// scaled parent).
+fn match_rule<'a>(
+    rule: &'a CompiledRule,
+    request: &AdmissionRequest,
+    target: &Target<'_>,
+    context: &Context<'_>,
+) -> Result<(), Mismatch<'a>> {
+    if !rule.matches_namespace(request.namespace()) {
+        return Err(Mismatch::Namespace);
+    }
+    if !rule.matches_kind(&target.group, &target.kind) {
+        return Err(Mismatch::Selector);
+    }
+    if rule.labels.is_empty() {
+        return Ok(());
+    }
+    let labels = if target.scale {
+        Some(context.parent_labels.ok_or(Mismatch::ParentLabelsUnknown)?)
+    } else {
+        labels_of(request.object.as_ref())
+    };
+    match rule.labels.iter().find(|l| !l.matches(labels)) {
+        Some(failed) => Err(Mismatch::Label(failed)),
+        None => Ok(()),
+    }
+}
+
+fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
+    field(field(object?, "metadata")?, "labels")?.as_object()
+}
+
+fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    field(field(field(object, "metadata")?, "annotations")?, key)?.as_str()
+}
+
+/// Evaluates one request against `rules`.
+pub fn evaluate<'a>(
+    rules: &'a RuleSet,
+    request: &'a AdmissionRequest,
+    context: &Context<'a>,
+    detail: Detail,
+) -> Evaluation<'a> {
+    let settled = |outcome| Evaluation {
+        considered: Vec::new(),
+        outcome,
+    };
+    if request.operation != "UPDATE" {
+        return settled(Outcome::NotEnforced);
+    }
+    let (Some(new), Some(old)) = (
+        request.object.as_ref().filter(|v| v.is_object()),
+        request.old_object.as_ref().filter(|v| v.is_object()),
+    ) else {
+        return settled(Outcome::BadRequest(BadRequest::ObjectsMissing {
+            object: !request.object.as_ref().is_some_and(Value::is_object),
+            old_object: !request.old_object.as_ref().is_some_and(Value::is_object),
+        }));
+    };
+    if request.kind.kind.is_empty() && request.sub_resource() != "scale" {
+        return settled(Outcome::BadRequest(BadRequest::KindMissing));
+    }
+
+    // 1. Match.
+    let Some(target) = target_of(request) else {
+        return settled(Outcome::NoMatch(NoMatch::ScaleOfUnknownResource(
+            request.resource.resource.clone(),
+        )));
+    };
+    let mut considered = Vec::new();
+    let mut winner = None;
+    for rule in rules.rules() {
+        let matched = match_rule(rule, request, &target, context);
+        let wins = matched.is_ok() && winner.is_none();
+        considered.push(Considered { rule, matched });
+        if wins {
+            winner = Some(rule);
+            if detail == Detail::Verdict {
+                break;
+            }
+        }
+    }
+    let Some(rule) = winner else {
+        return Evaluation {
+            considered,
+            outcome: Outcome::NoMatch(NoMatch::NoRule),
+        };
+    };
+
+    // 5 (computed first: it is reported for every matched request).
+    let (mode, mode_source, ignored_mode_annotation) = match context.namespace_mode {
+        Some(value) => match Mode::from_name(value) {
+            Some(mode) => (mode, ModeSource::NamespaceAnnotation, None),
+            None => (
+                rule.mode,
+                ModeSource::Rule,
+                Some(IgnoredModeAnnotation {
+                    namespace: request.namespace(),
+                    value,
+                }),
+            ),
+        },
+        None => (rule.mode, ModeSource::Rule, None),
+    };
+    let bypass_value = annotation(new, &rule.bypass);
+    let settled = settle(rule, request, old, new, mode, bypass_value, &target, detail);
+    Evaluation {
+        considered,
+        outcome: Outcome::Matched(Matched {
+            rule,
+            mode,
+            mode_source,
+            ignored_mode_annotation,
+            bypass_value,
+            settled,
+        }),
+    }
+}
+
+/// Steps 2–9 for the winning rule.
+#[allow(clippy::too_many_arguments)]
+fn settle<'a>(
+    rule: &'a CompiledRule,
+    request: &'a AdmissionRequest,
+    old: &'a Value,
+    new: &'a Value,
+    mode: Mode,
+    bypass_value: Option<&str>,
+    target: &Target<'_>,
+    detail: Detail,
+) -> Settled<'a> {
+    // 2. Users.
+    let user = request.user_info.username.as_str();
+    if !rule.user_in_scope(user) {
+        return Settled::UserNotInScope;
+    }
+    if rule.user_exempt(user) {
+        return Settled::UserExempt;
+    }
+    // 3. Deletion in progress.
+    let deleting = field(old, "metadata")
+        .and_then(|m| field(m, "deletionTimestamp"))
+        .is_some_and(|t| !diff::is_absent(t) && t.as_str() != Some(""));
+    if deleting {
+        return Settled::BeingDeleted;
+    }
+    // 4. Bypass.
+    if bypass_value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Settled::Bypassed;
+    }
+    // 5. Mode off decides before the diff.
+    if mode == Mode::Off {
+        return Settled::ModeOff;
+    }
+    // 6–7. Scope and diff.
+    let changes = if target.scale {
+        scale_changes(rule, old, new)
+    } else {
+        diff::diff(old, new, &rule.scope, &rule.mutable)
+    };
+    let excluded =
+        (detail == Detail::Full && !target.scale).then(|| excluded_changes(rule, old, new));
+    // 8. Partition.
+    let mut judged: Vec<JudgedChange<'a>> = changes
+        .into_iter()
+        .map(|change| JudgedChange {
+            path: change.path.to_string(),
+            mutable: rule.is_mutable(change.path.segments()),
+            change,
+        })
+        .collect();
+    judged.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut denied: Vec<String> = judged
+        .iter()
+        .filter(|c| !c.mutable)
+        .map(|c| c.path.clone())
+        .collect();
+    denied.dedup();
+    // 9. Violation.
+    let violation = (!denied.is_empty()).then(|| Violation {
+        reason: crate::message::violation_reason(rule, &judged, &denied),
+        denied,
+    });
+    Settled::Compared(Comparison {
+        changes: judged,
+        excluded,
+        violation,
+    })
+}
+
+/// The changes that `rule` does not compare because of its `include` / `exclude` (the system
+/// fields left aside), for previews that show a person what was ignored and why.
+fn excluded_changes<'a>(rule: &CompiledRule, old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
+    let unscoped = crate::diff::Scope::new(None, crate::rule::never_compared(&rule.bypass));
+    diff::diff(old, new, &unscoped, &rule.mutable)
+        .into_iter()
+        .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)
+        .collect()
+}
+
+/// A `/scale` update can only change `spec.replicas`.
+fn scale_changes<'a>(rule: &CompiledRule, old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
+    let path = FieldPath::from(vec![
+        PathSegment::Key("spec".into()),
+        PathSegment::Key("replicas".into()),
+    ]);
+    if rule.scope.coverage(path.segments()) == Coverage::Out {
+        return Vec::new();
+    }
+    let replicas = |v: &'a Value| {
+        field(v, "spec")
+            .and_then(|s| field(s, "replicas"))
+            .filter(|r| !diff::is_absent(r))
+    };
+    let (old_value, new_value) = (replicas(old), replicas(new));
+    let kind = match (old_value, new_value) {
+        (None, None) => return Vec::new(),
+        (Some(a), Some(b)) if diff::value_eq(a, b) => return Vec::new(),
+        (None, Some(_)) => ChangeKind::Added,
+        (Some(_), None) => ChangeKind::Removed,
+        _ => ChangeKind::Modified,
+    };
+    vec![Change {
+        path,
+        kind,
+        old: old_value.map(Cow::Borrowed),
+        new: new_value.map(Cow::Borrowed),
+    }]
+}
