@@ -74,6 +74,7 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
             rule: rule.id.to_string(),
             mode: rule.mode.as_str().to_owned(),
             priority: rule.priority,
+            tier: rule.tier.as_str().to_owned(),
             origin: rule.origin.clone(),
         })
         .collect();

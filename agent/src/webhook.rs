@@ -371,6 +371,7 @@ fn record(
         name = request.name(),
         user = %request.user_info.username,
         rule = rule.map(|r| r.id.to_string()).unwrap_or_default(),
+        tier = rule.map(|r| r.tier.as_str()).unwrap_or(""),
         mode = evaluation.mode().map(|m| m.as_str()).unwrap_or(""),
         step = ?evaluation.step(),
         result = result,

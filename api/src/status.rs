@@ -55,8 +55,16 @@ pub struct LoadedRule {
     pub rule: String,
     pub mode: String,
     pub priority: i64,
+    /// `cluster` (applies as written) or `namespace` (only in its own namespace, only where no
+    /// cluster rule matches).
+    #[serde(default = "cluster_tier")]
+    pub tier: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+}
+
+fn cluster_tier() -> String {
+    "cluster".to_owned()
 }
 
 /// A rule that is not applied.
@@ -149,6 +157,7 @@ mod tests {
                 rule: "ops/r".into(),
                 mode: "enforce".into(),
                 priority: 10,
+                tier: "cluster".into(),
                 origin: Some("rules/r.yaml".into()),
             }],
             invalid_rules: vec![InvalidRule {

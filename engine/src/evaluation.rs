@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::diff::{self, Change, ChangeKind, Coverage, field};
 use crate::path::{FieldPath, PathSegment};
 use crate::review::AdmissionRequest;
-use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet};
+use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet, Tier};
 
 /// What the cluster knows besides the request: the namespace's mode annotation and, for
 /// `/scale`, the parent object's labels.
@@ -54,6 +54,10 @@ pub struct Considered<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mismatch<'a> {
     Namespace,
+    /// A namespace rule applies only to objects of its own namespace.
+    OtherNamespace,
+    /// A namespace rule never applies where a cluster rule matches.
+    ClusterRuleMatched,
     Selector,
     /// This label requirement does not hold on the object (or the scaled parent).
     Label(&'a LabelRequirement),
@@ -355,6 +359,9 @@ fn match_rule<'a>(
     target: &Target<'_>,
     context: &Context<'_>,
 ) -> Result<(), Mismatch<'a>> {
+    if rule.tier == Tier::Namespace && rule.id.namespace != request.namespace() {
+        return Err(Mismatch::OtherNamespace);
+    }
     if !rule.matches_namespace(request.namespace()) {
         return Err(Mismatch::Namespace);
     }
@@ -419,7 +426,15 @@ pub fn evaluate<'a>(
     let mut considered = Vec::new();
     let mut winner = None;
     for rule in rules.rules() {
-        let matched = match_rule(rule, request, &target, context);
+        // Rules come cluster tier first: a namespace rule is only tried when no cluster rule
+        // matched (SPEC §2), so it can never override, switch off or weaken one.
+        let shadowed = rule.tier == Tier::Namespace
+            && winner.is_some_and(|w: &CompiledRule| w.tier == Tier::Cluster);
+        let matched = if shadowed {
+            Err(Mismatch::ClusterRuleMatched)
+        } else {
+            match_rule(rule, request, &target, context)
+        };
         let wins = matched.is_ok() && winner.is_none();
         considered.push(Considered { rule, matched });
         if wins {

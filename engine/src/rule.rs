@@ -64,6 +64,74 @@ impl fmt::Display for Mode {
     }
 }
 
+/// Who may have written a rule (SPEC §2 "Who may write a rule").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// A rule ConfigMap in a cluster rule namespace: applies as written.
+    Cluster,
+    /// A rule ConfigMap in any other namespace: applies only to objects in its own namespace,
+    /// and only where no cluster rule matches.
+    Namespace,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Cluster => "cluster",
+            Tier::Namespace => "namespace",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which ConfigMap namespaces hold cluster rules.
+#[derive(Debug, Clone, Default)]
+pub struct TierPolicy {
+    /// `None`: every namespace (offline files, or `--cluster-rule-namespaces '*'`).
+    cluster_namespaces: Option<Vec<Glob>>,
+}
+
+impl TierPolicy {
+    /// Every rule is a cluster rule.
+    pub fn all_cluster() -> Self {
+        Self::default()
+    }
+
+    /// Rules in namespaces matching one of `globs` are cluster rules; the others namespace
+    /// rules. A `*` among them makes every rule a cluster rule.
+    pub fn cluster_namespaces<S: AsRef<str>>(globs: &[S]) -> Result<Self, crate::glob::GlobError> {
+        if globs.iter().any(|g| g.as_ref() == "*") {
+            return Ok(Self::all_cluster());
+        }
+        let globs = globs
+            .iter()
+            .map(|g| Glob::new(g.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            cluster_namespaces: Some(globs),
+        })
+    }
+
+    /// Whether every namespace is a cluster rule namespace.
+    pub fn is_all_cluster(&self) -> bool {
+        self.cluster_namespaces.is_none()
+    }
+
+    pub fn tier_of(&self, namespace: &str) -> Tier {
+        match &self.cluster_namespaces {
+            None => Tier::Cluster,
+            Some(globs) if globs.iter().any(|g| g.matches(namespace)) => Tier::Cluster,
+            Some(_) => Tier::Namespace,
+        }
+    }
+}
+
 /// `namespace/name` of the ConfigMap a rule came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct RuleId {
@@ -287,6 +355,8 @@ pub struct CompiledRule {
     pub exclude: Vec<PathPattern>,
     pub mutable: Vec<PathPattern>,
     pub bypass: String,
+    /// Cluster rule or namespace rule (decided by [`TierPolicy`] when the set is built).
+    pub tier: Tier,
     /// The diff scope: `include`, then system fields, `exclude` and the bypass annotation skipped.
     pub scope: Scope,
     /// `mutable` rendered for messages.
@@ -481,6 +551,7 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
         exclude,
         mutable,
         bypass,
+        tier: Tier::Cluster,
         scope,
         mutable_text,
         origin: source.origin.clone(),
@@ -601,8 +672,9 @@ pub fn rule_source_from_config_map(
     })
 }
 
-/// The valid rules in match order (priority descending, then namespace and name ascending as
-/// byte strings), and the invalid ones with their errors.
+/// The valid rules in match order (cluster rules first, then namespace rules; within a tier
+/// priority descending, then namespace and name ascending as byte strings), and the invalid
+/// ones with their errors.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     rules: Vec<CompiledRule>,
@@ -610,9 +682,15 @@ pub struct RuleSet {
 }
 
 impl RuleSet {
-    /// Compiles every source. One invalid rule never stops the others. A second definition of
-    /// the same ConfigMap is reported as invalid rather than silently replacing the first.
+    /// Compiles every source as a cluster rule (offline files; see [`RuleSet::build_with`]).
     pub fn build(sources: impl IntoIterator<Item = RuleSource>) -> Self {
+        Self::build_with(sources, &TierPolicy::all_cluster())
+    }
+
+    /// Compiles every source, each in the tier `policy` gives its ConfigMap's namespace. One
+    /// invalid rule never stops the others. A second definition of the same ConfigMap is
+    /// reported as invalid rather than silently replacing the first.
+    pub fn build_with(sources: impl IntoIterator<Item = RuleSource>, policy: &TierPolicy) -> Self {
         let mut seen: BTreeMap<RuleId, Option<String>> = BTreeMap::new();
         let mut rules = Vec::new();
         let mut invalid = Vec::new();
@@ -635,13 +713,17 @@ impl RuleSet {
             }
             seen.insert(source.id.clone(), source.origin.clone());
             match compile(&source) {
-                Ok(rule) => rules.push(rule),
+                Ok(mut rule) => {
+                    rule.tier = policy.tier_of(&rule.id.namespace);
+                    rules.push(rule);
+                }
                 Err(e) => invalid.push(e),
             }
         }
         rules.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
+            a.tier
+                .cmp(&b.tier)
+                .then_with(|| b.priority.cmp(&a.priority))
                 .then_with(|| a.id.namespace.as_bytes().cmp(b.id.namespace.as_bytes()))
                 .then_with(|| a.id.name.as_bytes().cmp(b.id.name.as_bytes()))
         });

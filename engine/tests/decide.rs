@@ -776,3 +776,94 @@ fn answers_are_bounded_and_denials_are_forbidden() {
     .response("u");
     assert_eq!(allowed.status.reason, None);
 }
+
+/// SPEC §2 "Who may write a rule": a namespace rule applies only in its own namespace and only
+/// where no cluster rule matches, whatever its priority.
+#[test]
+fn namespace_rules_cannot_weaken_cluster_rules() {
+    use drift_engine::evaluation::Mismatch;
+    use drift_engine::rule::{Tier, TierPolicy};
+    let policy = TierPolicy::cluster_namespaces(&["drift-system"]).unwrap();
+    let platform = rule(
+        "drift-system",
+        "platform",
+        "mode: enforce\nnamespaces: ['prod-*', team-a]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n",
+    );
+    let tenant_off = rule(
+        "team-a",
+        "switch-off",
+        "mode: 'off'\npriority: 100000\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n",
+    );
+    let tenant_enforce = rule(
+        "team-a",
+        "strict",
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: StatefulSet}]\n",
+    );
+    let rules = RuleSet::build_with(vec![platform, tenant_off, tenant_enforce], &policy);
+    assert!(rules.invalid().is_empty());
+    assert_eq!(
+        rules.rules()[0].id.name,
+        "platform",
+        "cluster rules come first"
+    );
+    assert_eq!(rules.rules()[0].tier, Tier::Cluster);
+    assert_eq!(rules.rules()[1].tier, Tier::Namespace);
+
+    let in_namespace = |namespace: &str| {
+        let mut request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
+        request.namespace = Some(namespace.into());
+        request
+    };
+    // The tenant's `off` rule (priority 100000, namespaces '*') changes nothing where the
+    // platform's rule matches — not in prod, not even in its own namespace.
+    for namespace in ["prod-eu", "team-a"] {
+        let request = in_namespace(namespace);
+        let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Full);
+        assert_eq!(evaluation.step(), Step::Violation, "{namespace}");
+        assert_eq!(evaluation.rule().unwrap().id.name, "platform");
+        let tenant = evaluation
+            .considered
+            .iter()
+            .find(|c| c.rule.id.name == "switch-off")
+            .unwrap();
+        assert_eq!(
+            tenant.matched,
+            Err(Mismatch::ClusterRuleMatched),
+            "{namespace}"
+        );
+    }
+    // Where the platform left things unprotected, the tenant's rules act in its own namespace
+    // only.
+    let mut statefulset = in_namespace("team-a");
+    statefulset.kind.kind = "StatefulSet".into();
+    statefulset.resource.resource = "statefulsets".into();
+    let evaluation = evaluate(&rules, &statefulset, &Context::default(), Detail::Verdict);
+    assert_eq!(
+        evaluation.rule().unwrap().id.name,
+        "switch-off",
+        "the highest namespace rule"
+    );
+    statefulset.namespace = Some("team-b".into());
+    let evaluation = evaluate(&rules, &statefulset, &Context::default(), Detail::Full);
+    assert_eq!(evaluation.step(), Step::NoMatchingRule);
+    assert!(
+        evaluation
+            .considered
+            .iter()
+            .filter(|c| c.rule.tier == Tier::Namespace)
+            .all(|c| c.matched == Err(Mismatch::OtherNamespace))
+    );
+
+    // `*` restores the original's behaviour: every rule is a cluster rule.
+    let all = RuleSet::build_with(
+        vec![rule(
+            "team-a",
+            "switch-off",
+            "mode: 'off'\npriority: 100000\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n",
+        )],
+        &TierPolicy::cluster_namespaces(&["*"]).unwrap(),
+    );
+    let request = in_namespace("prod-eu");
+    let evaluation = evaluate(&all, &request, &Context::default(), Detail::Verdict);
+    assert_eq!(evaluation.step(), Step::ModeOff);
+}

@@ -128,6 +128,7 @@ pub(crate) fn preview_parts(
         "object": object_summary(request),
         "user": request.user_info.username,
         "rule": evaluation.rule().map(|r| r.id.to_string()),
+        "tier": evaluation.rule().map(|r| r.tier.as_str()),
         "mode": evaluation.mode().map(Mode::as_str),
         "modeSource": evaluation.matched().map(|m| m.mode_source),
         "step": evaluation.step(),
@@ -169,8 +170,8 @@ fn preview_text(
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "Rule:    {} (priority {}{origin})",
-                rule.id, rule.priority
+                "Rule:    {} ({} rule, priority {}{origin})",
+                rule.id, rule.tier, rule.priority
             );
             let _ = writeln!(out, "Mode:    {mode} (from {})", mode_source(evaluation));
         }
@@ -342,6 +343,13 @@ pub fn explain(
                 Err(Mismatch::ParentLabelsUnknown) => {
                     "labels of the scaled object are not known".to_owned()
                 }
+                Err(Mismatch::OtherNamespace) => format!(
+                    "a namespace rule applies only in its own namespace {:?}",
+                    rule.id.namespace
+                ),
+                Err(Mismatch::ClusterRuleMatched) => {
+                    "a namespace rule, and a cluster rule matches".to_owned()
+                }
             };
             let wins = winner.is_some_and(|w| std::ptr::eq(w, rule));
             (rule, c.matched.is_ok(), wins, reason)
@@ -362,7 +370,7 @@ pub fn explain(
     let document = json!({
         "object": object_summary(request),
         "rules": considered.iter().map(|(rule, matched, wins, reason)| json!({
-            "rule": rule.id.to_string(), "priority": rule.priority, "mode": rule.mode.as_str(),
+            "rule": rule.id.to_string(), "tier": rule.tier.as_str(), "priority": rule.priority, "mode": rule.mode.as_str(),
             "matched": matched, "winner": wins, "reason": reason, "origin": rule.origin,
         })).collect::<Vec<_>>(),
         "winner": winner.map(|r| r.id.to_string()),

@@ -411,7 +411,7 @@ fn preview_of_a_file_against_the_live_object() {
         &output,
         &[
             "Object:  Deployment prod/web",
-            "Rule:    ops/images (priority 10)",
+            "Rule:    ops/images (cluster rule, priority 10)",
             "Mode:    enforce (from the rule)",
             "spec.replicas",
             "2 → 5",
@@ -597,7 +597,7 @@ fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
         &output,
         &[
             "Object:  Deployment prod/checkout",
-            "Rule:    ops/replica-only (priority 200)",
+            "Rule:    ops/replica-only (cluster rule, priority 200)",
             "spec.replicas",
             "2 → 5",
             "Verdict: ALLOWED (only mutable fields changed)",
