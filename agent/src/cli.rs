@@ -93,6 +93,10 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_VALIDATE_PATH", default_value = "/validate", value_parser = parse_http_path)]
     pub validate_path: String,
 
+    /// Path of the rule-validating endpoint (the chart registers it for rule ConfigMaps).
+    #[arg(long, env = "DRIFT_SENTINEL_VALIDATE_RULE_PATH", default_value = "/validate-rule", value_parser = parse_http_path)]
+    pub validate_rule_path: String,
+
     /// Path of the liveness endpoint.
     #[arg(long, env = "DRIFT_SENTINEL_HEALTH_PATH", default_value = "/healthz", value_parser = parse_http_path)]
     pub health_path: String,
@@ -125,6 +129,19 @@ pub struct ServeArgs {
         help_heading = "Rule sources"
     )]
     pub namespaces: Vec<PathBuf>,
+
+    /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
+    /// rule ConfigMap anywhere else is a namespace rule: it acts only on objects of its own
+    /// namespace, and only where no cluster rule matches. Default in cluster mode: the agent's
+    /// own namespace (--pod-namespace); offline: every rule file is a cluster rule unless this
+    /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN).
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub cluster_rule_namespaces: Vec<String>,
 
     /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
     #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]

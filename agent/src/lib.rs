@@ -14,6 +14,7 @@ pub mod rules_source;
 pub mod server;
 pub mod state;
 pub mod tls;
+pub mod validate_rule;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -72,6 +73,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let offline = !args.rules.is_empty() || !args.namespaces.is_empty();
+    let tier_policy = tier_policy(&args, offline)?;
     let mut cluster_client = None;
     let shared = if offline {
         let source = FileSource {
@@ -121,6 +123,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shared
     };
 
+    shared.set_tier_policy(tier_policy);
+
     if args.enable_admission_violation_export {
         start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
     }
@@ -159,6 +163,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shared.clone(),
         webhook::WebhookConfig {
             validate_path: args.validate_path.clone(),
+            validate_rule_path: args.validate_rule_path.clone(),
             health_path: args.health_path.clone(),
             ready_path: args.ready_path.clone(),
             metrics_path: args.metrics_path.clone(),
@@ -218,6 +223,43 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): those in
+/// `--cluster-rule-namespaces`; by default, in cluster mode, the agent's own namespace, and
+/// offline every rule file.
+fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<drift_engine::rule::TierPolicy> {
+    use drift_engine::rule::TierPolicy;
+    let mut globs = args.cluster_rule_namespaces.clone();
+    globs.retain(|g| !g.trim().is_empty());
+    if globs.is_empty() {
+        if offline {
+            return Ok(TierPolicy::all_cluster());
+        }
+        globs.push(agent_namespace(args));
+    }
+    if globs.iter().any(|g| g == "*") {
+        tracing::warn!(
+            "--cluster-rule-namespaces '*': every rule ConfigMap is a cluster rule, so whoever may write a ConfigMap in any namespace can weaken protection everywhere (the original's behaviour)"
+        );
+    }
+    let policy = TierPolicy::cluster_namespaces(&globs)
+        .map_err(|e| anyhow::anyhow!("--cluster-rule-namespaces: {e}"))?;
+    tracing::info!(cluster_rule_namespaces = ?globs, "rule ConfigMaps in these namespaces are cluster rules; elsewhere namespace rules");
+    Ok(policy)
+}
+
+/// The agent's own namespace: `--pod-namespace`, the service account's, or `default`.
+fn agent_namespace(args: &ServeArgs) -> String {
+    args.pod_namespace
+        .clone()
+        .or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .ok()
+                .map(|n| n.trim().to_owned())
+        })
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_owned())
 }
 
 /// This pod's name when `--pod-name` is not given: the host name (a pod's host name is its name).

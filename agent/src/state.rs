@@ -69,6 +69,8 @@ pub struct Shared {
     parents: std::sync::OnceLock<crate::parent_labels::ParentLookup>,
     /// Violation export, when enabled.
     export: std::sync::OnceLock<ExportHandle>,
+    /// Which rule ConfigMaps are cluster rules (SPEC §2); set once at startup.
+    tier_policy: std::sync::OnceLock<drift_engine::rule::TierPolicy>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.
@@ -88,9 +90,22 @@ impl Shared {
             not_ready_reason: std::sync::Mutex::new("starting".into()),
             parents: std::sync::OnceLock::new(),
             export: std::sync::OnceLock::new(),
+            tier_policy: std::sync::OnceLock::new(),
         });
         shared.install(initial);
         shared
+    }
+
+    /// Sets which rule ConfigMaps are cluster rules; once, at startup, before any rule loads.
+    pub fn set_tier_policy(&self, policy: drift_engine::rule::TierPolicy) {
+        let _ = self.tier_policy.set(policy);
+    }
+
+    /// Which rule ConfigMaps are cluster rules (every one, unless set).
+    pub fn tier_policy(&self) -> &drift_engine::rule::TierPolicy {
+        static ALL_CLUSTER: std::sync::LazyLock<drift_engine::rule::TierPolicy> =
+            std::sync::LazyLock::new(drift_engine::rule::TierPolicy::all_cluster);
+        self.tier_policy.get().unwrap_or(&ALL_CLUSTER)
     }
 
     /// The active snapshot; cheap, lock-free.

@@ -28,6 +28,7 @@ const INLINE_BODY_BYTES: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
     pub validate_path: String,
+    pub validate_rule_path: String,
     pub health_path: String,
     pub ready_path: String,
     pub metrics_path: String,
@@ -48,10 +49,24 @@ pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
     };
     Router::new()
         .route(&config.validate_path, post(validate))
+        .route(&config.validate_rule_path, post(validate_rule))
         .route(&config.health_path, get(|| async { "ok\n" }))
         .route(&config.ready_path, get(ready))
         .route(&config.metrics_path, get(metrics))
         .with_state(state)
+}
+
+/// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
+/// never opens a hole"); see [`crate::validate_rule`].
+async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
+    let body = match read_review_body(&state, request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    match crate::validate_rule::answer(&state.shared, &body) {
+        Ok(review) => json(Bytes::from(review.to_string())),
+        Err(message) => plain(StatusCode::BAD_REQUEST, message),
+    }
 }
 
 async fn ready(State(state): State<AppState>) -> Response {
@@ -101,15 +116,16 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
     essence.eq_ignore_ascii_case("application/json")
 }
 
-async fn validate(State(state): State<AppState>, request: Request) -> Response {
-    let started = Instant::now();
+/// Reads the body of an AdmissionReview POST: JSON only, at most [`MAX_BODY_BYTES`], within
+/// the read timeout; otherwise the plain answer to give.
+async fn read_review_body(state: &AppState, request: Request) -> Result<Bytes, Response> {
     let content_type = request.headers().get(header::CONTENT_TYPE);
     if !is_json(content_type) {
         let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
-        return plain(
+        return Err(plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("Content-Type must be application/json (got {got})"),
-        );
+        ));
     }
     let declared_length = request
         .headers()
@@ -117,26 +133,29 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return too_large();
+        return Err(too_large());
     }
     let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
-    let body = match tokio::time::timeout(state.config.read_timeout, body.collect()).await {
-        Err(_) => {
-            return plain(
-                StatusCode::REQUEST_TIMEOUT,
-                "request body not received within the read timeout",
-            );
-        }
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Ok(Err(e)) => {
-            return plain(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read request body: {e}"),
-            );
-        }
-        Ok(Ok(collected)) => collected.to_bytes(),
-    };
+    match tokio::time::timeout(state.config.read_timeout, body.collect()).await {
+        Err(_) => Err(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not received within the read timeout",
+        )),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Ok(Err(e)) => Err(plain(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read request body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
 
+async fn validate(State(state): State<AppState>, request: Request) -> Response {
+    let started = Instant::now();
+    let body = match read_review_body(&state, request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
     let shared = state.shared.clone();
     let answer = if body.len() <= INLINE_BODY_BYTES {
         match parse_review(&body) {

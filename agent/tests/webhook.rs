@@ -803,3 +803,77 @@ fn exclude_reaching_below_a_scalar_does_not_hide_it() {
         assert_eq!(response["auditAnnotations"]["denied-paths"], changed);
     }
 }
+
+/// `POST /validate-rule` (SPEC §2): a broken rule is refused with its line and column, a valid
+/// rule with a likely mistake is admitted with a warning, anything else is admitted as it is.
+#[test]
+fn rule_config_maps_are_validated_before_they_are_stored() {
+    let (_dir, agent) = offline_agent(SIMPLE_RULE, None);
+    let url = format!("{}/validate-rule", agent.base);
+    let review = |annotated: bool, spec: &str| {
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "guard", "namespace": "drift-system"},
+            "data": {"spec": spec}});
+        if annotated {
+            object["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/rule": " TRUE "});
+        }
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "rule-1", "operation": "CREATE", "namespace": "drift-system", "name": "guard",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "userInfo": {"username": "alice"}, "object": object}})
+    };
+    let send = |body: Value| {
+        let (code, answer) = post(&plain_client(), &url, &body);
+        assert_eq!(code, 200, "{answer}");
+        assert_eq!(answer["response"]["uid"], "rule-1");
+        answer["response"].clone()
+    };
+
+    let typo = send(review(
+        true,
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutabel: [spec.replicas]\n",
+    ));
+    assert_eq!(typo["allowed"], false, "{typo}");
+    assert_eq!(typo["status"]["code"], 422);
+    assert_eq!(typo["status"]["reason"], "Invalid");
+    let message = typo["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("rule ConfigMap drift-system/guard: data.spec line 4 column 1")
+            && message.contains("mutabel"),
+        "{message}"
+    );
+
+    let empty_bypass = send(review(
+        true,
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nbypass: ''\n",
+    ));
+    assert_eq!(empty_bypass["allowed"], false, "{empty_bypass}");
+    assert!(
+        empty_bypass["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bypass")
+    );
+
+    let misspelt_path = send(review(
+        true,
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containerz[*].image']\n",
+    ));
+    assert_eq!(misspelt_path["allowed"], true, "{misspelt_path}");
+    let warnings = misspelt_path["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("mutable pattern spec.template.spec.containerz[*].image"),
+        "{warnings:?}"
+    );
+
+    let fine = send(review(true, SIMPLE_RULE));
+    assert_eq!(fine["allowed"], true);
+    assert!(fine.get("warnings").is_none(), "{fine}");
+    let not_a_rule = send(review(false, "not a rule at all"));
+    assert_eq!(not_a_rule["allowed"], true);
+}

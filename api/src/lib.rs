@@ -5,12 +5,14 @@
 //!   carries each agent pod's export health in its status; the chart's CRD is generated from it;
 //! - [`violation`]: the violation record of both sources (SPEC §7), as the agent writes it to
 //!   disk and streams it on `/violations`, and that query;
-//! - [`status`]: the admin `/status` document.
+//! - [`status`]: the admin `/status` document;
+//! - [`shapes`]: the shapes of the built-in kinds, for the rule linter.
 //!
 //! The agent serialises these types and the plugin deserialises the same ones; round-trip tests
 //! pin them.
 
 pub mod connection;
+pub mod shapes;
 pub mod status;
 pub mod violation;
 

@@ -10,6 +10,7 @@ pub mod apply;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
+pub mod lint;
 pub mod manifests;
 pub mod message;
 pub mod path;
