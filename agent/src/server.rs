@@ -3,20 +3,19 @@
 //! shutdown timeout.
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::time::Sleep;
+use tokio::sync::{Notify, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// Connection-level timeouts.
@@ -90,94 +89,176 @@ async fn serve_connection<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let io = TokioIo::new(IdleTimeout::new(io, timeouts.idle));
-    let service = TowerToHyperService::new(router);
+    let activity = Arc::new(Activity::new());
+    let service = TowerToHyperService::new(Tracked {
+        inner: router,
+        activity: activity.clone(),
+    });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(timeouts.read_header);
-    let connection = builder.serve_connection_with_upgrades(io, service);
-    if let Err(e) = watcher.watch(connection.into_owned()).await {
-        tracing::debug!(error = %e, "connection ended with an error");
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::select! {
+        result = watcher.watch(connection.into_owned()) => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        // Dropping the connection closes it; nothing is in flight when this fires.
+        () = activity.expired(timeouts) => tracing::debug!("connection closed: no request in time"),
     }
 }
 
-/// Fails reads on a connection that has had nothing to read for `idle`.
-struct IdleTimeout<T> {
-    inner: T,
-    idle: Duration,
-    timer: Pin<Box<Sleep>>,
-    armed: bool,
+/// What a connection is doing, as far as its timeouts are concerned: counted in requests, not
+/// bytes, so that the rules hold alike over HTTP/1 and HTTP/2 (whose PINGs and partial frames
+/// would otherwise keep a connection open forever).
+struct Activity {
+    opened: Instant,
+    state: std::sync::Mutex<ActivityState>,
+    changed: Notify,
 }
 
-impl<T> IdleTimeout<T> {
-    fn new(inner: T, idle: Duration) -> Self {
+#[derive(Clone, Copy)]
+struct ActivityState {
+    in_flight: usize,
+    requests: u64,
+    last_done: Instant,
+}
+
+impl Activity {
+    fn new() -> Self {
+        let now = Instant::now();
         Self {
-            inner,
-            idle,
-            timer: Box::pin(tokio::time::sleep(idle)),
-            armed: false,
+            opened: now,
+            state: std::sync::Mutex::new(ActivityState {
+                in_flight: 0,
+                requests: 0,
+                last_done: now,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ActivityState)) {
+        if let Ok(mut state) = self.state.lock() {
+            f(&mut state);
+        }
+        self.changed.notify_one();
+    }
+
+    /// When the connection must close if nothing changes: the first request must reach the
+    /// service within the read-header timeout of the connection's opening (a connection that
+    /// sends nothing, or a request head sent in pieces); between requests the idle timeout
+    /// runs from the end of the last one. `None` while a request is in flight.
+    fn deadline(&self, timeouts: ConnectionTimeouts) -> Option<Instant> {
+        let state = *self.state.lock().ok()?;
+        if state.in_flight > 0 {
+            return None;
+        }
+        Some(if state.requests == 0 {
+            self.opened + timeouts.read_header
+        } else {
+            state.last_done + timeouts.idle
+        })
+    }
+
+    /// Resolves when the connection has been without a request for too long.
+    async fn expired(&self, timeouts: ConnectionTimeouts) {
+        loop {
+            let changed = self.changed.notified();
+            match self.deadline(timeouts) {
+                None => changed.await,
+                Some(deadline) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(deadline.into()) => {
+                            if self.deadline(timeouts).is_some_and(|d| d <= Instant::now()) {
+                                return;
+                            }
+                        }
+                        () = changed => {}
+                    }
+                }
+            }
         }
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(result) => {
-                this.armed = false;
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                if !this.armed {
-                    let deadline = tokio::time::Instant::now() + this.idle;
-                    this.timer.as_mut().reset(deadline);
-                    this.armed = true;
-                }
-                match this.timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "connection idle timeout",
-                    ))),
-                    Poll::Pending => Poll::Pending,
-                }
-            }
-        }
+/// Counts a request in flight from the call until its response body is done.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.update(|state| {
+            state.in_flight = state.in_flight.saturating_sub(1);
+            state.last_done = Instant::now();
+        });
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<T> {
-    fn poll_write(
+/// The router, with each request counted in the connection's [`Activity`].
+#[derive(Clone)]
+struct Tracked {
+    inner: Router,
+    activity: Arc<Activity>,
+}
+
+impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower::Service::<axum::extract::Request<hyper::body::Incoming>>::poll_ready(
+            &mut self.inner,
+            cx,
+        )
+    }
+
+    fn call(&mut self, request: axum::extract::Request<hyper::body::Incoming>) -> Self::Future {
+        self.activity.update(|state| {
+            state.in_flight += 1;
+            state.requests += 1;
+        });
+        let guard = InFlight(self.activity.clone());
+        let future = self.inner.call(request.map(axum::body::Body::new));
+        Box::pin(async move {
+            let response = future.await?;
+            // The request stays in flight until its body is sent (or abandoned).
+            Ok(response.map(|body| {
+                axum::body::Body::new(GuardedBody {
+                    body,
+                    _guard: guard,
+                })
+            }))
+        })
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it is done or dropped.
+struct GuardedBody {
+    body: axum::body::Body,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for GuardedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }

@@ -156,6 +156,63 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     })
 }
 
+/// The request uid of a review body, read without parsing the rest: the keys before
+/// `request.uid` are skipped and the scan stops at the uid (the API server writes it first), so
+/// a body of any size costs a few microseconds. For answering a request that could not be
+/// decided in time with its uid.
+pub fn peek_uid(body: &[u8]) -> Option<String> {
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+    use std::fmt;
+
+    /// Stops the scan once the uid is in `found`.
+    struct Review<'f>(&'f mut Option<String>);
+    impl<'de> Visitor<'de> for Review<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an AdmissionReview")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "request" {
+                    return map.next_value_seed(Request(self.0));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+
+    struct Request<'f>(&'f mut Option<String>);
+    impl<'de> DeserializeSeed<'de> for Request<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+            deserializer.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Request<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a request")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "uid" {
+                    *self.0 = Some(map.next_value()?);
+                    // Nothing after the uid is needed: stop here.
+                    return Err(de::Error::custom("uid found"));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+
+    let mut found = None;
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let _ = serde::Deserializer::deserialize_map(&mut deserializer, Review(&mut found));
+    found
+}
+
 /// Why an UPDATE review cannot be built from two objects.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -354,6 +411,20 @@ mod tests {
         .unwrap();
         assert_eq!(parsed.uid, "x");
         assert!(parsed.request.unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn the_uid_is_read_without_the_rest() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-42","object":{"metadata":{"uid":"not-this"}}}}"#;
+        assert_eq!(peek_uid(body).as_deref(), Some("u-42"));
+        // Not even the rest of the body needs to be valid.
+        assert_eq!(
+            peek_uid(br#"{"kind":"AdmissionReview","request":{"uid":"u-1","object":{"#).as_deref(),
+            Some("u-1")
+        );
+        assert_eq!(peek_uid(br#"{"request":{"kind":{}}}"#), None);
+        assert_eq!(peek_uid(b"not json"), None);
+        assert_eq!(peek_uid(br#"{"request":{"uid":7}}"#), None);
     }
 
     #[test]

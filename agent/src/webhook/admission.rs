@@ -1,0 +1,348 @@
+//! `POST /validate`: one AdmissionReview parsed, evaluated by the engine against the active rule
+//! snapshot, answered, and recorded (metrics, the decision log line, the export record) — all
+//! rendered from the engine's one [`Evaluation`].
+//!
+//! Decisions run on the blocking pool, never on the async workers that also answer `/healthz`
+//! and `/readyz` (SPEC §6: those answer within 100 ms whatever the decision load), under the
+//! write timeout for every body size (SPEC §5). When the timeout wins, the API server is told
+//! 500 and nothing is recorded as a decision: the late evaluation finds its request abandoned
+//! and records nothing, so log, metrics (`result="timeout"`) and export agree with the answer.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review};
+use drift_engine::{Context, Detail, Evaluation, evaluate};
+use serde_json::{Map, Value};
+
+use super::{count_error, json, plain};
+use crate::state::Shared;
+
+/// How many changed (and denied) fields a decision log line lists; the counts are always there.
+const MAX_LOGGED_FIELDS: usize = 50;
+
+/// Who answered a request: the evaluation, or the write timeout.
+#[derive(Default)]
+struct Race {
+    state: AtomicU8,
+    /// The request's uid, once parsed, for a timeout answer.
+    uid: OnceLock<String>,
+}
+
+const PENDING: u8 = 0;
+const DECIDED: u8 = 1;
+const TIMED_OUT: u8 = 2;
+
+impl Race {
+    /// The evaluation claims the answer; false when the timeout already gave one.
+    fn decide(&self) -> bool {
+        self.state
+            .compare_exchange(PENDING, DECIDED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The timeout claims the answer; false when the evaluation already gave one.
+    fn time_out(&self) -> bool {
+        self.state
+            .compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+enum Answer {
+    NotAReview(String),
+    Review(Bytes),
+    Internal(String),
+    /// The write timeout answered first; this evaluation recorded nothing.
+    Abandoned,
+}
+
+/// What the first blocking step produced.
+enum Parsed {
+    Answered(Answer),
+    /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first.
+    NeedsParentLabels(Box<ParsedReview>),
+}
+
+/// Answers one review body within `write_timeout` of `started`.
+pub(super) async fn answer(
+    shared: &Arc<Shared>,
+    body: Bytes,
+    started: Instant,
+    write_timeout: Duration,
+) -> Response {
+    let deadline = tokio::time::Instant::from_std(started + write_timeout);
+    let race = Arc::new(Race::default());
+    // The uid first (a few microseconds whatever the body), so that even a request whose parse
+    // the timeout interrupts is answered with it.
+    if let Some(uid) = drift_engine::review::peek_uid(&body) {
+        let _ = race.uid.set(uid);
+    }
+    let work = decide(shared.clone(), body, started, race.clone());
+    tokio::pin!(work);
+    let answer = tokio::select! {
+        answer = &mut work => answer,
+        _ = tokio::time::sleep_until(deadline) => {
+            if race.time_out() {
+                let uid = race.uid.get().cloned().unwrap_or_default();
+                record_timeout(shared, &uid, started.elapsed());
+                return internal_error(&uid, "no decision within the write timeout");
+            }
+            // The evaluation claimed the answer just as the timeout fired: it is recorded
+            // and moments away, so it is the answer.
+            work.await
+        }
+    };
+    match answer {
+        Answer::NotAReview(message) => {
+            count_error(shared);
+            plain(StatusCode::BAD_REQUEST, message)
+        }
+        Answer::Review(body) => json(body),
+        Answer::Internal(message) => {
+            tracing::error!(reason = %message, "internal failure while deciding a request");
+            count_error(shared);
+            internal_error(race.uid.get().map_or("", String::as_str), &message)
+        }
+        Answer::Abandoned => internal_error("", "no decision within the write timeout"),
+    }
+}
+
+/// Parse, (for `/scale`, read the parent's labels,) evaluate, on the blocking pool.
+async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Race>) -> Answer {
+    let parse_shared = shared.clone();
+    let parse_race = race.clone();
+    let parsed = tokio::task::spawn_blocking(move || {
+        guarded(|| match parse_review(&body) {
+            Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
+            Ok(parsed) => {
+                let _ = parse_race.uid.set(parsed.uid.clone());
+                if needs_parent_labels(&parse_shared, &parsed) {
+                    Parsed::NeedsParentLabels(Box::new(parsed))
+                } else {
+                    Parsed::Answered(judge(&parse_shared, parsed, None, started, &parse_race))
+                }
+            }
+        })
+    })
+    .await;
+    let parsed = match parsed {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(panic)) => return Answer::Internal(panic),
+        Err(_) => return Answer::Internal("the decision task failed".into()),
+    };
+    let parsed = match parsed {
+        Parsed::Answered(answer) => return answer,
+        Parsed::NeedsParentLabels(parsed) => *parsed,
+    };
+    let labels = match (shared.parent_lookup(), parsed.request.as_ref()) {
+        (Some(lookup), Ok(request)) => lookup.labels(request).await,
+        _ => None,
+    };
+    let task = tokio::task::spawn_blocking(move || {
+        guarded(|| judge(&shared, parsed, labels.as_ref(), started, &race))
+    })
+    .await;
+    match task {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(panic)) => Answer::Internal(panic),
+        Err(_) => Answer::Internal("the decision task failed".into()),
+    }
+}
+
+/// Runs `f`; a panic becomes its message.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into())
+    })
+}
+
+/// A `/scale` UPDATE needs the scaled object's labels when a rule selects by labels and the
+/// agent can read them (cluster mode).
+fn needs_parent_labels(shared: &Shared, parsed: &ParsedReview) -> bool {
+    let Ok(request) = parsed.request.as_ref() else {
+        return false;
+    };
+    request.sub_resource() == "scale"
+        && request.operation == "UPDATE"
+        && shared.parent_lookup().is_some()
+        && shared
+            .snapshot()
+            .rules
+            .rules()
+            .iter()
+            .any(|r| !r.labels.is_empty())
+}
+
+fn internal_error(uid: &str, message: &str) -> Response {
+    // HTTP 500: the API server treats the call as failed, so the webhook's failurePolicy
+    // decides, and it quotes this reason. The body says the same.
+    let review =
+        AdmissionResponse::internal_error(uid, format!("Drift Sentinel internal error: {message}"))
+            .into_review(ReviewVersion::V1);
+    let mut response = json(Bytes::from(review.to_string()));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response
+}
+
+fn judge(
+    shared: &Shared,
+    parsed: ParsedReview,
+    parent_labels: Option<&Map<String, Value>>,
+    started: Instant,
+    race: &Race,
+) -> Answer {
+    let request = match parsed.request {
+        Ok(request) => request,
+        Err(reason) => {
+            if !race.decide() {
+                return Answer::Abandoned;
+            }
+            tracing::warn!(uid = %parsed.uid, reason = %reason, "malformed AdmissionReview");
+            count_error(shared);
+            let review =
+                AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
+            return Answer::Review(Bytes::from(review.to_string()));
+        }
+    };
+    let snapshot = shared.snapshot();
+    let namespace_mode = snapshot
+        .namespaces
+        .get(request.namespace())
+        .and_then(|n| n.mode_annotation.as_deref());
+    let context = Context {
+        namespace_mode,
+        parent_labels,
+    };
+    let evaluation = evaluate(&snapshot.rules, &request, &context, Detail::Verdict);
+    let review = evaluation
+        .response(&request.uid)
+        .into_review(parsed.version);
+    let encoded = Bytes::from(review.to_string());
+    // From here on the answer is this evaluation's — unless the timeout answered first, in
+    // which case nothing of it is recorded.
+    if !race.decide() {
+        return Answer::Abandoned;
+    }
+    record(shared, &request, &evaluation, started.elapsed());
+    if let Some(export) = shared.export() {
+        // Whatever happens to the record, the response stands.
+        let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            export.exporter.export_admission(&request, &evaluation);
+        }));
+        if exported.is_err() {
+            tracing::error!(uid = %request.uid, "exporting the violation record failed (panic); the response is unchanged");
+        }
+    }
+    Answer::Review(encoded)
+}
+
+/// The metric label `resource`: `group/version/resource` as the original Go agent writes it
+/// (`apps/v1/deployments`), `/scale` appended for the subresource; the core group is left out
+/// (`v1/pods`).
+fn resource_label(request: &drift_engine::AdmissionRequest) -> String {
+    let gvr = &request.resource;
+    let mut label = String::with_capacity(64);
+    if !gvr.group.is_empty() {
+        label.push_str(&gvr.group);
+        label.push('/');
+    }
+    label.push_str(&gvr.version);
+    label.push('/');
+    label.push_str(&gvr.resource);
+    if !request.sub_resource().is_empty() {
+        label.push('/');
+        label.push_str(request.sub_resource());
+    }
+    label
+}
+
+/// A request the write timeout answered: counted and logged as what the API server was told.
+fn record_timeout(shared: &Shared, uid: &str, elapsed: Duration) {
+    shared
+        .metrics
+        .admission_requests
+        .with_label_values(&["", "", "timeout"])
+        .inc();
+    shared
+        .metrics
+        .admission_duration
+        .observe(elapsed.as_secs_f64());
+    tracing::warn!(
+        uid,
+        result = "timeout",
+        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        "admission decision: no decision within the write timeout; answered 500 (the webhook's failurePolicy decides)"
+    );
+}
+
+/// Metrics and the decision log line, rendered from the evaluation.
+fn record(
+    shared: &Shared,
+    request: &drift_engine::AdmissionRequest,
+    evaluation: &Evaluation<'_>,
+    elapsed: Duration,
+) {
+    let metrics = &shared.metrics;
+    let resource = resource_label(request);
+    let result = match (evaluation.verdict(), evaluation.allowed()) {
+        (Some(verdict), _) => verdict.as_str(),
+        (None, true) => "allowed",
+        (None, false) => "error",
+    };
+    metrics
+        .admission_requests
+        .with_label_values(&[request.namespace(), &resource, result])
+        .inc();
+    metrics.admission_duration.observe(elapsed.as_secs_f64());
+    let changes = evaluation.changes();
+    if let (Some(_), Some(mode)) = (evaluation.violation(), evaluation.mode()) {
+        // One count per field and request, whatever the number of indices it changed at.
+        let fields: std::collections::BTreeSet<String> = changes
+            .iter()
+            .filter(|c| !c.mutable)
+            .map(|c| c.change.path.to_wildcard_string())
+            .collect();
+        for field in fields {
+            metrics
+                .violations
+                .with_label_values(&[request.namespace(), &resource, &field, mode.as_str()])
+                .inc();
+        }
+    }
+    let listed = |paths: &mut dyn Iterator<Item = &str>| {
+        paths.take(MAX_LOGGED_FIELDS).collect::<Vec<_>>().join(", ")
+    };
+    let denied = evaluation.denied_paths();
+    let rule = evaluation.rule();
+    tracing::info!(
+        uid = %request.uid,
+        operation = %request.operation,
+        namespace = request.namespace(),
+        resource = %resource,
+        name = request.name(),
+        user = %request.user_info.username,
+        rule = rule.map(|r| r.id.to_string()).unwrap_or_default(),
+        tier = rule.map(|r| r.tier.as_str()).unwrap_or(""),
+        mode = evaluation.mode().map(|m| m.as_str()).unwrap_or(""),
+        step = ?evaluation.step(),
+        result = result,
+        reason = %evaluation.status_message(),
+        changed_fields = %listed(&mut changes.iter().map(|c| c.path.as_str())),
+        changed_count = changes.len(),
+        denied_fields = %listed(&mut denied.iter().map(String::as_str)),
+        denied_count = denied.len(),
+        dry_run = request.dry_run.unwrap_or(false),
+        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        "admission decision"
+    );
+}

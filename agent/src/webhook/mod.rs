@@ -1,0 +1,206 @@
+//! The HTTP surface of the webhook listener: `POST /validate` (SPEC §5), liveness, readiness
+//! and metrics. The handler reads the body, hands it to the engine against the active rule
+//! snapshot, and answers; it never panics the server and never waits on a rule rebuild.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use crate::state::Shared;
+
+mod admission;
+
+/// Largest AdmissionReview accepted (413 beyond).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Paths and timeouts of the webhook listener.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub validate_path: String,
+    pub validate_rule_path: String,
+    pub health_path: String,
+    pub ready_path: String,
+    pub metrics_path: String,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+#[derive(Clone)]
+struct AppState {
+    shared: Arc<Shared>,
+    config: Arc<WebhookConfig>,
+}
+
+pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
+    let state = AppState {
+        shared,
+        config: Arc::new(config.clone()),
+    };
+    Router::new()
+        .route(&config.validate_path, post(validate))
+        .route(&config.validate_rule_path, post(validate_rule))
+        .route(&config.health_path, get(|| async { "ok\n" }))
+        .route(&config.ready_path, get(ready))
+        .route(&config.metrics_path, get(metrics))
+        .with_state(state)
+}
+
+/// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
+/// never opens a hole"); see [`crate::validate_rule`].
+async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
+    let body = match read_review_body(&state, request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    match crate::validate_rule::answer(&state.shared, &body) {
+        Ok(review) => json(Bytes::from(review.to_string())),
+        Err(message) => plain(StatusCode::BAD_REQUEST, message),
+    }
+}
+
+async fn ready(State(state): State<AppState>) -> Response {
+    if state.shared.is_ready() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}", state.shared.not_ready_reason()),
+        )
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    match state.shared.metrics.render() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot render metrics: {e}"),
+        ),
+    }
+}
+
+fn plain(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut text = message.into();
+    text.push('\n');
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response()
+}
+
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+/// Reads the body of an AdmissionReview POST: JSON only, at most [`MAX_BODY_BYTES`], within
+/// the read timeout; otherwise the plain answer to give.
+async fn read_review_body(state: &AppState, request: Request) -> Result<Bytes, Response> {
+    let content_type = request.headers().get(header::CONTENT_TYPE);
+    if !is_json(content_type) {
+        let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
+        return Err(plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be application/json (got {got})"),
+        ));
+    }
+    let declared_length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
+    match tokio::time::timeout(state.config.read_timeout, body.collect()).await {
+        Err(_) => Err(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not received within the read timeout",
+        )),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Ok(Err(e)) => Err(plain(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read request body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+async fn validate(State(state): State<AppState>, request: Request) -> Response {
+    let started = Instant::now();
+    let body = match read_review_body(&state, request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    admission::answer(&state.shared, body, started, state.config.write_timeout).await
+}
+
+/// A request answered without a decision (not a review, malformed, internal failure).
+fn count_error(shared: &Shared) {
+    shared
+        .metrics
+        .admission_requests
+        .with_label_values(&["", "", "error"])
+        .inc();
+}
+
+fn too_large() -> Response {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+fn json(body: Bytes) -> Response {
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let cases = [
+            ("application/json", true),
+            ("application/json; charset=utf-8", true),
+            ("Application/JSON", true),
+            ("text/plain", false),
+            ("application/x-www-form-urlencoded", false),
+        ];
+        for (value, want) in cases {
+            assert_eq!(
+                is_json(Some(&HeaderValue::from_static(value))),
+                want,
+                "{value}"
+            );
+        }
+        assert!(!is_json(None));
+    }
+}

@@ -1,0 +1,269 @@
+//! SPEC §5 and §6 timeouts through the real binary: a request the write timeout answers is
+//! recorded as nothing but a timeout; `/healthz` answers while decisions run; the read-header
+//! timeout bounds silent connections and request heads over HTTP/1 and HTTP/2 alike; HTTP/2
+//! pings do not keep a connection open past the idle timeout.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Agent, plain_client, post, rule_config_map};
+
+const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+
+fn offline(dir: &std::path::Path, extra: &[&str]) -> Agent {
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, rule_config_map("ops", "strict", RULE)).unwrap();
+    let mut args = vec!["--rules", rules.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Agent::start(&args, false)
+}
+
+/// A violating review whose container args differ everywhere: `items` changed list items.
+fn big_review(uid: &str, items: usize) -> Value {
+    let deployment = |prefix: &str, replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx",
+                "args": (0..items).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>()}]}}}})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": "prod", "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": deployment("b", 3), "oldObject": deployment("a", 2)}})
+}
+
+fn metrics(agent: &Agent) -> String {
+    plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap()
+}
+
+#[test]
+fn a_timed_out_request_is_answered_500_and_recorded_as_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let topics = dir.path().join("topics");
+    let connection = dir.path().join("connection.yaml");
+    std::fs::write(
+        &connection,
+        format!(
+            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {:?}}}}}\n",
+            topics.display().to_string()
+        ),
+    )
+    .unwrap();
+    let agent = offline(
+        dir.path(),
+        &[
+            "--write-timeout",
+            "1ms",
+            "--enable-admission-violation-export",
+            "--connection",
+            connection.to_str().unwrap(),
+        ],
+    );
+    // 200,000 changed items take far longer than a millisecond to parse and judge.
+    let (code, body) = post(
+        &plain_client(),
+        &format!("{}/validate", agent.base),
+        &big_review("slow-1", 200_000),
+    );
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(
+        body["response"]["uid"], "slow-1",
+        "the uid is echoed: {body}"
+    );
+    assert_eq!(body["response"]["status"]["code"], 500);
+    assert!(
+        body["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("write timeout")
+    );
+    // Give a late evaluation every chance to record something it must not.
+    std::thread::sleep(Duration::from_secs(3));
+    let text = metrics(&agent);
+    assert!(
+        text.contains("drift_sentinel_admission_requests_total{namespace=\"\",resource=\"\",result=\"timeout\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("result=\"denied\""), "{text}");
+    assert!(!text.contains("drift_sentinel_violations_total{"), "{text}");
+    let decisions: Vec<String> = agent
+        .logs()
+        .into_iter()
+        .filter(|l| l.contains("\"admission decision") && l.contains("slow-1"))
+        .collect();
+    assert_eq!(decisions.len(), 1, "{decisions:#?}");
+    assert!(
+        decisions[0].contains("\"result\":\"timeout\""),
+        "{decisions:#?}"
+    );
+    let records: usize = std::fs::read_dir(topics.join("audit-channel"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .lines()
+                        .count()
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    assert_eq!(records, 0, "a timed-out request is never exported");
+}
+
+#[test]
+fn health_answers_quickly_while_decisions_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = offline(dir.path(), &[]);
+    let url = format!("{}/validate", agent.base);
+    // Under 1 MiB each: bodies that small were once judged on the async workers themselves.
+    let body = big_review("load", 40_000).to_string();
+    assert!(body.len() < 1024 * 1024);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, body, stop) = (url.clone(), body.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let client = plain_client();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = client
+                        .post(&url)
+                        .header("Content-Type", "application/json")
+                        .body(body.clone())
+                        .send();
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = plain_client();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..40 {
+        let started = Instant::now();
+        let response = client
+            .get(format!("{}/healthz", agent.base))
+            .send()
+            .unwrap();
+        assert!(response.status().is_success());
+        slowest = slowest.max(started.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for thread in load {
+        let _ = thread.join();
+    }
+    assert!(
+        slowest < Duration::from_millis(100),
+        "slowest /healthz: {slowest:?}"
+    );
+}
+
+/// Whether the server closed `stream` within `limit` (a read returns EOF or an error).
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 1024];
+    let started = Instant::now();
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return false;
+            }
+            Err(_) => return started.elapsed() <= limit,
+        }
+    }
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame.
+const H2_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+#[test]
+fn the_read_header_timeout_holds_for_silent_connections_and_slow_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = offline(
+        dir.path(),
+        &["--read-header-timeout", "1s", "--idle-timeout", "30s"],
+    );
+    let connect = || TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+
+    // A connection that sends nothing.
+    let mut silent = connect();
+    assert!(
+        closed_within(&mut silent, Duration::from_secs(3)),
+        "silent connection kept"
+    );
+
+    // HTTP/1: a request head sent in pieces, one every 300 ms.
+    let mut slow = connect();
+    let started = Instant::now();
+    let head = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: aaaaaaaaaaaa\r\n";
+    let mut cut = false;
+    for piece in head.chunks(8) {
+        if slow.write_all(piece).is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        if started.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+    }
+    assert!(
+        cut || closed_within(&mut slow, Duration::from_secs(1)),
+        "HTTP/1 slow head kept"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "HTTP/1 slow head lasted {:?}",
+        started.elapsed()
+    );
+
+    // HTTP/2 (prior knowledge): the preface and settings, then a HEADERS frame never finished.
+    let mut h2 = connect();
+    h2.write_all(H2_PREFACE).unwrap();
+    h2.write_all(H2_SETTINGS).unwrap();
+    // HEADERS on stream 1 without END_HEADERS, announcing more than is sent.
+    h2.write_all(&[0, 0, 10, 1, 0, 0, 0, 0, 1, 0x82, 0x86])
+        .unwrap();
+    let started = Instant::now();
+    assert!(
+        closed_within(&mut h2, Duration::from_secs(3)),
+        "HTTP/2 slow head kept"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // HTTP/2 PINGs are not requests: they do not keep a connection open.
+    let mut pinging = connect();
+    pinging.write_all(H2_PREFACE).unwrap();
+    pinging.write_all(H2_SETTINGS).unwrap();
+    let started = Instant::now();
+    let mut open = true;
+    while started.elapsed() < Duration::from_secs(5) {
+        let ping = [0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        if pinging.write_all(&ping).is_err() {
+            open = false;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !open || closed_within(&mut pinging, Duration::from_millis(500)),
+        "pings kept the connection open for 5 s"
+    );
+}
