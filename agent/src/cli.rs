@@ -206,6 +206,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
     pub audit_channel: String,
 
+    /// Every Connection path resolves under this directory, as under a chroot
+    /// (`spec.config.path` `tmp/violations/topics` and `/tmp/violations/topics` are both
+    /// `<root>/tmp/violations/topics`; `..` is refused). The chart sets it to its export volume.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root, help_heading = "Violation export")]
+    pub export_root: PathBuf,
+
     /// Read the Connection from this file (YAML) instead of the cluster; re-read when it
     /// changes. Required for export without a cluster.
     #[arg(
@@ -252,6 +258,21 @@ pub struct ServeArgs {
     /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
     pub log_level: tracing::Level,
+}
+
+/// An absolute directory without `..`.
+fn parse_export_root(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(format!(
+            "invalid export root {text:?}: expected an absolute directory without \"..\""
+        ));
+    }
+    Ok(path.components().collect())
 }
 
 /// `:8080`, `0.0.0.0:8080`, `[::1]:8080` or `localhost:8080`.

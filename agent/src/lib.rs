@@ -294,7 +294,10 @@ async fn start_export(
     let health = Arc::new(PublishHealth::default());
     let exporter = export::Exporter::start(config, &shared.metrics, health.clone())
         .context("cannot start the export publisher")?;
-    let channel = args.audit_channel.clone();
+    let target = connection::Target {
+        root: args.export_root.clone(),
+        channel: args.audit_channel.clone(),
+    };
     let (status, describe) = match (&args.connection, client) {
         (Some(file), _) => {
             let found = connection::read_file(file)?;
@@ -308,11 +311,11 @@ async fn start_export(
             }
             let describe = file.display().to_string();
             let status = Arc::new(ConnectionStatusReporter::new(pod, health, None));
-            connection::apply(Some(&found), &describe, &channel, &exporter, &status).await;
+            connection::apply(Some(&found), &describe, &target, &exporter, &status).await;
             tokio::spawn(watch_connection_file(
                 file.clone(),
                 args.audit_connection.clone(),
-                channel,
+                target,
                 exporter.clone(),
                 status.clone(),
                 args.reload_interval,
@@ -340,7 +343,7 @@ async fn start_export(
                 api,
                 args.audit_connection.clone(),
                 describe.clone(),
-                channel,
+                target,
                 exporter.clone(),
                 status.clone(),
                 shutdown.clone(),
@@ -370,7 +373,7 @@ async fn start_export(
 async fn watch_connection_file(
     file: std::path::PathBuf,
     name: String,
-    channel: String,
+    target: export::connection::Target,
     exporter: Arc<export::Exporter>,
     status: Arc<connection_status::ConnectionStatusReporter>,
     period: std::time::Duration,
@@ -400,7 +403,7 @@ async fn watch_connection_file(
         });
         match read {
             Ok(found) => {
-                export::connection::apply(Some(&found), &describe, &channel, &exporter, &status)
+                export::connection::apply(Some(&found), &describe, &target, &exporter, &status)
                     .await;
             }
             Err(e) => {

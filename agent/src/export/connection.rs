@@ -24,6 +24,16 @@ pub const DEFAULT_PATH: &str = "tmp/violations/topics";
 pub const DISK_DRIVER: &str = "disk";
 const TTL_RANGE: (Duration, Duration) = (Duration::from_secs(60), Duration::from_secs(600));
 
+/// Where a Connection's files go: its `spec.config.path` under the export root, then the
+/// channel directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `--export-root`: every Connection path resolves inside it.
+    pub root: PathBuf,
+    /// `--audit-channel`: the directory under the Connection's path.
+    pub channel: String,
+}
+
 /// A Connection checked against what this agent can do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
@@ -33,9 +43,10 @@ pub struct Checked {
     pub errors: Vec<String>,
 }
 
-/// Validates `connection` for `channel`, creating (mode 0700) and probing the channel
-/// directory so that a path that cannot be written is reported now, not at the first record.
-pub fn check(connection: &Connection, channel: &str) -> Checked {
+/// Validates `connection` for `target`, creating (mode 0700, never through a symbolic link)
+/// and probing the channel directory so that a path that cannot be written is reported now, not
+/// at the first record.
+pub fn check(connection: &Connection, target: &Target) -> Checked {
     let mut errors = Vec::new();
     let spec = &connection.spec;
     if spec.driver != DISK_DRIVER {
@@ -68,8 +79,17 @@ pub fn check(connection: &Connection, channel: &str) -> Checked {
             errors,
         };
     }
-    let dir = Path::new(path).join(channel);
-    if let Err(e) = probe_writable(&dir) {
+    let dir = match super::paths::resolve(&target.root, path) {
+        Ok(resolved) => resolved.join(&target.channel),
+        Err(e) => {
+            errors.push(e.to_string());
+            return Checked {
+                channel_dir: None,
+                errors,
+            };
+        }
+    };
+    if let Err(e) = probe_writable(&target.root, &dir) {
         errors.push(format!(
             "path {path:?} is not writable (channel directory {}): {e}",
             dir.display()
@@ -85,12 +105,8 @@ pub fn check(connection: &Connection, channel: &str) -> Checked {
     }
 }
 
-fn probe_writable(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+fn probe_writable(root: &Path, dir: &Path) -> std::io::Result<()> {
+    super::paths::ensure_dir(root, dir)?;
     let probe = dir.join(format!(".drift-sentinel-probe-{}", std::process::id()));
     std::fs::write(&probe, b"")?;
     std::fs::remove_file(&probe)
@@ -121,7 +137,7 @@ pub fn read_file(path: &Path) -> anyhow::Result<Connection> {
 pub async fn apply(
     connection: Option<&Connection>,
     describe: &str,
-    channel: &str,
+    target: &Target,
     exporter: &Exporter,
     status: &ConnectionStatusReporter,
 ) {
@@ -134,7 +150,7 @@ pub async fn apply(
         status.set_connection(None, &[error]).await;
         return;
     };
-    let checked = check(connection, channel);
+    let checked = check(connection, target);
     for error in &checked.errors {
         tracing::error!(connection = describe, error = %error, "invalid Connection: nothing is exported through it");
     }
@@ -152,7 +168,7 @@ pub async fn watch_cluster(
     api: Api<Connection>,
     name: String,
     describe: String,
-    channel: String,
+    target: Target,
     exporter: Arc<Exporter>,
     status: Arc<ConnectionStatusReporter>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -180,19 +196,19 @@ pub async fn watch_cluster(
                 seen = true;
                 let current = (connection.metadata.uid.clone(), connection.spec.clone());
                 if applied.as_ref() != Some(&current) {
-                    apply(Some(&connection), &describe, &channel, &exporter, &status).await;
+                    apply(Some(&connection), &describe, &target, &exporter, &status).await;
                     applied = Some(current);
                 }
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 if !seen {
                     applied = None;
-                    apply(None, &describe, &channel, &exporter, &status).await;
+                    apply(None, &describe, &target, &exporter, &status).await;
                 }
             }
             Some(Ok(watcher::Event::Delete(_))) => {
                 applied = None;
-                apply(None, &describe, &channel, &exporter, &status).await;
+                apply(None, &describe, &target, &exporter, &status).await;
             }
         }
     }
@@ -250,7 +266,11 @@ mod tests {
         ];
         std::fs::write(dir.path().join("file"), b"not a directory").unwrap();
         for (driver, path, ttl, want) in cases {
-            let checked = check(&connection(driver, path.clone(), ttl), "audit-channel");
+            let target = Target {
+                root: PathBuf::from("/"),
+                channel: "audit-channel".into(),
+            };
+            let checked = check(&connection(driver, path.clone(), ttl), &target);
             if want.is_empty() {
                 assert_eq!(checked.errors, Vec::<String>::new());
                 assert_eq!(

@@ -6,6 +6,7 @@
 //! `reader` is the demonstration reader.
 
 pub mod connection;
+pub mod paths;
 pub mod publisher;
 pub mod queue;
 pub mod reader;

@@ -198,13 +198,22 @@ impl Spool {
         clock: Arc<dyn Clock>,
         free: Arc<dyn FreeSpace>,
     ) -> io::Result<(Self, Recovery)> {
+        // Records hold identities and policy data: a directory made here is the writer's
+        // alone (0700). One that exists keeps its mode (SPEC §7: never change the mode of a
+        // directory the agent did not create), and is never reached through a link.
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        // Records hold identities and policy data: the directory is the writer's alone.
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+        if fs::symlink_metadata(&dir)?.file_type().is_symlink() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symbolic link: not used for export files",
+                    dir.display()
+                ),
+            ));
+        }
         let spool = Self {
             dir,
             limits,
@@ -630,9 +639,18 @@ mod tests {
         }
         assert_eq!(files(dir.path(), ".open").len(), 1);
         use std::os::unix::fs::PermissionsExt;
+        // A directory the spool makes is 0700; one that existed keeps its mode.
+        let made = dir.path().join("made-here");
+        let (_made, _, _) = self::spool(&made, Limits::default());
+        assert_eq!(
+            fs::metadata(&made).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let existing = fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
+        let (_again, _, _) = self::spool(dir.path(), Limits::default());
         assert_eq!(
             fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777,
-            0o700
+            existing
         );
         assert_eq!(
             fs::metadata(&logs[0]).unwrap().permissions().mode() & 0o777,

@@ -137,10 +137,14 @@ fn two_agents_keep_each_others_connection_status() {
         "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: audit-connection\n  namespace: {ns}\nspec:\n  driver: disk\n  config:\n    path: topics\n"
     ));
     let kubeconfig = env.cluster.admin_kubeconfig().to_str().unwrap().to_owned();
+    // Each agent's export root is its own directory: the shared Connection path `topics` is
+    // `<root>/topics` for each (SPEC §7: paths resolve under the export root).
     let start = |pod: &str, cwd: &std::path::Path| {
         Agent::start_in(
             Some(cwd),
             &[
+                "--export-root",
+                cwd.to_str().unwrap(),
                 "--kubeconfig",
                 &kubeconfig,
                 "--enable-admission-violation-export",
