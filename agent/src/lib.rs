@@ -10,6 +10,7 @@ pub mod export;
 pub mod metrics;
 pub mod parent_labels;
 pub mod review_cmd;
+pub mod rule_index;
 pub mod rules_source;
 pub mod server;
 pub mod state;

@@ -372,6 +372,75 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
     });
 }
 
+/// A GET of rule data that hangs stalls nothing else: namespace and rule changes keep arriving,
+/// the hung fetch gives up after its timeout (the rule reported unreadable), and SIGTERM ends
+/// the agent at once.
+#[test]
+fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(namespace("plain", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    let mut agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    api.inject(Fault::SlowPath {
+        contains: "/configmaps/stuck".into(),
+        delay: Duration::from_secs(120),
+    });
+    api.apply(config_map("ops", "stuck", Some(RULE)));
+    wait_until("the hung fetch", &agent, || {
+        api.requests()
+            .iter()
+            .any(|r| r.contains("/namespaces/ops/configmaps/stuck"))
+    });
+
+    let started = Instant::now();
+    api.apply(namespace("prod", Some("warn")));
+    wait_until("the namespace change", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
+    });
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", "dry-run")),
+    ));
+    wait_until("the rule change", &agent, || {
+        decision(&agent, "plain")["auditAnnotations"]["result"] == "would-deny"
+    });
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "changes took {took:?} while a fetch hung"
+    );
+
+    let status = agent.wait_for_status("the hung fetch to time out", |s| {
+        s["invalidRules"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().any(|r| r["rule"] == "ops/stuck"))
+    });
+    assert!(
+        status.to_string().contains("no answer within 10s"),
+        "{status:#}"
+    );
+
+    // Another version of it: a fetch hangs again, and shutdown does not wait for it.
+    api.apply(config_map(
+        "ops",
+        "stuck",
+        Some(&RULE.replace("enforce", "warn")),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let stopping = Instant::now();
+    agent.signal("TERM");
+    let exit = agent.wait_exit(Duration::from_secs(5));
+    assert!(
+        exit.is_some_and(|s| s.success()),
+        "no clean exit within 5 s of SIGTERM ({:?})",
+        stopping.elapsed()
+    );
+}
+
 fn scale_review(name: &str, old: i64, new: i64) -> Value {
     let scale = |replicas: i64| {
         json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
