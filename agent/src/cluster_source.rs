@@ -28,10 +28,12 @@ use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Config, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
 use crate::state::{Shared, SourceKind};
+use crate::watch_failures::{FailureLog, LogLine, with_backoff};
 
 /// Longest wait for one GET of a rule ConfigMap.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -168,30 +170,31 @@ pub async fn run(
 ) {
     let watch_config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
     // Metadata only: the data of ConfigMaps that are not rules is never transferred or kept.
-    let mut config_map_events = std::pin::pin!(
+    let mut config_map_events = std::pin::pin!(with_backoff(
         watcher(
             Api::<rule_index::ConfigMapMeta>::all(client.clone()),
             watch_config.clone()
         )
         .modify(rule_index::strip)
-        .default_backoff()
-    );
+    ));
     let (namespace_store, namespace_writer) = reflector::store::<Namespace>();
     let mut namespace_events = std::pin::pin!(reflector::reflector(
         namespace_writer,
-        watcher(Api::<Namespace>::all(client.clone()), watch_config)
-            .modify(|namespace| {
+        with_backoff(
+            watcher(Api::<Namespace>::all(client.clone()), watch_config).modify(|namespace| {
                 namespace.metadata.managed_fields = None;
                 namespace.spec = None;
                 namespace.status = None;
             })
-            .default_backoff()
+        )
     ));
     let recorder = Recorder::new(client.clone(), reporter());
     let mut events_out: JoinSet<()> = JoinSet::new();
     let mut index = RuleIndex::new();
     let mut fetcher = Fetcher::new(client);
     let mut namespaces = Namespaces::new();
+    let mut config_map_failures = FailureLog::default();
+    let mut namespace_failures = FailureLog::default();
     shared.set_not_ready("waiting for the first sync of rule ConfigMaps and Namespaces");
     let startup_deadline = tokio::time::sleep(startup_sync_timeout);
     tokio::pin!(startup_deadline);
@@ -201,19 +204,33 @@ pub async fn run(
     loop {
         let changes = tokio::select! {
             event = config_map_events.next() => match event {
-                Some(Ok(event)) => index.apply(&event),
-                Some(Err(e)) => { watch_error(&shared, "configmaps", &e); Changes::default() }
+                Some(Ok(event)) => {
+                    watch_recovered(&mut config_map_failures, "configmaps");
+                    index.apply(&event)
+                }
+                Some(Err(e)) => {
+                    watch_failed(&shared, &mut config_map_failures, "configmaps", &e);
+                    Changes::default()
+                }
                 None => Changes::default(),
             },
             event = namespace_events.next() => match event {
-                Some(Ok(Event::Init | Event::InitApply(_))) | None => Changes::default(),
-                Some(Ok(_)) => {
+                None => Changes::default(),
+                Some(Ok(event)) => {
+                    watch_recovered(&mut namespace_failures, "namespaces");
+                    if matches!(event, Event::Init | Event::InitApply(_)) {
+                        // A relist in progress: the store still holds the previous list.
+                        continue;
+                    }
                     let next = namespaces_of(&namespace_store);
                     let changed = next != namespaces;
                     namespaces = next;
                     Changes { changed, ..Changes::default() }
                 }
-                Some(Err(e)) => { watch_error(&shared, "namespaces", &e); Changes::default() }
+                Some(Err(e)) => {
+                    watch_failed(&shared, &mut namespace_failures, "namespaces", &e);
+                    Changes::default()
+                }
             },
             Some((request, result)) = fetcher.next(), if !fetcher.is_idle() => {
                 index.fetched(&request, result)
@@ -334,11 +351,30 @@ fn truncate_on_char_boundary(text: &mut String, max: usize) {
     }
 }
 
-fn watch_error(shared: &Shared, resource: &str, error: &watcher::Error) {
+/// Counts a watch failure and logs it, at most once per resource every ten seconds.
+fn watch_failed(shared: &Shared, log: &mut FailureLog, resource: &str, error: &watcher::Error) {
+    shared
+        .metrics
+        .watch_failures
+        .with_label_values(&[resource])
+        .inc();
     shared
         .metrics
         .config_events
         .with_label_values(&["watch_error"])
         .inc();
-    tracing::warn!(resource, error = %error, "watch failed; backing off and resuming");
+    if let LogLine::Warn { suppressed } = log.failed(Instant::now()) {
+        tracing::warn!(
+            resource,
+            error = %error,
+            suppressed,
+            "watch failed; retrying (suppressed: failures not logged since the previous line)"
+        );
+    }
+}
+
+fn watch_recovered(log: &mut FailureLog, resource: &str) {
+    if let Some(failures) = log.succeeded() {
+        tracing::info!(resource, failures, "watch resumed");
+    }
 }

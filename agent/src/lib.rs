@@ -15,6 +15,7 @@ pub mod rules_source;
 pub mod server;
 pub mod state;
 pub mod tls;
+pub mod watch_failures;
 pub mod webhook;
 
 use std::sync::Arc;

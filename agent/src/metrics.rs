@@ -14,6 +14,7 @@ pub struct Metrics {
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
     pub config_events: IntCounterVec,
+    pub watch_failures: IntCounterVec,
     pub export_published: IntCounterVec,
     pub export_dropped: IntCounterVec,
     pub export_queue_messages: IntGauge,
@@ -64,6 +65,13 @@ impl Metrics {
             ),
             &["event_type"],
         )?;
+        let watch_failures = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_watch_failures_total",
+                "Failures of the cluster watches (list, watch, or an error event such as 410 Gone), by resource (configmaps, namespaces).",
+            ),
+            &["resource"],
+        )?;
         let export_published = IntCounterVec::new(
             Opts::new(
                 "drift_sentinel_export_records_published_total",
@@ -106,6 +114,7 @@ impl Metrics {
         registry.register(Box::new(rules_loaded.clone()))?;
         registry.register(Box::new(rules_invalid.clone()))?;
         registry.register(Box::new(config_events.clone()))?;
+        registry.register(Box::new(watch_failures.clone()))?;
         Ok(Self {
             registry,
             admission_requests,
@@ -114,6 +123,7 @@ impl Metrics {
             rules_loaded,
             rules_invalid,
             config_events,
+            watch_failures,
             export_published,
             export_dropped,
             export_queue_messages,

@@ -288,6 +288,16 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         agent.logs().iter().any(|l| l.contains("watch failed")),
         "no watch error logged"
     );
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_watch_failures_total{resource=\"configmaps\"}"),
+        "{metrics}"
+    );
     assert_eq!(ready(&agent).0, 200);
 }
 
