@@ -101,6 +101,7 @@ pub fn status_document(shared: &Shared) -> Value {
         "rules": rules,
         "invalidRules": invalid,
         "sourceErrors": snapshot.source_errors,
+        "staleSources": snapshot.stale_sources,
         "namespacesKnown": snapshot.namespaces.len(),
         "export": export_document(shared),
     })

@@ -10,6 +10,7 @@ pub mod export;
 pub mod metrics;
 pub mod parent_labels;
 pub mod review_cmd;
+pub mod rule_files;
 pub mod rule_index;
 pub mod rules_source;
 pub mod server;
@@ -81,8 +82,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             namespaces: args.namespaces.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
-        let contents = source.read();
-        let snapshot = source.build(&contents);
+        let files = source.load(args.reload_interval);
+        let snapshot = source.build(&files);
         if args.rules.is_empty() {
             tracing::info!("no --rules given: serving the built-in default rule");
         }
@@ -91,7 +92,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shared.set_ready(true);
         tokio::spawn(rules_source::watch_files(
             source,
-            contents.fingerprint(),
+            files,
             shared.clone(),
             args.reload_interval,
             shutdown_rx.clone(),

@@ -13,6 +13,7 @@ pub struct Metrics {
     pub admission_duration: Histogram,
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
+    pub rule_sources_stale: IntGauge,
     pub config_events: IntCounterVec,
     pub watch_failures: IntCounterVec,
     pub export_published: IntCounterVec,
@@ -57,6 +58,10 @@ impl Metrics {
         let rules_invalid = IntGauge::new(
             "drift_sentinel_rules_invalid",
             "Rules (and rule files) that are invalid and not applied.",
+        )?;
+        let rule_sources_stale = IntGauge::new(
+            "drift_sentinel_rule_sources_stale",
+            "Rule files whose last loaded rules are kept because they are being rewritten, empty or no longer parse.",
         )?;
         let config_events = IntCounterVec::new(
             Opts::new(
@@ -113,6 +118,7 @@ impl Metrics {
         registry.register(Box::new(admission_duration.clone()))?;
         registry.register(Box::new(rules_loaded.clone()))?;
         registry.register(Box::new(rules_invalid.clone()))?;
+        registry.register(Box::new(rule_sources_stale.clone()))?;
         registry.register(Box::new(config_events.clone()))?;
         registry.register(Box::new(watch_failures.clone()))?;
         Ok(Self {
@@ -122,6 +128,7 @@ impl Metrics {
             admission_duration,
             rules_loaded,
             rules_invalid,
+            rule_sources_stale,
             config_events,
             watch_failures,
             export_published,

@@ -36,6 +36,17 @@ impl std::fmt::Display for SourceError {
     }
 }
 
+/// A rule source whose last loaded rules are kept because what it holds now cannot be loaded
+/// (a file being rewritten, empty, or no longer parsing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleSource {
+    pub source: String,
+    /// RFC 3339: since when the kept rules are out of date.
+    pub since: String,
+    pub reason: String,
+}
+
 /// Where the rules come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
@@ -57,6 +68,8 @@ pub struct Snapshot {
     pub rules: RuleSet,
     pub namespaces: Namespaces,
     pub source_errors: Vec<SourceError>,
+    /// Sources whose last loaded rules are served instead of what they hold now.
+    pub stale_sources: Vec<StaleSource>,
     pub kind: SourceKind,
     pub loaded_at: SystemTime,
     /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
@@ -69,6 +82,7 @@ impl Snapshot {
             rules: RuleSet::default(),
             namespaces: Namespaces::new(),
             source_errors: Vec::new(),
+            stale_sources: Vec::new(),
             kind,
             loaded_at: SystemTime::now(),
             specs: BTreeMap::new(),
@@ -217,6 +231,9 @@ impl Shared {
         self.metrics
             .rules_invalid
             .set(i64::try_from(next.invalid_count()).unwrap_or(i64::MAX));
+        self.metrics
+            .rule_sources_stale
+            .set(i64::try_from(next.stale_sources.len()).unwrap_or(i64::MAX));
         tracing::info!(
             rules_loaded = next.rules.rules().len(),
             rules_invalid = next.invalid_count(),
