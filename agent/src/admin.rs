@@ -102,6 +102,7 @@ pub fn status_document(shared: &Shared) -> Value {
         "invalidRules": invalid,
         "sourceErrors": snapshot.source_errors,
         "staleSources": snapshot.stale_sources,
+        "staleRules": snapshot.stale_rules,
         "namespacesKnown": snapshot.namespaces.len(),
         "export": export_document(shared),
     })

@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::last_good::{LastGoodMap, LastGoodStore};
 use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
 use crate::state::{Shared, SourceKind};
@@ -159,45 +160,72 @@ fn reporter() -> Reporter {
     }
 }
 
+/// How the cluster source runs.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Longest wait for the first sync before the agent says why it is not ready.
+    pub startup_sync_timeout: Duration,
+    /// How often rule ConfigMaps that could not be read are fetched again.
+    pub resync: Duration,
+    /// The agent's namespace and the name of its ConfigMap of last good rule versions.
+    pub last_good: (String, String),
+}
+
+/// Reads the last good rule versions, and starts the task that keeps them written.
+async fn start_last_good(
+    client: &Client,
+    options: &ClusterOptions,
+    shutdown: &watch::Receiver<bool>,
+) -> (LastGoodMap, Option<watch::Sender<LastGoodMap>>) {
+    let (namespace, name) = &options.last_good;
+    let store = LastGoodStore::new(Api::namespaced(client.clone(), namespace), namespace, name);
+    let deadline = tokio::time::Instant::now() + options.startup_sync_timeout;
+    let loaded = store.load(deadline).await;
+    if !loaded.usable {
+        return (loaded.entries, None);
+    }
+    let (sender, receiver) = watch::channel(loaded.entries.clone());
+    tokio::spawn(store.persist(loaded.entries.clone(), receiver, shutdown.clone()));
+    (loaded.entries, Some(sender))
+}
+
 /// Watches the cluster and installs a new snapshot on every relevant change until
 /// `shutdown` fires.
 pub async fn run(
     client: Client,
     shared: Arc<Shared>,
-    startup_sync_timeout: Duration,
-    resync: Duration,
+    options: ClusterOptions,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let ClusterOptions {
+        startup_sync_timeout,
+        resync,
+        ..
+    } = options;
+    let startup_deadline = tokio::time::sleep(startup_sync_timeout);
+    tokio::pin!(startup_deadline);
+    shared.set_not_ready("waiting for the first sync: reading the last good rule versions");
+    // Before the first sync: a rule that is invalid now is served in its last valid version
+    // from the start.
+    let (last_good, persist) = start_last_good(&client, &options, &shutdown).await;
     let watch_config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
     // Metadata only: the data of ConfigMaps that are not rules is never transferred or kept.
-    let mut config_map_events = std::pin::pin!(with_backoff(
-        watcher(
-            Api::<rule_index::ConfigMapMeta>::all(client.clone()),
-            watch_config.clone()
-        )
-        .modify(rule_index::strip)
-    ));
+    let mut config_map_events =
+        std::pin::pin!(config_map_watch(client.clone(), watch_config.clone()));
     let (namespace_store, namespace_writer) = reflector::store::<Namespace>();
-    let mut namespace_events = std::pin::pin!(reflector::reflector(
-        namespace_writer,
-        with_backoff(
-            watcher(Api::<Namespace>::all(client.clone()), watch_config).modify(|namespace| {
-                namespace.metadata.managed_fields = None;
-                namespace.spec = None;
-                namespace.status = None;
-            })
-        )
+    let mut namespace_events = std::pin::pin!(namespace_watch(
+        client.clone(),
+        watch_config,
+        namespace_writer
     ));
     let recorder = Recorder::new(client.clone(), reporter());
     let mut events_out: JoinSet<()> = JoinSet::new();
-    let mut index = RuleIndex::new();
+    let mut index = RuleIndex::with_last_good(last_good);
     let mut fetcher = Fetcher::new(client);
     let mut namespaces = Namespaces::new();
     let mut config_map_failures = FailureLog::default();
     let mut namespace_failures = FailureLog::default();
     shared.set_not_ready("waiting for the first sync of rule ConfigMaps and Namespaces");
-    let startup_deadline = tokio::time::sleep(startup_sync_timeout);
-    tokio::pin!(startup_deadline);
     let mut deadline_passed = false;
     // Rule ConfigMaps whose data could not be fetched are tried again every resync period.
     let mut resync_timer = tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
@@ -267,16 +295,61 @@ pub async fn run(
         let first_sync = !shared.is_ready() && synced && index.pending() == 0;
         if (changes.changed && shared.is_ready()) || first_sync {
             install(&index, &namespaces, &shared);
-            let snapshot = shared.snapshot();
-            for invalid in index.unreported_invalid(snapshot.rules.invalid()) {
-                let recorder = recorder.clone();
-                events_out.spawn(report_invalid(recorder, invalid));
-            }
+            after_install(&mut index, persist.as_ref(), &recorder, &mut events_out);
             if first_sync {
                 tracing::info!("first sync complete; ready");
                 shared.set_ready(true);
             }
         }
+    }
+}
+
+/// Rule ConfigMaps, metadata only, stripped of what is never read.
+fn config_map_watch(
+    client: Client,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<Event<rule_index::ConfigMapMeta>>> + Send {
+    with_backoff(
+        watcher(
+            Api::<rule_index::ConfigMapMeta>::all(client.clone()),
+            config,
+        )
+        .modify(rule_index::strip),
+    )
+}
+
+/// Namespaces into a reflector store, stripped of what is never read.
+fn namespace_watch(
+    client: Client,
+    config: watcher::Config,
+    writer: reflector::store::Writer<Namespace>,
+) -> impl futures::Stream<Item = watcher::Result<Event<Namespace>>> + Send {
+    let events = watcher(Api::<Namespace>::all(client), config).modify(|namespace| {
+        namespace.metadata.managed_fields = None;
+        namespace.spec = None;
+        namespace.status = None;
+    });
+    reflector::reflector(writer, with_backoff(events))
+}
+
+/// After a snapshot is installed: the last good versions to keep, and the InvalidRule Events
+/// now due (both sent by tasks, off the event loop).
+fn after_install(
+    index: &mut RuleIndex,
+    persist: Option<&watch::Sender<LastGoodMap>>,
+    recorder: &Recorder,
+    events_out: &mut JoinSet<()>,
+) {
+    if let Some(persist) = persist {
+        let desired = index.last_good();
+        persist.send_if_modified(|current| {
+            let modified = *current != desired;
+            *current = desired;
+            modified
+        });
+    }
+    for invalid in index.unreported_invalid() {
+        events_out.spawn(report_invalid(recorder.clone(), invalid));
     }
 }
 
@@ -296,11 +369,17 @@ fn sync_state(ready: bool, pending: usize) -> String {
 }
 
 fn install(index: &RuleIndex, namespaces: &Namespaces, shared: &Shared) {
-    let (sources, unreadable) = index.sources();
-    let mut snapshot = build_snapshot(sources, namespaces.clone(), Vec::new(), SourceKind::Cluster);
-    for (id, reason) in unreadable {
+    let sources = index.sources();
+    let mut snapshot = build_snapshot(
+        sources.rules,
+        namespaces.clone(),
+        Vec::new(),
+        SourceKind::Cluster,
+    );
+    for (id, reason) in sources.unreadable {
         snapshot.add_unreadable_rule(id, reason);
     }
+    snapshot.stale_rules = sources.stale;
     shared.install(snapshot);
 }
 

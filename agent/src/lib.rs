@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cluster_source;
 pub mod connection_status;
 pub mod export;
+pub mod last_good;
 pub mod metrics;
 pub mod parent_labels;
 pub mod review_cmd;
@@ -107,11 +108,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             client.clone(),
             std::time::Duration::from_secs(2),
         ));
+        let namespace = args
+            .pod_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
         tokio::spawn(cluster_source::run(
             client,
             shared.clone(),
-            args.startup_sync_timeout,
-            args.watch_resync,
+            cluster_source::ClusterOptions {
+                startup_sync_timeout: args.startup_sync_timeout,
+                resync: args.watch_resync,
+                last_good: (namespace, args.last_good_configmap.clone()),
+            },
             shutdown_rx.clone(),
         ));
         shared

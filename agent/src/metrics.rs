@@ -14,6 +14,7 @@ pub struct Metrics {
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
     pub rule_sources_stale: IntGauge,
+    pub rules_stale: IntGauge,
     pub config_events: IntCounterVec,
     pub watch_failures: IntCounterVec,
     pub export_published: IntCounterVec,
@@ -63,10 +64,14 @@ impl Metrics {
             "drift_sentinel_rule_sources_stale",
             "Rule files whose last loaded rules are kept because they are being rewritten, empty or no longer parse.",
         )?;
+        let rules_stale = IntGauge::new(
+            "drift_sentinel_rules_stale",
+            "Rule ConfigMaps enforced in their last valid version because the current one is invalid or cannot be read.",
+        )?;
         let config_events = IntCounterVec::new(
             Opts::new(
                 "drift_sentinel_config_events_total",
-                "Rule configuration events, by type (added, updated, deleted, invalid, source_error, reload).",
+                "Rule configuration events, by type (added, updated, deleted, invalid, stale, source_error, reload, watch_error).",
             ),
             &["event_type"],
         )?;
@@ -119,6 +124,7 @@ impl Metrics {
         registry.register(Box::new(rules_loaded.clone()))?;
         registry.register(Box::new(rules_invalid.clone()))?;
         registry.register(Box::new(rule_sources_stale.clone()))?;
+        registry.register(Box::new(rules_stale.clone()))?;
         registry.register(Box::new(config_events.clone()))?;
         registry.register(Box::new(watch_failures.clone()))?;
         Ok(Self {
@@ -129,6 +135,7 @@ impl Metrics {
             rules_loaded,
             rules_invalid,
             rule_sources_stale,
+            rules_stale,
             config_events,
             watch_failures,
             export_published,

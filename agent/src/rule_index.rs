@@ -7,8 +7,15 @@
 //! the index's reflector store (so memory does not grow with the other ConfigMaps); a relist
 //! is buffered by that store and reconciled against the index when it completes, so requests
 //! never see a half-listed rule set.
+//!
+//! Last good version kept (SPEC §2): the engine compiles every version read; a rule whose new
+//! version is invalid (or cannot be read) keeps being enforced in its last valid version,
+//! marked stale, while its `InvalidRule` Event is still emitted; a rule that was never valid is
+//! not applied. Last valid versions from the agent's last-good ConfigMap count only for a
+//! ConfigMap of the same uid.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::SystemTime;
 
 use drift_engine::rule::is_rule_annotation;
 use drift_engine::{RuleError, RuleId, RuleSource};
@@ -18,6 +25,9 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
+
+use crate::last_good::{LastGood, LastGoodMap};
+use crate::state::StaleRule;
 
 /// ConfigMap metadata as the watch delivers it.
 pub type ConfigMapMeta = PartialObjectMeta<ConfigMap>;
@@ -75,16 +85,35 @@ struct Entry {
     read_error: Option<String>,
     /// A fetch is running, started when the watch had shown this resourceVersion.
     fetching: Option<String>,
+    /// Why the version read is invalid (the engine's verdict).
+    invalid: Option<RuleError>,
+    /// The last valid version of this ConfigMap.
+    last_good: Option<LastGood>,
+    /// Since when the last good version is served instead of a newer one.
+    stale_since: Option<SystemTime>,
 }
 
 impl Entry {
-    fn new(uid: String, seen: String) -> Self {
+    fn new(uid: String, seen: String, last_good: Option<LastGood>) -> Self {
         Self {
             uid,
             seen,
             read: None,
             read_error: None,
             fetching: None,
+            invalid: None,
+            last_good,
+            stale_since: None,
+        }
+    }
+
+    /// Why the newest version is not what is served, when it is not.
+    fn stale_reason(&self) -> Option<String> {
+        self.last_good.as_ref()?;
+        match (&self.read, &self.invalid, &self.read_error) {
+            (Some(_), Some(invalid), _) => Some(invalid.to_string()),
+            (None, _, Some(reason)) => Some(reason.clone()),
+            _ => None,
         }
     }
 
@@ -104,6 +133,17 @@ pub struct InvalidVersion {
     pub resource_version: String,
 }
 
+/// What a snapshot is built from.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// The version of each rule to serve.
+    pub rules: Vec<RuleSource>,
+    /// Rule ConfigMaps that could not be read, with nothing to serve in their place.
+    pub unreadable: Vec<(RuleId, String)>,
+    /// Rules served in their last good version.
+    pub stale: Vec<StaleRule>,
+}
+
 /// Rule ConfigMaps: what is known of each, and what must be fetched.
 pub struct RuleIndex {
     /// The watch's view of the rule ConfigMaps (metadata); buffers relists.
@@ -111,6 +151,8 @@ pub struct RuleIndex {
     entries: BTreeMap<RuleId, Entry>,
     /// (uid, resourceVersion) of invalid versions already reported.
     reported: HashSet<(String, String)>,
+    /// Last good versions read at startup, for ConfigMaps not seen yet.
+    persisted: LastGoodMap,
 }
 
 impl Default for RuleIndex {
@@ -152,10 +194,16 @@ fn id_of(meta: &ConfigMapMeta) -> RuleId {
 
 impl RuleIndex {
     pub fn new() -> Self {
+        Self::with_last_good(LastGoodMap::new())
+    }
+
+    /// An index that knows the last good versions kept by an earlier run.
+    pub fn with_last_good(persisted: LastGoodMap) -> Self {
         Self {
             writer: Writer::default(),
             entries: BTreeMap::new(),
             reported: HashSet::new(),
+            persisted,
         }
     }
 
@@ -235,7 +283,10 @@ impl RuleIndex {
                 if existing.is_some() {
                     changes.changed = true;
                 }
-                self.entries.insert(id.clone(), Entry::new(uid, version));
+                // Kept by an earlier run: only for the very same ConfigMap.
+                let last_good = self.persisted.remove(&id).filter(|g| g.uid == uid);
+                self.entries
+                    .insert(id.clone(), Entry::new(uid, version, last_good));
             }
         }
         if self.entries.get(&id).is_some_and(|e| e.behind()) {
@@ -300,6 +351,7 @@ impl RuleIndex {
                     // The watch showed a version during the GET that may be newer.
                     changes.fetch.push(request.id.clone());
                 }
+                judge(&request.id, entry, &read);
                 entry.read = Some(read);
                 entry.read_error = None;
             }
@@ -314,6 +366,9 @@ impl RuleIndex {
                     }
                 } else {
                     changes.changed = first || entry.read_error.as_deref() != Some(&reason);
+                    if entry.last_good.is_some() {
+                        entry.stale_since.get_or_insert_with(SystemTime::now);
+                    }
                 }
                 entry.read_error = Some(reason);
             }
@@ -338,44 +393,60 @@ impl RuleIndex {
             .count()
     }
 
-    /// The rules to build a snapshot from, and the ConfigMaps that could not be read at all.
-    pub fn sources(&self) -> (Vec<RuleSource>, Vec<(RuleId, String)>) {
-        let mut sources = Vec::with_capacity(self.entries.len());
-        let mut unreadable = Vec::new();
+    /// What to build a snapshot from.
+    pub fn sources(&self) -> Sources {
+        let mut out = Sources::default();
         for (id, entry) in &self.entries {
+            let source = |spec: Option<String>| RuleSource {
+                id: id.clone(),
+                spec,
+                origin: None,
+            };
+            if let (Some(reason), Some(good)) = (entry.stale_reason(), &entry.last_good) {
+                out.rules.push(source(Some(good.spec.clone())));
+                out.stale.push(StaleRule {
+                    rule: id.to_string(),
+                    reason,
+                    since: entry
+                        .stale_since
+                        .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                    served_resource_version: good.resource_version.clone(),
+                    resource_version: entry.seen.clone(),
+                });
+                continue;
+            }
             match (&entry.read, &entry.read_error) {
-                (Some(read), _) => sources.push(RuleSource {
-                    id: id.clone(),
-                    spec: read.spec.clone(),
-                    origin: None,
-                }),
-                (None, Some(reason)) => unreadable.push((id.clone(), reason.clone())),
+                // Valid, or never valid (the engine reports it, and it is not applied).
+                (Some(read), _) => out.rules.push(source(read.spec.clone())),
+                (None, Some(reason)) => out.unreadable.push((id.clone(), reason.clone())),
                 (None, None) => {}
             }
         }
-        (sources, unreadable)
+        out
     }
 
-    /// The invalid versions among `invalid` (the engine's verdict on the snapshot built from
-    /// [`RuleIndex::sources`]) not reported yet; each is reported once. Versions that are gone
-    /// are forgotten, so the set stays as small as the rule set.
-    pub fn unreported_invalid(&mut self, invalid: &[RuleError]) -> Vec<InvalidVersion> {
+    /// The last good version of every rule ConfigMap there is: what the last-good ConfigMap
+    /// should hold.
+    pub fn last_good(&self) -> LastGoodMap {
+        self.entries
+            .iter()
+            .filter_map(|(id, e)| Some((id.clone(), e.last_good.clone()?)))
+            .collect()
+    }
+
+    /// Invalid (or unreadable) versions not reported yet; each is reported once. Versions that
+    /// are gone are forgotten, so the set stays as small as the rule set.
+    pub fn unreported_invalid(&mut self) -> Vec<InvalidVersion> {
         let mut out = Vec::new();
-        for error in invalid {
-            let id = RuleId {
-                namespace: error.namespace.clone(),
-                name: error.name.clone(),
+        for (id, entry) in &self.entries {
+            let (error, version) = match (&entry.read, &entry.invalid, &entry.read_error) {
+                (Some(read), Some(invalid), _) => (invalid.clone(), read.resource_version.clone()),
+                (None, _, Some(reason)) => (unreadable_error(id, reason), entry.seen.clone()),
+                _ => continue,
             };
-            let Some(entry) = self.entries.get(&id) else {
-                continue;
-            };
-            let version = entry
-                .read
-                .as_ref()
-                .map_or_else(|| entry.seen.clone(), |r| r.resource_version.clone());
             if self.reported.insert((entry.uid.clone(), version.clone())) {
                 out.push(InvalidVersion {
-                    error: error.clone(),
+                    error,
                     uid: entry.uid.clone(),
                     resource_version: version,
                 });
@@ -398,277 +469,47 @@ impl RuleIndex {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn meta(namespace: &str, name: &str, uid: &str, version: &str, rule: bool) -> ConfigMapMeta {
-        let mut annotations = std::collections::BTreeMap::new();
-        if rule {
-            annotations.insert(
-                drift_engine::rule::RULE_ANNOTATION.to_owned(),
-                " TRUE ".to_owned(),
-            );
+/// The engine's verdict on a version just read: valid, it becomes the last good one; invalid,
+/// the last good one (if any) is served instead, stale.
+fn judge(id: &RuleId, entry: &mut Entry, read: &ReadVersion) {
+    let source = RuleSource {
+        id: id.clone(),
+        spec: read.spec.clone(),
+        origin: None,
+    };
+    match (drift_engine::rule::compile(&source), &read.spec) {
+        (Ok(_), Some(spec)) => {
+            entry.invalid = None;
+            entry.stale_since = None;
+            entry.last_good = Some(LastGood {
+                uid: entry.uid.clone(),
+                resource_version: read.resource_version.clone(),
+                spec: spec.clone(),
+            });
         }
-        annotations.insert("other".to_owned(), "x".repeat(100));
-        PartialObjectMeta {
-            types: None,
-            metadata: ObjectMeta {
-                namespace: Some(namespace.into()),
-                name: Some(name.into()),
-                uid: Some(uid.into()),
-                resource_version: Some(version.into()),
-                annotations: Some(annotations),
-                ..ObjectMeta::default()
-            },
-            _phantom: std::marker::PhantomData,
+        (Ok(_), None) => entry.invalid = None,
+        (Err(error), _) => {
+            if entry.last_good.is_some() && entry.stale_since.is_none() {
+                entry.stale_since = Some(SystemTime::now());
+                tracing::warn!(rule = %id, error = %error, "rule ConfigMap became invalid; enforcing its last valid version");
+            }
+            entry.invalid = Some(error);
         }
-    }
-
-    fn id(namespace: &str, name: &str) -> RuleId {
-        RuleId {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    const SPEC: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\n";
-
-    fn read(uid: &str, version: &str, spec: &str) -> Result<FetchedRule, String> {
-        Ok(FetchedRule {
-            uid: uid.into(),
-            resource_version: version.into(),
-            spec: Some(spec.into()),
-        })
-    }
-
-    /// Lists `objects` as a (re)list does.
-    fn list(index: &mut RuleIndex, objects: &[ConfigMapMeta]) -> Changes {
-        assert_eq!(index.apply(&Event::Init), Changes::default());
-        for object in objects {
-            assert_eq!(
-                index.apply(&Event::InitApply(object.clone())),
-                Changes::default()
-            );
-        }
-        index.apply(&Event::InitDone)
-    }
-
-    fn fetch(index: &mut RuleIndex, rule: &RuleId, result: Result<FetchedRule, String>) -> Changes {
-        let request = index.start_fetch(rule).expect("a fetch is due");
-        index.fetched(&request, result)
-    }
-
-    #[test]
-    fn a_list_asks_to_fetch_the_rules_only_and_fetches_make_them_sources() {
-        let mut index = RuleIndex::new();
-        let changes = list(
-            &mut index,
-            &[
-                meta("ops", "rule", "u1", "1", true),
-                meta("apps", "plain", "u2", "2", false),
-            ],
-        );
-        assert_eq!(changes.fetch, vec![id("ops", "rule")]);
-        assert!(changes.changed);
-        // Only the rule is kept, and stripped of what is never read.
-        assert_eq!(index.store().state().len(), 1);
-        assert_eq!(index.pending(), 1);
-        assert!(index.sources().0.is_empty());
-
-        let changes = fetch(&mut index, &id("ops", "rule"), read("u1", "1", SPEC));
-        assert!(changes.changed);
-        assert!(changes.fetch.is_empty());
-        assert_eq!(index.pending(), 0);
-        let (sources, unreadable) = index.sources();
-        assert_eq!(sources.len(), 1);
-        assert_eq!(sources[0].spec.as_deref(), Some(SPEC));
-        assert!(unreadable.is_empty());
-        // While a fetch runs, no second one is started.
-        assert!(index.start_fetch(&id("ops", "rule")).is_none());
-    }
-
-    #[test]
-    fn versions_deletions_and_the_annotation_removed() {
-        let mut index = RuleIndex::new();
-        list(&mut index, &[meta("ops", "rule", "u1", "1", true)]);
-        fetch(&mut index, &id("ops", "rule"), read("u1", "1", SPEC));
-
-        // The same version again (a resumed watch, an unrelated relist): nothing to do.
-        let again = index.apply(&Event::Apply(meta("ops", "rule", "u1", "1", true)));
-        assert_eq!(again, Changes::default());
-        // A new version: fetch it; the old one stays in force meanwhile.
-        let newer = index.apply(&Event::Apply(meta("ops", "rule", "u1", "2", true)));
-        assert_eq!(newer.fetch, vec![id("ops", "rule")]);
-        assert!(!newer.changed);
-        assert_eq!(index.sources().0.len(), 1);
-        let warn = SPEC.replace("enforce", "warn");
-        let done = fetch(&mut index, &id("ops", "rule"), read("u1", "2", &warn));
-        assert!(done.changed);
-        assert_eq!(index.sources().0[0].spec.as_deref(), Some(warn.as_str()));
-
-        // The annotation removed: forgotten, like a deletion.
-        let removed = index.apply(&Event::Apply(meta("ops", "rule", "u1", "3", false)));
-        assert_eq!(removed.forgotten, vec![id("ops", "rule")]);
-        assert!(removed.changed);
-        assert!(index.sources().0.is_empty());
-        assert!(index.store().state().is_empty());
-
-        // Annotated again, then deleted.
-        let back = index.apply(&Event::Apply(meta("ops", "rule", "u1", "4", true)));
-        assert_eq!(back.fetch, vec![id("ops", "rule")]);
-        let deleted = index.apply(&Event::Delete(meta("ops", "rule", "u1", "5", true)));
-        assert_eq!(deleted.forgotten, vec![id("ops", "rule")]);
-        // It was never read: the rule set did not change.
-        assert!(!deleted.changed);
-        // A late fetch of a forgotten ConfigMap is ignored.
-        let request = FetchRequest {
-            id: id("ops", "rule"),
-            uid: "u1".into(),
-        };
-        assert_eq!(
-            index.fetched(&request, read("u1", "4", SPEC)),
-            Changes::default()
-        );
-        assert!(index.sources().0.is_empty());
-    }
-
-    #[test]
-    fn a_relist_forgets_what_is_gone_and_fetches_only_what_changed() {
-        let mut index = RuleIndex::new();
-        list(
-            &mut index,
-            &[
-                meta("ops", "a", "ua", "1", true),
-                meta("ops", "b", "ub", "1", true),
-            ],
-        );
-        fetch(&mut index, &id("ops", "a"), read("ua", "1", SPEC));
-        fetch(&mut index, &id("ops", "b"), read("ub", "1", SPEC));
-
-        // During the relist, nothing changes; at its end: b is gone, a unchanged, c new.
-        let changes = list(
-            &mut index,
-            &[
-                meta("ops", "a", "ua", "1", true),
-                meta("ops", "c", "uc", "7", true),
-            ],
-        );
-        assert_eq!(changes.forgotten, vec![id("ops", "b")]);
-        assert_eq!(changes.fetch, vec![id("ops", "c")]);
-        assert!(changes.changed);
-        let names: Vec<String> = index
-            .sources()
-            .0
-            .iter()
-            .map(|s| s.id.name.clone())
-            .collect();
-        assert_eq!(names, ["a"]);
-
-        // A ConfigMap deleted and created again under the same name (the delete missed):
-        // the new one replaces the old one, which stops applying.
-        let replaced = index.apply(&Event::Apply(meta("ops", "a", "ua2", "9", true)));
-        assert!(replaced.changed);
-        assert_eq!(replaced.fetch, vec![id("ops", "a")]);
-        assert!(index.sources().0.is_empty());
-    }
-
-    #[test]
-    fn a_rule_that_cannot_be_read_is_reported_and_fetched_again() {
-        let mut index = RuleIndex::new();
-        list(&mut index, &[meta("ops", "rule", "u1", "1", true)]);
-        let failed = fetch(
-            &mut index,
-            &id("ops", "rule"),
-            Err("cannot read: 500".into()),
-        );
-        assert!(failed.changed);
-        assert_eq!(index.pending(), 0);
-        let (sources, unreadable) = index.sources();
-        assert!(sources.is_empty());
-        assert_eq!(
-            unreadable,
-            vec![(id("ops", "rule"), "cannot read: 500".into())]
-        );
-        assert_eq!(index.unreadable(), vec![id("ops", "rule")]);
-        fetch(&mut index, &id("ops", "rule"), read("u1", "1", SPEC));
-        assert!(index.unreadable().is_empty());
-        assert_eq!(index.sources().0.len(), 1);
-
-        // A new version that cannot be read keeps the last one read in force.
-        index.apply(&Event::Apply(meta("ops", "rule", "u1", "2", true)));
-        let failed = fetch(&mut index, &id("ops", "rule"), Err("timed out".into()));
-        assert!(!failed.changed);
-        assert_eq!(index.sources().0[0].spec.as_deref(), Some(SPEC));
-        assert!(index.sources().1.is_empty());
-        assert_eq!(index.unreadable(), vec![id("ops", "rule")]);
-        let warn = SPEC.replace("enforce", "warn");
-        assert!(fetch(&mut index, &id("ops", "rule"), read("u1", "2", &warn)).changed);
-        assert!(index.unreadable().is_empty());
-    }
-
-    #[test]
-    fn a_version_shown_by_the_watch_during_a_fetch_is_fetched_next() {
-        let mut index = RuleIndex::new();
-        list(&mut index, &[meta("ops", "rule", "u1", "1", true)]);
-        let request = index.start_fetch(&id("ops", "rule")).unwrap();
-        index.apply(&Event::Apply(meta("ops", "rule", "u1", "2", true)));
-        let changes = index.fetched(&request, read("u1", "1", SPEC));
-        assert!(changes.changed);
-        assert_eq!(changes.fetch, vec![id("ops", "rule")]);
-        // The GET returned a version the watch has not shown yet: when it does, no refetch.
-        fetch(&mut index, &id("ops", "rule"), read("u1", "3", SPEC));
-        let shown = index.apply(&Event::Apply(meta("ops", "rule", "u1", "3", true)));
-        assert_eq!(shown, Changes::default());
-    }
-
-    #[test]
-    fn each_invalid_version_is_reported_once() {
-        let mut index = RuleIndex::new();
-        list(&mut index, &[meta("ops", "typo", "u1", "1", true)]);
-        fetch(
-            &mut index,
-            &id("ops", "typo"),
-            read("u1", "1", "mode: nope\n"),
-        );
-        let error = RuleError {
-            namespace: "ops".into(),
-            name: "typo".into(),
-            origin: None,
-            field: Some("mode".into()),
-            line: Some(1),
-            column: Some(7),
-            reason: "invalid mode".into(),
-        };
-        let first = index.unreported_invalid(std::slice::from_ref(&error));
-        assert_eq!(first.len(), 1);
-        assert_eq!(
-            (first[0].uid.as_str(), first[0].resource_version.as_str()),
-            ("u1", "1")
-        );
-        assert!(
-            index
-                .unreported_invalid(std::slice::from_ref(&error))
-                .is_empty()
-        );
-        // A relist of the same version: not again.
-        list(&mut index, &[meta("ops", "typo", "u1", "1", true)]);
-        assert!(
-            index
-                .unreported_invalid(std::slice::from_ref(&error))
-                .is_empty()
-        );
-        // A new version, still invalid: once more.
-        index.apply(&Event::Apply(meta("ops", "typo", "u1", "2", true)));
-        fetch(
-            &mut index,
-            &id("ops", "typo"),
-            read("u1", "2", "mode: nah\n"),
-        );
-        assert_eq!(
-            index.unreported_invalid(std::slice::from_ref(&error)).len(),
-            1
-        );
     }
 }
+
+/// A rule ConfigMap that could not be read, reported as an invalid rule.
+pub fn unreadable_error(id: &RuleId, reason: &str) -> RuleError {
+    RuleError {
+        namespace: id.namespace.clone(),
+        name: id.name.clone(),
+        origin: None,
+        field: None,
+        line: None,
+        column: None,
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

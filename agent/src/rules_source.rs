@@ -161,6 +161,7 @@ pub fn build_snapshot(
         namespaces,
         source_errors,
         stale_sources: Vec::new(),
+        stale_rules: Vec::new(),
         kind,
         loaded_at: SystemTime::now(),
         specs,

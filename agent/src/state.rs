@@ -47,6 +47,25 @@ pub struct StaleSource {
     pub reason: String,
 }
 
+/// A rule served in its last valid version because its ConfigMap now holds an invalid one (or
+/// one that cannot be read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleRule {
+    /// `namespace/name`.
+    pub rule: String,
+    /// Why the newest version is not served.
+    pub reason: String,
+    /// RFC 3339: since when (unknown for a version kept by an earlier run and never seen
+    /// invalid by this one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The resourceVersion of the version served.
+    pub served_resource_version: String,
+    /// The newest resourceVersion of the ConfigMap.
+    pub resource_version: String,
+}
+
 /// Where the rules come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
@@ -70,6 +89,8 @@ pub struct Snapshot {
     pub source_errors: Vec<SourceError>,
     /// Sources whose last loaded rules are served instead of what they hold now.
     pub stale_sources: Vec<StaleSource>,
+    /// Cluster mode: rules served in their last valid version.
+    pub stale_rules: Vec<StaleRule>,
     pub kind: SourceKind,
     pub loaded_at: SystemTime,
     /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
@@ -83,6 +104,7 @@ impl Snapshot {
             namespaces: Namespaces::new(),
             source_errors: Vec::new(),
             stale_sources: Vec::new(),
+            stale_rules: Vec::new(),
             kind,
             loaded_at: SystemTime::now(),
             specs: BTreeMap::new(),
@@ -231,6 +253,14 @@ impl Shared {
         self.metrics
             .rules_invalid
             .set(i64::try_from(next.invalid_count()).unwrap_or(i64::MAX));
+        self.metrics
+            .rules_stale
+            .set(i64::try_from(next.stale_rules.len()).unwrap_or(i64::MAX));
+        for stale in &next.stale_rules {
+            if !previous.stale_rules.iter().any(|s| s.rule == stale.rule) {
+                events.with_label_values(&["stale"]).inc();
+            }
+        }
         self.metrics
             .rule_sources_stale
             .set(i64::try_from(next.stale_sources.len()).unwrap_or(i64::MAX));

@@ -451,6 +451,78 @@ fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
     );
 }
 
+/// A rule made invalid behind the webhook's back keeps being enforced in its last valid version
+/// (stale in `/status` and the metric, its InvalidRule Event emitted), also by an agent started
+/// afterwards (the last-good ConfigMap); deleting it removes the rule and its kept version.
+#[test]
+fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    // The agent created its ConfigMap (absent, and it may) and keeps the valid version there.
+    let kept = || {
+        api.get(
+            "v1",
+            "ConfigMap",
+            "default",
+            "drift-sentinel-last-good-rules",
+        )
+        .and_then(|c| c["data"]["ops_rule"].as_str().map(str::to_owned))
+    };
+    wait_until("the kept version", &agent, || {
+        kept().is_some_and(|k| k.contains("mode: enforce"))
+    });
+
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&format!("{RULE}mutabel: [x]\n")),
+    ));
+    let status = agent.wait_for_status("the stale rule", |s| {
+        s["staleRules"].as_array().is_some_and(|r| r.len() == 1)
+    });
+    let stale = &status["staleRules"][0];
+    assert_eq!(stale["rule"], "ops/rule");
+    assert!(
+        stale["reason"].as_str().unwrap().contains("mutabel"),
+        "{stale}"
+    );
+    assert_eq!(status["rulesLoaded"], 1);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_rules_stale 1"),
+        "{metrics}"
+    );
+    wait_until("the InvalidRule event", &agent, || {
+        api.list("events.k8s.io/v1", "Event")
+            .iter()
+            .any(|e| e["reason"] == "InvalidRule" && e["regarding"]["name"] == "rule")
+    });
+    assert!(kept().is_some_and(|k| k.contains("mode: enforce") && !k.contains("mutabel")));
+
+    // A new agent (a restart, a new replica) enforces the kept version from its first sync.
+    drop(agent);
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+    assert_eq!(agent.status()["staleRules"][0]["rule"], "ops/rule");
+
+    // Deleted: the rule and its kept version go.
+    api.delete("v1", "ConfigMap", "ops", "rule");
+    wait_until("the deletion", &agent, || {
+        decision(&agent, "prod").get("auditAnnotations").is_none() && kept().is_none()
+    });
+}
+
 fn scale_review(name: &str, old: i64, new: i64) -> Value {
     let scale = |replicas: i64| {
         json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
