@@ -48,8 +48,10 @@ const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Server-side timeout of each watch request; the watch then resumes where it was.
-const WATCH_TIMEOUT_SECONDS: u32 = 45;
+/// Server-side timeout of each watch request; the watch then resumes where it was. Every
+/// watch made with [`client`]'s clients must set it (or a shorter one), or [`READ_TIMEOUT`]
+/// cuts it while it is idle.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 45;
 
 /// A kube client from `--kubeconfig`, or the in-cluster service account, with a timeout on
 /// every request.

@@ -235,7 +235,8 @@ fn update_one(
     };
     let old_enough = observation
         .modified
-        .is_none_or(|m| now.duration_since(m).is_ok_and(|age| age >= MIN_AGE));
+        // A modification time in the future cannot be aged: equality across polls decides.
+        .is_none_or(|m| now.duration_since(m).map_or(true, |age| age >= MIN_AGE));
     let settled = !racing && old_enough && tracked.last_seen == Some(observation);
     tracked.last_seen = Some(observation);
     if !settled {

@@ -107,12 +107,13 @@ impl Entry {
         }
     }
 
-    /// Why the newest version is not what is served, when it is not.
+    /// Why the newest version is not what is served, when it is not: it is invalid, or it
+    /// cannot be read.
     fn stale_reason(&self) -> Option<String> {
         self.last_good.as_ref()?;
         match (&self.read, &self.invalid, &self.read_error) {
             (Some(_), Some(invalid), _) => Some(invalid.to_string()),
-            (None, _, Some(reason)) => Some(reason.clone()),
+            (_, _, Some(reason)) => Some(reason.clone()),
             _ => None,
         }
     }
@@ -359,16 +360,13 @@ impl RuleIndex {
             Ok(_) => {}
             Err(reason) => {
                 let first = entry.read_error.is_none();
-                if entry.read.is_some() {
+                if entry.read.is_some() && first {
                     // The last version read stays in force; the resync reads again.
-                    if first {
-                        tracing::warn!(rule = %request.id, error = %reason, "cannot read the new version of a rule ConfigMap; keeping the previous one until it can be read");
-                    }
-                } else {
-                    changes.changed = first || entry.read_error.as_deref() != Some(&reason);
-                    if entry.last_good.is_some() {
-                        entry.stale_since.get_or_insert_with(SystemTime::now);
-                    }
+                    tracing::warn!(rule = %request.id, error = %reason, "cannot read the new version of a rule ConfigMap; keeping the previous one until it can be read");
+                }
+                changes.changed = first || entry.read_error.as_deref() != Some(&reason);
+                if entry.last_good.is_some() {
+                    entry.stale_since.get_or_insert_with(SystemTime::now);
                 }
                 entry.read_error = Some(reason);
             }

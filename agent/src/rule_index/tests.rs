@@ -210,16 +210,28 @@ fn a_rule_that_cannot_be_read_is_reported_and_fetched_again() {
     assert!(index.unreadable().is_empty());
     assert_eq!(index.sources().rules.len(), 1);
 
-    // A new version that cannot be read keeps the last one read in force.
+    // A new version that cannot be read keeps the last one read in force, shown stale.
     index.apply(&Event::Apply(meta("ops", "rule", "u1", "2", true)));
     let failed = fetch(&mut index, &id("ops", "rule"), Err("timed out".into()));
-    assert!(!failed.changed);
-    assert_eq!(index.sources().rules[0].spec.as_deref(), Some(SPEC));
-    assert!(index.sources().unreadable.is_empty());
+    assert!(failed.changed);
+    let sources = index.sources();
+    assert_eq!(sources.rules[0].spec.as_deref(), Some(SPEC));
+    assert!(sources.unreadable.is_empty());
+    assert_eq!(sources.stale[0].reason, "timed out");
+    assert_eq!(
+        (
+            sources.stale[0].served_resource_version.as_str(),
+            sources.stale[0].resource_version.as_str()
+        ),
+        ("1", "2")
+    );
     assert_eq!(index.unreadable(), vec![id("ops", "rule")]);
+    // No InvalidRule Event for it: the version is not known to be invalid.
+    assert!(index.unreported_invalid().is_empty());
     let warn = SPEC.replace("enforce", "warn");
     assert!(fetch(&mut index, &id("ops", "rule"), read("u1", "2", &warn)).changed);
     assert!(index.unreadable().is_empty());
+    assert!(index.sources().stale.is_empty());
 }
 
 #[test]
