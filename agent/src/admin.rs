@@ -103,6 +103,8 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
         rules,
         invalid_rules,
         source_errors: snapshot.source_errors.clone(),
+        stale_sources: snapshot.stale_sources.clone(),
+        stale_rules: snapshot.stale_rules.clone(),
         namespaces_known: snapshot.namespaces.len(),
         export: export_state(shared),
     }

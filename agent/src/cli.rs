@@ -155,6 +155,18 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
     pub watch_resync: Duration,
 
+    /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
+    /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
+    /// enforced in its last valid version across restarts and by new replicas. Created when
+    /// absent if the agent may.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
+        default_value = "drift-sentinel-last-good-rules",
+        help_heading = "Rule sources"
+    )]
+    pub last_good_configmap: String,
+
     /// Longest wait for the first sync of the cluster watches.
     #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
     pub startup_sync_timeout: Duration,
@@ -230,8 +242,9 @@ pub struct ServeArgs {
     )]
     pub pod_name: Option<String>,
 
-    /// This pod's namespace, where the Connection is looked up. Defaults to the service
-    /// account's namespace, or the kubeconfig's.
+    /// This pod's namespace, where the Connection and the ConfigMap of last good rule
+    /// versions are looked up. Defaults to the service account's namespace, or the
+    /// kubeconfig's.
     #[arg(
         long,
         env = "DRIFT_SENTINEL_POD_NAMESPACE",

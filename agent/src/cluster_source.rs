@@ -1,37 +1,62 @@
-//! Rules and namespaces from the cluster: kube-rs watches of rule ConfigMaps and Namespaces
-//! feed the same snapshot builder as the rule files do.
+//! Rules and namespaces from the cluster, on kube-runtime: a metadata-only watch of ConfigMaps
+//! (`Api<PartialObjectMeta<ConfigMap>>`, what `metadata_watcher` was) and a
+//! watch of Namespaces, each into a reflector store, feed the same snapshot builder as the rule
+//! files do.
 //!
-//! ConfigMaps are watched as metadata only, so memory does not grow with the ConfigMaps that
-//! are not rules; the data of a ConfigMap is fetched only when it carries the rule annotation
-//! and its resourceVersion changed. A relist (first sync, or after `410 Gone`) is buffered and
-//! installed whole at its end: requests never see a half-built rule set. Invalid rules get one
-//! Warning Event (`InvalidRule`) per ConfigMap version.
+//! What the events mean is decided by [`RuleIndex`] (no HTTP there); this module only runs
+//! the watches and fetches the data of annotated ConfigMaps. Fetches run as tasks beside the
+//! event loop (at most [`MAX_FETCHES`] at once, each bounded by [`FETCH_TIMEOUT`]), so a hung
+//! GET never stalls namespace events or shutdown. Invalid rules get one Warning Event
+//! (`InvalidRule`) per ConfigMap version, published from a task with a timeout too.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use drift_engine::manifests::{NamespaceInfo, Namespaces};
-use drift_engine::rule::{MODE_ANNOTATION, is_rule_annotation};
-use drift_engine::{RuleId, RuleSource};
-use futures::StreamExt;
+use drift_engine::rule::MODE_ANNOTATION;
+use futures::{FutureExt as _, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher::watcher};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Config, ResourceExt};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
+use crate::last_good::{LastGoodMap, LastGoodStore};
+use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
 use crate::state::{Shared, SourceKind};
+use crate::watch_failures::{FailureLog, LogLine, with_backoff};
 
-/// A kube client from `--kubeconfig`, or the in-cluster service account.
+/// Longest wait for one GET of a rule ConfigMap.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Fetches running at once; more wait in a queue.
+pub const MAX_FETCHES: usize = 8;
+/// Longest wait for one Event to be recorded.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Every request to the API server: connecting, and the longest silence while reading a
+/// response. Watches are closed by the server before that ([`WATCH_TIMEOUT_SECONDS`]), so an
+/// idle watch never trips it, while a server that stops answering is noticed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Server-side timeout of each watch request; the watch then resumes where it was. Every
+/// watch made with [`client`]'s clients must set it (or a shorter one), or [`READ_TIMEOUT`]
+/// cuts it while it is idle.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 45;
+
+/// A kube client from `--kubeconfig`, or the in-cluster service account, with a timeout on
+/// every request.
 pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
@@ -41,33 +66,129 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
         }
         None => Config::incluster().context("cannot load the in-cluster configuration")?,
     };
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(WRITE_TIMEOUT);
     Client::try_from(config).context("cannot build the Kubernetes client")
 }
 
-/// A rule ConfigMap as last fetched.
-#[derive(Debug, Clone)]
-struct RuleConfigMap {
-    uid: String,
-    resource_version: String,
-    /// `data.spec`, or why the ConfigMap could not be fetched.
-    spec: Result<Option<String>, String>,
-    /// A newer version exists that could not be fetched yet.
-    stale: bool,
+/// Fetches of rule ConfigMaps' data, run as tasks; results come back through [`Fetcher::next`].
+struct Fetcher {
+    client: Client,
+    tasks: JoinSet<(FetchRequest, Result<FetchedRule, String>)>,
+    queue: VecDeque<FetchRequest>,
 }
 
-type Key = (String, String);
+impl Fetcher {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            tasks: JoinSet::new(),
+            queue: VecDeque::new(),
+        }
+    }
 
-/// What the watches have seen; owned by the one task that runs them.
-struct ClusterState {
-    config_maps: BTreeMap<Key, RuleConfigMap>,
-    namespaces: Namespaces,
-    /// Entries of a relist in progress, installed at its end.
-    config_map_relist: Option<BTreeMap<Key, RuleConfigMap>>,
-    namespace_relist: Option<Namespaces>,
-    config_maps_synced: bool,
-    namespaces_synced: bool,
-    /// (uid, resourceVersion) of invalid rule ConfigMaps already given an Event.
-    reported: HashSet<(String, String)>,
+    fn start(&mut self, request: FetchRequest) {
+        if self.tasks.len() >= MAX_FETCHES {
+            self.queue.push_back(request);
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &request.id.namespace);
+        self.tasks.spawn(async move {
+            let result = fetch(&api, &request.id.name).await;
+            (request, result)
+        });
+    }
+
+    fn is_idle(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The next finished fetch. Pending forever while none runs (guard with `is_idle`).
+    async fn next(&mut self) -> Option<(FetchRequest, Result<FetchedRule, String>)> {
+        let done = self.tasks.join_next().await?;
+        while self.tasks.len() < MAX_FETCHES {
+            let Some(request) = self.queue.pop_front() else {
+                break;
+            };
+            self.start(request);
+        }
+        // A fetch task that panicked has no result to give; the resync tries again.
+        done.ok()
+    }
+}
+
+/// Reads `data.spec` of one ConfigMap, within [`FETCH_TIMEOUT`].
+async fn fetch(api: &Api<ConfigMap>, name: &str) -> Result<FetchedRule, String> {
+    match tokio::time::timeout(FETCH_TIMEOUT, api.get(name)).await {
+        Ok(Ok(config_map)) => Ok(FetchedRule {
+            uid: config_map.metadata.uid.clone().unwrap_or_default(),
+            resource_version: config_map
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap_or_default(),
+            spec: config_map.data.and_then(|mut d| d.remove("spec")),
+        }),
+        Ok(Err(e)) => Err(format!("cannot read the ConfigMap: {e}")),
+        Err(_) => Err(format!(
+            "cannot read the ConfigMap: no answer within {}",
+            humantime::format_duration(FETCH_TIMEOUT)
+        )),
+    }
+}
+
+/// The Namespaces the rules need to know: their mode annotations.
+fn namespaces_of(store: &Store<Namespace>) -> Namespaces {
+    store
+        .state()
+        .iter()
+        .map(|namespace| {
+            let info = NamespaceInfo {
+                mode_annotation: namespace.annotations().get(MODE_ANNOTATION).cloned(),
+            };
+            (namespace.name_any(), info)
+        })
+        .collect()
+}
+
+fn reporter() -> Reporter {
+    Reporter {
+        controller: "drift-sentinel".into(),
+        // The chart sets DRIFT_SENTINEL_POD_NAME (the --pod-name flag's variable).
+        instance: std::env::var("DRIFT_SENTINEL_POD_NAME")
+            .or_else(|_| std::env::var("POD_NAME"))
+            .ok(),
+    }
+}
+
+/// How the cluster source runs.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Longest wait for the first sync before the agent says why it is not ready.
+    pub startup_sync_timeout: Duration,
+    /// How often rule ConfigMaps that could not be read are fetched again.
+    pub resync: Duration,
+    /// The agent's namespace and the name of its ConfigMap of last good rule versions.
+    pub last_good: (String, String),
+}
+
+/// Reads the last good rule versions, and starts the task that keeps them written.
+async fn start_last_good(
+    client: &Client,
+    options: &ClusterOptions,
+    shutdown: &watch::Receiver<bool>,
+) -> (LastGoodMap, Option<watch::Sender<LastGoodMap>>) {
+    let (namespace, name) = &options.last_good;
+    let store = LastGoodStore::new(Api::namespaced(client.clone(), namespace), namespace, name);
+    let deadline = tokio::time::Instant::now() + options.startup_sync_timeout;
+    let loaded = store.load(deadline).await;
+    if !loaded.usable {
+        return (loaded.entries, None);
+    }
+    let (sender, receiver) = watch::channel(loaded.entries.clone());
+    tokio::spawn(store.persist(loaded.entries.clone(), receiver, shutdown.clone()));
+    (loaded.entries, Some(sender))
 }
 
 /// Watches the cluster and installs a new snapshot on every relevant change until
@@ -75,67 +196,109 @@ struct ClusterState {
 pub async fn run(
     client: Client,
     shared: Arc<Shared>,
-    startup_sync_timeout: Duration,
-    resync: Duration,
+    options: ClusterOptions,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Metadata-only: the data of ConfigMaps that are not rules is never transferred or kept.
-    let config_maps: Api<PartialObjectMeta<ConfigMap>> = Api::all(client.clone());
-    let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
-    let reporter = Reporter {
-        controller: "drift-sentinel".into(),
-        // The chart sets DRIFT_SENTINEL_POD_NAME (the --pod-name flag's variable).
-        instance: std::env::var("DRIFT_SENTINEL_POD_NAME")
-            .or_else(|_| std::env::var("POD_NAME"))
-            .ok(),
-    };
-    let recorder = Recorder::new(client.clone(), reporter);
-    let mut config_map_events =
-        std::pin::pin!(watcher(config_maps, watcher::Config::default()).default_backoff());
-    let mut namespace_events =
-        std::pin::pin!(watcher(namespaces, watcher::Config::default()).default_backoff());
-    let mut state = ClusterState {
-        config_maps: BTreeMap::new(),
-        namespaces: Namespaces::new(),
-        config_map_relist: None,
-        namespace_relist: None,
-        config_maps_synced: false,
-        namespaces_synced: false,
-        reported: HashSet::new(),
-    };
-    shared.set_not_ready("waiting for the first sync of rule ConfigMaps and Namespaces");
+    let ClusterOptions {
+        startup_sync_timeout,
+        resync,
+        ..
+    } = options;
     let startup_deadline = tokio::time::sleep(startup_sync_timeout);
     tokio::pin!(startup_deadline);
+    shared.set_not_ready("waiting for the first sync: reading the last good rule versions");
+    // Before the first sync: a rule that is invalid now is served in its last valid version
+    // from the start.
+    let (last_good, persist) = start_last_good(&client, &options, &shutdown).await;
+    let watch_config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+    // Metadata only: the data of ConfigMaps that are not rules is never transferred or kept.
+    let mut config_map_events =
+        std::pin::pin!(config_map_watch(client.clone(), watch_config.clone()));
+    let (namespace_store, namespace_writer) = reflector::store::<Namespace>();
+    let mut namespace_events = std::pin::pin!(namespace_watch(
+        client.clone(),
+        watch_config,
+        namespace_writer
+    ));
+    let recorder = Recorder::new(client.clone(), reporter());
+    let mut events_out: JoinSet<()> = JoinSet::new();
+    let mut index = RuleIndex::with_last_good(last_good);
+    let mut fetcher = Fetcher::new(client);
+    let mut namespaces = Namespaces::new();
+    let mut config_map_failures = FailureLog::default();
+    let mut namespace_failures = FailureLog::default();
+    shared.set_not_ready("waiting for the first sync of rule ConfigMaps and Namespaces");
     let mut deadline_passed = false;
     // Rule ConfigMaps whose data could not be fetched are tried again every resync period.
     let mut resync_timer = tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
     loop {
-        let changed = tokio::select! {
-            event = config_map_events.next() => {
-                on_config_map_event(&mut state, &client, &shared, event).await
+        let changes = tokio::select! {
+            event = config_map_events.next() => match event {
+                Some(Ok(event)) => {
+                    watch_recovered(&mut config_map_failures, "configmaps");
+                    index.apply(&event)
+                }
+                Some(Err(e)) => {
+                    watch_failed(&shared, &mut config_map_failures, "configmaps", &e);
+                    Changes::default()
+                }
+                None => Changes::default(),
+            },
+            event = namespace_events.next() => match event {
+                None => Changes::default(),
+                Some(Ok(event)) => {
+                    watch_recovered(&mut namespace_failures, "namespaces");
+                    if matches!(event, Event::Init | Event::InitApply(_)) {
+                        // A relist in progress: the store still holds the previous list.
+                        continue;
+                    }
+                    let next = namespaces_of(&namespace_store);
+                    let changed = next != namespaces;
+                    namespaces = next;
+                    Changes { changed, ..Changes::default() }
+                }
+                Some(Err(e)) => {
+                    watch_failed(&shared, &mut namespace_failures, "namespaces", &e);
+                    Changes::default()
+                }
+            },
+            Some((request, result)) = fetcher.next(), if !fetcher.is_idle() => {
+                index.fetched(&request, result)
             }
-            event = namespace_events.next() => on_namespace_event(&mut state, &shared, event),
             _ = &mut startup_deadline, if !deadline_passed => {
                 deadline_passed = true;
                 if !shared.is_ready() {
                     let reason = format!(
                         "first sync not complete after {}: rule ConfigMaps {}, Namespaces {}",
                         humantime::format_duration(startup_sync_timeout),
-                        if state.config_maps_synced { "synced" } else { "not synced" },
-                        if state.namespaces_synced { "synced" } else { "not synced" },
+                        sync_state(is_ready(&index.store()), index.pending()),
+                        sync_state(is_ready(&namespace_store), 0),
                     );
                     tracing::error!("{reason}; still trying");
                     shared.set_not_ready(&reason);
                 }
-                false
+                Changes::default()
             }
-            _ = resync_timer.tick() => refetch_unreadable(&mut state, &client).await,
+            _ = resync_timer.tick() => Changes {
+                fetch: index.unreadable(),
+                ..Changes::default()
+            },
+            Some(_) = events_out.join_next(), if !events_out.is_empty() => Changes::default(),
             _ = shutdown.changed() => return,
         };
-        if changed && state.config_maps_synced && state.namespaces_synced {
-            install(&state, &shared);
-            report_invalid(&mut state, &shared, &recorder).await;
-            if !shared.is_ready() {
+        for id in &changes.fetch {
+            if let Some(request) = index.start_fetch(id) {
+                fetcher.start(request);
+            }
+        }
+        // Installed once both stores are ready and every rule listed first has been read (or
+        // failed to be): a rule set missing a rule that exists would allow what it denies.
+        let synced = is_ready(&index.store()) && is_ready(&namespace_store);
+        let first_sync = !shared.is_ready() && synced && index.pending() == 0;
+        if (changes.changed && shared.is_ready()) || first_sync {
+            install(&index, &namespaces, &shared);
+            after_install(&mut index, persist.as_ref(), &recorder, &mut events_out);
+            if first_sync {
                 tracing::info!("first sync complete; ready");
                 shared.set_ready(true);
             }
@@ -143,94 +306,121 @@ pub async fn run(
     }
 }
 
-fn install(state: &ClusterState, shared: &Shared) {
-    let mut sources = Vec::with_capacity(state.config_maps.len());
-    let mut unreadable = Vec::new();
-    for ((namespace, name), config_map) in &state.config_maps {
-        let id = RuleId {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        };
-        match &config_map.spec {
-            Ok(spec) => sources.push(RuleSource {
-                id,
-                spec: spec.clone(),
-                origin: None,
-            }),
-            Err(reason) => unreadable.push((id, reason.clone())),
-        }
+/// Rule ConfigMaps, metadata only, stripped of what is never read.
+fn config_map_watch(
+    client: Client,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<Event<rule_index::ConfigMapMeta>>> + Send {
+    with_backoff(
+        watcher(
+            Api::<rule_index::ConfigMapMeta>::all(client.clone()),
+            config,
+        )
+        .modify(rule_index::strip),
+    )
+}
+
+/// Namespaces into a reflector store, stripped of what is never read.
+fn namespace_watch(
+    client: Client,
+    config: watcher::Config,
+    writer: reflector::store::Writer<Namespace>,
+) -> impl futures::Stream<Item = watcher::Result<Event<Namespace>>> + Send {
+    let events = watcher(Api::<Namespace>::all(client), config).modify(|namespace| {
+        namespace.metadata.managed_fields = None;
+        namespace.spec = None;
+        namespace.status = None;
+    });
+    reflector::reflector(writer, with_backoff(events))
+}
+
+/// After a snapshot is installed: the last good versions to keep, and the InvalidRule Events
+/// now due (both sent by tasks, off the event loop).
+fn after_install(
+    index: &mut RuleIndex,
+    persist: Option<&watch::Sender<LastGoodMap>>,
+    recorder: &Recorder,
+    events_out: &mut JoinSet<()>,
+) {
+    if let Some(persist) = persist {
+        let desired = index.last_good();
+        persist.send_if_modified(|current| {
+            let modified = *current != desired;
+            *current = desired;
+            modified
+        });
     }
+    for invalid in index.unreported_invalid() {
+        events_out.spawn(report_invalid(recorder.clone(), invalid));
+    }
+}
+
+fn is_ready<K: kube::Resource + Clone + 'static>(store: &Store<K>) -> bool
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.wait_until_ready().now_or_never().is_some()
+}
+
+fn sync_state(ready: bool, pending: usize) -> String {
+    match (ready, pending) {
+        (false, _) => "not synced".into(),
+        (true, 0) => "synced".into(),
+        (true, n) => format!("listed, {n} not read yet"),
+    }
+}
+
+fn install(index: &RuleIndex, namespaces: &Namespaces, shared: &Shared) {
+    let sources = index.sources();
     let mut snapshot = build_snapshot(
-        sources,
-        state.namespaces.clone(),
+        sources.rules,
+        namespaces.clone(),
         Vec::new(),
         SourceKind::Cluster,
+        shared.tier_policy(),
     );
-    for (id, reason) in unreadable {
+    for (id, reason) in sources.unreadable {
         snapshot.add_unreadable_rule(id, reason);
     }
+    snapshot.stale_rules = sources.stale;
     shared.install(snapshot);
 }
 
-/// One Warning Event per invalid rule ConfigMap version.
-async fn report_invalid(state: &mut ClusterState, shared: &Shared, recorder: &Recorder) {
-    let snapshot = shared.snapshot();
-    for error in snapshot.rules.invalid() {
-        let key = (error.namespace.clone(), error.name.clone());
-        let Some(config_map) = state.config_maps.get(&key) else {
-            continue;
-        };
-        let version = (config_map.uid.clone(), config_map.resource_version.clone());
-        if !state.reported.insert(version) {
-            continue;
+/// The `InvalidRule` Warning Event of one ConfigMap version.
+async fn report_invalid(recorder: Recorder, invalid: InvalidVersion) {
+    let InvalidVersion {
+        error,
+        uid,
+        resource_version,
+    } = invalid;
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some(error.name.clone()),
+        namespace: Some(error.namespace.clone()),
+        uid: Some(uid),
+        resource_version: Some(resource_version),
+        ..ObjectReference::default()
+    };
+    let mut note = error.to_string();
+    truncate_on_char_boundary(&mut note, 1000);
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: "InvalidRule".into(),
+        note: Some(note),
+        action: "LoadRule".into(),
+        secondary: None,
+    };
+    let rule = format!("{}/{}", error.namespace, error.name);
+    match tokio::time::timeout(EVENT_TIMEOUT, recorder.publish(&event, &reference)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(rule = %rule, error = %e, "cannot record the InvalidRule event")
         }
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: Some(error.name.clone()),
-            namespace: Some(error.namespace.clone()),
-            uid: Some(config_map.uid.clone()),
-            resource_version: Some(config_map.resource_version.clone()),
-            ..ObjectReference::default()
-        };
-        let mut note = error.to_string();
-        truncate_on_char_boundary(&mut note, 1000);
-        let event = KubeEvent {
-            type_: EventType::Warning,
-            reason: "InvalidRule".into(),
-            note: Some(note),
-            action: "LoadRule".into(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            tracing::warn!(rule = %format!("{}/{}", error.namespace, error.name), error = %e, "cannot record the InvalidRule event");
-        }
-    }
-    // Forget versions that are gone, so the set stays as small as the rule set.
-    let live: HashSet<(String, String)> = state
-        .config_maps
-        .values()
-        .map(|c| (c.uid.clone(), c.resource_version.clone()))
-        .collect();
-    state.reported.retain(|v| live.contains(v));
-}
-
-/// Fetches again the rule ConfigMaps whose last fetch failed; returns whether any changed.
-async fn refetch_unreadable(state: &mut ClusterState, client: &Client) -> bool {
-    let mut changed = false;
-    for ((namespace, name), entry) in state.config_maps.iter_mut() {
-        if entry.spec.is_ok() && !entry.stale {
-            continue;
-        }
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-        if let Ok(config_map) = api.get(name).await {
-            entry.spec = Ok(config_map.data.and_then(|mut d| d.remove("spec")));
-            entry.resource_version = config_map.metadata.resource_version.unwrap_or_default();
-            entry.stale = false;
-            changed = true;
+        Err(_) => {
+            tracing::warn!(rule = %rule, "cannot record the InvalidRule event: no answer in time")
         }
     }
-    changed
 }
 
 fn truncate_on_char_boundary(text: &mut String, max: usize) {
@@ -243,158 +433,30 @@ fn truncate_on_char_boundary(text: &mut String, max: usize) {
     }
 }
 
-fn key_of<K: kube::Resource>(object: &PartialObjectMeta<K>) -> Key {
-    (object.namespace().unwrap_or_default(), object.name_any())
-}
-
-/// Fetches `data.spec` of a rule ConfigMap.
-async fn fetch(client: &Client, meta: &PartialObjectMeta<ConfigMap>) -> RuleConfigMap {
-    let (namespace, name) = key_of(meta);
-    let namespaced: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let spec = match namespaced.get(&name).await {
-        Ok(config_map) => Ok(config_map.data.and_then(|mut d| d.remove("spec"))),
-        Err(e) => Err(format!("cannot read the ConfigMap: {e}")),
-    };
-    RuleConfigMap {
-        uid: meta.uid().unwrap_or_default(),
-        resource_version: meta.resource_version().unwrap_or_default(),
-        spec,
-        stale: false,
-    }
-}
-
-/// Applies one ConfigMap watch event; returns whether the rule set may have changed.
-async fn on_config_map_event(
-    state: &mut ClusterState,
-    client: &Client,
-    shared: &Shared,
-    event: Option<Result<Event<PartialObjectMeta<ConfigMap>>, watcher::Error>>,
-) -> bool {
-    let event = match event {
-        Some(Ok(event)) => event,
-        Some(Err(e)) => {
-            watch_error(shared, "configmaps", &e);
-            return false;
-        }
-        None => return false,
-    };
-    match event {
-        Event::Init => {
-            state.config_map_relist = Some(BTreeMap::new());
-            false
-        }
-        Event::InitApply(meta) => {
-            if is_rule(&meta) {
-                let known = state.config_maps.get(&key_of(&meta)).filter(|c| {
-                    c.spec.is_ok() && Some(&c.resource_version) == meta.resource_version().as_ref()
-                });
-                let entry = match known {
-                    Some(known) => known.clone(),
-                    None => fetch(client, &meta).await,
-                };
-                if let Some(relist) = state.config_map_relist.as_mut() {
-                    relist.insert(key_of(&meta), entry);
-                }
-            }
-            false
-        }
-        Event::InitDone => {
-            if let Some(relist) = state.config_map_relist.take() {
-                state.config_maps = relist;
-            }
-            state.config_maps_synced = true;
-            true
-        }
-        Event::Apply(meta) => {
-            let key = key_of(&meta);
-            if !is_rule(&meta) {
-                return state.config_maps.remove(&key).is_some();
-            }
-            let unchanged = state.config_maps.get(&key).is_some_and(|c| {
-                c.spec.is_ok() && Some(&c.resource_version) == meta.resource_version().as_ref()
-            });
-            if unchanged {
-                return false;
-            }
-            let mut entry = fetch(client, &meta).await;
-            if entry.spec.is_err()
-                && let Some(previous) = state.config_maps.get(&key).filter(|c| c.spec.is_ok())
-            {
-                // A failed read of a new version keeps the last good rule in force (marked
-                // stale, so the resync fetches it again) rather than switching it off.
-                tracing::warn!(rule = %format!("{}/{}", key.0, key.1), "cannot read the new version of a rule ConfigMap; keeping the previous one until the next resync");
-                entry = RuleConfigMap {
-                    stale: true,
-                    ..previous.clone()
-                };
-            }
-            state.config_maps.insert(key, entry);
-            true
-        }
-        Event::Delete(meta) => state.config_maps.remove(&key_of(&meta)).is_some(),
-    }
-}
-
-fn is_rule(meta: &PartialObjectMeta<ConfigMap>) -> bool {
-    let annotations: serde_json::Map<String, serde_json::Value> = meta
-        .annotations()
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-        .collect();
-    is_rule_annotation(Some(&annotations))
-}
-
-fn namespace_info(meta: &PartialObjectMeta<Namespace>) -> NamespaceInfo {
-    NamespaceInfo {
-        mode_annotation: meta.annotations().get(MODE_ANNOTATION).cloned(),
-    }
-}
-
-/// Applies one Namespace watch event; returns whether the namespaces changed.
-fn on_namespace_event(
-    state: &mut ClusterState,
-    shared: &Shared,
-    event: Option<Result<Event<PartialObjectMeta<Namespace>>, watcher::Error>>,
-) -> bool {
-    let event = match event {
-        Some(Ok(event)) => event,
-        Some(Err(e)) => {
-            watch_error(shared, "namespaces", &e);
-            return false;
-        }
-        None => return false,
-    };
-    match event {
-        Event::Init => {
-            state.namespace_relist = Some(Namespaces::new());
-            false
-        }
-        Event::InitApply(meta) => {
-            if let Some(relist) = state.namespace_relist.as_mut() {
-                relist.insert(meta.name_any(), namespace_info(&meta));
-            }
-            false
-        }
-        Event::InitDone => {
-            if let Some(relist) = state.namespace_relist.take() {
-                state.namespaces = relist;
-            }
-            state.namespaces_synced = true;
-            true
-        }
-        Event::Apply(meta) => {
-            let info = namespace_info(&meta);
-            state.namespaces.insert(meta.name_any(), info.clone()) != Some(info)
-        }
-        Event::Delete(meta) => state.namespaces.remove(&meta.name_any()).is_some(),
-    }
-}
-
-fn watch_error(shared: &Shared, resource: &str, error: &watcher::Error) {
+/// Counts a watch failure and logs it, at most once per resource every ten seconds.
+fn watch_failed(shared: &Shared, log: &mut FailureLog, resource: &str, error: &watcher::Error) {
+    shared
+        .metrics
+        .watch_failures
+        .with_label_values(&[resource])
+        .inc();
     shared
         .metrics
         .config_events
         .with_label_values(&["watch_error"])
         .inc();
-    tracing::warn!(resource, error = %error, "watch failed; backing off and resuming");
+    if let LogLine::Warn { suppressed } = log.failed(Instant::now()) {
+        tracing::warn!(
+            resource,
+            error = %error,
+            suppressed,
+            "watch failed; retrying (suppressed: failures not logged since the previous line)"
+        );
+    }
+}
+
+fn watch_recovered(log: &mut FailureLog, resource: &str) {
+    if let Some(failures) = log.succeeded() {
+        tracing::info!(resource, failures, "watch resumed");
+    }
 }

@@ -7,14 +7,18 @@ pub mod cli;
 pub mod cluster_source;
 pub mod connection_status;
 pub mod export;
+pub mod last_good;
 pub mod metrics;
 pub mod parent_labels;
 pub mod review_cmd;
+pub mod rule_files;
+pub mod rule_index;
 pub mod rules_source;
 pub mod server;
 pub mod state;
 pub mod tls;
 pub mod validate_rule;
+pub mod watch_failures;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -79,19 +83,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let source = FileSource {
             rules: args.rules.clone(),
             namespaces: args.namespaces.clone(),
+            tier_policy: tier_policy.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
-        let contents = source.read();
-        let snapshot = source.build(&contents);
+        let files = source.load(args.reload_interval);
+        let snapshot = source.build(&files);
         if args.rules.is_empty() {
             tracing::info!("no --rules given: serving the built-in default rule");
         }
         tracing::info!(rules = ?args.rules, namespaces = ?args.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
         let shared = Shared::new(metrics, snapshot);
+        shared.set_tier_policy(tier_policy.clone());
         shared.set_ready(true);
         tokio::spawn(rules_source::watch_files(
             source,
-            contents.fingerprint(),
+            files,
             shared.clone(),
             args.reload_interval,
             shutdown_rx.clone(),
@@ -102,15 +108,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cluster_client = Some(client.clone());
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
+        shared.set_tier_policy(tier_policy.clone());
         shared.set_parent_lookup(parent_labels::ParentLookup::new(
             client.clone(),
             std::time::Duration::from_secs(2),
         ));
+        let namespace = args
+            .pod_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
         tokio::spawn(cluster_source::run(
             client,
             shared.clone(),
-            args.startup_sync_timeout,
-            args.watch_resync,
+            cluster_source::ClusterOptions {
+                startup_sync_timeout: args.startup_sync_timeout,
+                resync: args.watch_resync,
+                last_good: (namespace, args.last_good_configmap.clone()),
+            },
             shutdown_rx.clone(),
         ));
         shared
@@ -119,11 +133,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "no rule source configured (no --rules, no cluster configuration): serving the built-in default rule"
         );
         let shared = Shared::new(metrics, rules_source::builtin_snapshot());
+        shared.set_tier_policy(tier_policy.clone());
         shared.set_ready(true);
         shared
     };
-
-    shared.set_tier_policy(tier_policy);
 
     if args.enable_admission_violation_export {
         start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;

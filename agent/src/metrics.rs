@@ -13,7 +13,10 @@ pub struct Metrics {
     pub admission_duration: Histogram,
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
+    pub rule_sources_stale: IntGauge,
+    pub rules_stale: IntGauge,
     pub config_events: IntCounterVec,
+    pub watch_failures: IntCounterVec,
     pub export_published: IntCounterVec,
     pub export_dropped: IntCounterVec,
     pub export_queue_messages: IntGauge,
@@ -57,12 +60,27 @@ impl Metrics {
             "drift_sentinel_rules_invalid",
             "Rules (and rule files) that are invalid and not applied.",
         )?;
+        let rule_sources_stale = IntGauge::new(
+            "drift_sentinel_rule_sources_stale",
+            "Rule files whose last loaded rules are kept because they are being rewritten, empty or no longer parse.",
+        )?;
+        let rules_stale = IntGauge::new(
+            "drift_sentinel_rules_stale",
+            "Rule ConfigMaps enforced in their last valid version because the current one is invalid or cannot be read.",
+        )?;
         let config_events = IntCounterVec::new(
             Opts::new(
                 "drift_sentinel_config_events_total",
-                "Rule configuration events, by type (added, updated, deleted, invalid, source_error, reload).",
+                "Rule configuration events, by type (added, updated, deleted, invalid, stale, source_error, reload, watch_error).",
             ),
             &["event_type"],
+        )?;
+        let watch_failures = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_watch_failures_total",
+                "Failures of the cluster watches (list, watch, or an error event such as 410 Gone), by resource (configmaps, namespaces).",
+            ),
+            &["resource"],
         )?;
         let export_published = IntCounterVec::new(
             Opts::new(
@@ -105,7 +123,10 @@ impl Metrics {
         registry.register(Box::new(admission_duration.clone()))?;
         registry.register(Box::new(rules_loaded.clone()))?;
         registry.register(Box::new(rules_invalid.clone()))?;
+        registry.register(Box::new(rule_sources_stale.clone()))?;
+        registry.register(Box::new(rules_stale.clone()))?;
         registry.register(Box::new(config_events.clone()))?;
+        registry.register(Box::new(watch_failures.clone()))?;
         Ok(Self {
             registry,
             admission_requests,
@@ -113,7 +134,10 @@ impl Metrics {
             admission_duration,
             rules_loaded,
             rules_invalid,
+            rule_sources_stale,
+            rules_stale,
             config_events,
+            watch_failures,
             export_published,
             export_dropped,
             export_queue_messages,

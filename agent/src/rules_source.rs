@@ -1,8 +1,8 @@
 //! Where rules and namespaces come from when the agent runs offline: files given with
-//! `--rules` and `--namespaces` (re-read when they change), or the built-in default rule.
+//! `--rules` and `--namespaces` (re-read when they change; see `rule_files` for how a file being
+//! rewritten is handled), or the built-in default rule.
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,6 +11,7 @@ use drift_engine::manifests;
 use drift_engine::{RuleId, RuleSet, RuleSource};
 use tokio::sync::watch;
 
+use crate::rule_files::{Observation, Read, TrackedFiles, fingerprint};
 use crate::state::{Shared, Snapshot, SourceError, SourceKind};
 
 /// `data.spec` of the built-in default rule (the chart ships the same file).
@@ -46,24 +47,19 @@ pub fn builtin_snapshot() -> Snapshot {
 pub struct FileSource {
     pub rules: Vec<PathBuf>,
     pub namespaces: Vec<PathBuf>,
+    /// Which rules are cluster rules (offline: every one, unless --cluster-rule-namespaces).
+    pub tier_policy: drift_engine::rule::TierPolicy,
 }
 
-/// The text of every file of a source, read at one moment.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Contents {
-    rules: Vec<(PathBuf, Result<String, String>)>,
-    namespaces: Vec<(PathBuf, Result<String, String>)>,
+/// What the agent holds of every file of a source, kept between polls.
+#[derive(Debug)]
+pub struct FileState {
+    rules: TrackedFiles,
+    namespaces: TrackedFiles,
 }
 
-impl Contents {
-    /// Changes whenever any file's content (or readability) changes.
-    pub fn fingerprint(&self) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        self.rules.hash(&mut hasher);
-        self.namespaces.hash(&mut hasher);
-        hasher.finish()
-    }
-}
+/// How many polls a file may keep changing before it is reported stale (at least a second).
+const SETTLE_POLLS: u32 = 5;
 
 impl FileSource {
     /// At startup: every configured path must exist, so that a typo is an error, not an empty
@@ -88,45 +84,73 @@ impl FileSource {
         }
     }
 
-    pub fn read(&self) -> Contents {
-        Contents {
-            rules: read_all(&self.rules),
-            namespaces: read_all(&self.namespaces),
-        }
+    /// Reads every file as it is now, for the first snapshot. `interval` is the poll period
+    /// of [`watch_files`].
+    pub fn load(&self, interval: Duration) -> FileState {
+        let settle_limit = (interval * SETTLE_POLLS).max(Duration::from_secs(1));
+        let mut state = FileState {
+            rules: TrackedFiles::new(settle_limit, rules_compile),
+            namespaces: TrackedFiles::new(settle_limit, |_, _| Ok(())),
+        };
+        state.rules.load_initial(read_all(&self.rules));
+        state.namespaces.load_initial(read_all(&self.namespaces));
+        state
     }
 
-    /// Compiles what was read. A file that cannot be read or parsed is a source error; its
+    /// Reads every file again; returns whether the snapshot must be rebuilt.
+    fn poll(&self, state: &mut FileState, reads: Reads, now: SystemTime) -> bool {
+        let rules = state.rules.update(reads.rules, now);
+        let namespaces = state.namespaces.update(reads.namespaces, now);
+        rules || namespaces
+    }
+
+    /// The snapshot of what is in force. A file that provides nothing is a source error; its
     /// rules are not applied, the other files' rules are.
-    pub fn build(&self, contents: &Contents) -> Snapshot {
-        let mut source_errors = Vec::new();
+    pub fn build(&self, state: &FileState) -> Snapshot {
         let mut sources = Vec::new();
-        for (path, text) in &contents.rules {
+        for (path, documents) in state.rules.documents() {
             let origin = path.display().to_string();
-            match documents(&origin, text) {
-                Ok(documents) => sources.extend(manifests::rule_sources(&documents, &origin)),
-                Err(e) => source_errors.push(e),
-            }
+            sources.extend(manifests::rule_sources(documents, &origin));
         }
         let mut namespaces = manifests::Namespaces::new();
-        for (path, text) in &contents.namespaces {
-            let origin = path.display().to_string();
-            match documents(&origin, text) {
-                Ok(documents) => namespaces.extend(manifests::namespaces(&documents)),
-                Err(e) => source_errors.push(e),
-            }
+        for (_, documents) in state.namespaces.documents() {
+            namespaces.extend(manifests::namespaces(documents));
         }
+        let mut source_errors = state.rules.errors();
+        source_errors.extend(state.namespaces.errors());
+        let mut stale_sources = state.rules.stale();
+        stale_sources.extend(state.namespaces.stale());
         if self.rules.is_empty() {
             // Namespace files only: the built-in default rule applies.
             let builtin = builtin_snapshot();
             return Snapshot {
                 namespaces,
                 source_errors,
+                stale_sources,
                 kind: self.kind(),
                 ..builtin
             };
         }
-        build_snapshot(sources, namespaces, source_errors, self.kind())
+        Snapshot {
+            stale_sources,
+            ..build_snapshot(
+                sources,
+                namespaces,
+                source_errors,
+                self.kind(),
+                &self.tier_policy,
+            )
+        }
     }
+}
+
+/// Every rule of a rule file compiles (the engine decides; the first error is the reason).
+fn rules_compile(path: &Path, documents: &[serde_json::Value]) -> Result<(), String> {
+    let origin = path.display().to_string();
+    for source in manifests::rule_sources(documents, &origin) {
+        drift_engine::rule::compile(&source).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The snapshot of a set of rule sources: the one path from any source to the rule set.
@@ -135,54 +159,45 @@ pub fn build_snapshot(
     namespaces: manifests::Namespaces,
     source_errors: Vec<SourceError>,
     kind: SourceKind,
+    policy: &drift_engine::rule::TierPolicy,
 ) -> Snapshot {
     let specs = sources
         .iter()
         .map(|s| (s.id.clone(), s.spec.clone()))
         .collect();
     Snapshot {
-        rules: RuleSet::build(sources),
+        rules: RuleSet::build_with(sources, policy),
         namespaces,
         source_errors,
+        stale_sources: Vec::new(),
+        stale_rules: Vec::new(),
         kind,
         loaded_at: SystemTime::now(),
         specs,
     }
 }
 
-fn documents(
-    origin: &str,
-    text: &Result<String, String>,
-) -> Result<Vec<serde_json::Value>, SourceError> {
-    let text = text.as_ref().map_err(|reason| SourceError {
-        source: origin.to_owned(),
-        line: None,
-        column: None,
-        reason: reason.clone(),
-    })?;
-    manifests::parse_documents(text, origin).map_err(|e| SourceError {
-        source: origin.to_owned(),
-        line: Some(e.line),
-        column: Some(e.column),
-        reason: format!("not valid YAML: {}", e.reason),
-    })
+/// One poll's reads of both kinds of files.
+struct Reads {
+    rules: Vec<(PathBuf, Read)>,
+    namespaces: Vec<(PathBuf, Read)>,
 }
 
 /// Files named by `paths`: a file itself, or a directory's `*.yaml`/`*.yml` files (hidden
 /// entries skipped, as in a mounted ConfigMap volume), in name order.
-fn read_all(paths: &[PathBuf]) -> Vec<(PathBuf, Result<String, String>)> {
+fn read_all(paths: &[PathBuf]) -> Vec<(PathBuf, Read)> {
     let mut out = Vec::new();
     for path in paths {
         match std::fs::metadata(path) {
             Ok(meta) if meta.is_dir() => match list_yaml(path) {
-                Ok(files) => out.extend(files.into_iter().map(|f| {
-                    let text = read_text(&f);
-                    (f, text)
+                Ok(files) => out.extend(files.into_iter().filter_map(|f| match read_file(&f) {
+                    // Listed, then removed before it was read: removed.
+                    Read::Missing(_) => None,
+                    read => Some((f, read)),
                 })),
-                Err(e) => out.push((path.clone(), Err(e))),
+                Err(e) => out.push((path.clone(), Read::Failed(e))),
             },
-            Ok(_) => out.push((path.clone(), read_text(path))),
-            Err(e) => out.push((path.clone(), Err(format!("cannot read: {e}")))),
+            _ => out.push((path.clone(), read_file(path))),
         }
     }
     out
@@ -204,41 +219,70 @@ fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+/// Reads one file with its metadata before and after, so that a read overlapping a write is
+/// known as such.
+fn read_file(path: &Path) -> Read {
+    use std::os::unix::fs::MetadataExt as _;
+    let failed = |e: std::io::Error| {
+        let reason = format!("cannot read: {e}");
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Read::Missing(reason)
+        } else {
+            Read::Failed(reason)
+        }
+    };
+    let stamp = |m: &std::fs::Metadata| (m.len(), m.modified().ok(), m.ino());
+    let before = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return failed(e),
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => return failed(e),
+    };
+    let after = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return failed(e),
+    };
+    let racing = stamp(&before) != stamp(&after) || text.len() as u64 != after.len();
+    Read::Text {
+        observation: Observation {
+            fingerprint: fingerprint(&text),
+            len: after.len(),
+            modified: after.modified().ok(),
+            inode: after.ino(),
+        },
+        racing,
+        text,
+    }
 }
 
-/// Re-reads the files every `interval`, installing a new snapshot whenever their contents
-/// change, until `shutdown` fires.
-/// `installed` is the fingerprint of the contents the active snapshot was built from, so that a
-/// change made while the agent started is not missed.
+/// Re-reads the files every `interval`, installing a new snapshot whenever what is in force
+/// (or stale) changes, until `shutdown` fires.
 pub async fn watch_files(
     source: FileSource,
-    installed: u64,
+    mut state: FileState,
     shared: Arc<Shared>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut last = installed;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
         let reader = source.clone();
-        let Ok((contents, fingerprint)) = tokio::task::spawn_blocking(move || {
-            let contents = reader.read();
-            let fingerprint = contents.fingerprint();
-            (contents, fingerprint)
+        let Ok(reads) = tokio::task::spawn_blocking(move || Reads {
+            rules: read_all(&reader.rules),
+            namespaces: read_all(&reader.namespaces),
         })
         .await
         else {
             continue;
         };
-        if fingerprint != last {
-            last = fingerprint;
+        if source.poll(&mut state, reads, SystemTime::now()) {
             tracing::info!("rule files changed; reloading");
-            shared.install(source.build(&contents));
+            shared.install(source.build(&state));
         }
     }
 }
@@ -269,9 +313,10 @@ mod tests {
         let source = FileSource {
             rules: vec![dir.path().to_owned()],
             namespaces: vec![],
+            tier_policy: Default::default(),
         };
         source.check().unwrap();
-        let snapshot = source.build(&source.read());
+        let snapshot = source.build(&source.load(Duration::from_secs(1)));
         assert_eq!(snapshot.rules.rules().len(), 1);
         assert_eq!(snapshot.source_errors.len(), 1);
         assert!(snapshot.source_errors[0].source.ends_with("b.yml"));
@@ -280,6 +325,7 @@ mod tests {
         let missing = FileSource {
             rules: vec![dir.path().join("nope.yaml")],
             namespaces: vec![],
+            tier_policy: Default::default(),
         };
         assert!(missing.check().unwrap_err().contains("nope.yaml"));
     }

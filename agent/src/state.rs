@@ -12,8 +12,9 @@ use drift_engine::{RuleId, RuleSet};
 
 use crate::metrics::Metrics;
 
-// The wire types of `/status` describe sources; the snapshot keeps them as they are sent.
-pub use drift_api::status::{RuleSourceKind as SourceKind, SourceError};
+// The wire types of `/status` describe sources and stale rules; the snapshot keeps them as
+// they are sent.
+pub use drift_api::status::{RuleSourceKind as SourceKind, SourceError, StaleRule, StaleSource};
 
 /// One consistent view of the rules and namespaces.
 #[derive(Debug)]
@@ -21,6 +22,10 @@ pub struct Snapshot {
     pub rules: RuleSet,
     pub namespaces: Namespaces,
     pub source_errors: Vec<SourceError>,
+    /// Sources whose last loaded rules are served instead of what they hold now.
+    pub stale_sources: Vec<StaleSource>,
+    /// Cluster mode: rules served in their last valid version.
+    pub stale_rules: Vec<StaleRule>,
     pub kind: SourceKind,
     pub loaded_at: SystemTime,
     /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
@@ -33,6 +38,8 @@ impl Snapshot {
             rules: RuleSet::default(),
             namespaces: Namespaces::new(),
             source_errors: Vec::new(),
+            stale_sources: Vec::new(),
+            stale_rules: Vec::new(),
             kind,
             loaded_at: SystemTime::now(),
             specs: BTreeMap::new(),
@@ -196,6 +203,17 @@ impl Shared {
         self.metrics
             .rules_invalid
             .set(i64::try_from(next.invalid_count()).unwrap_or(i64::MAX));
+        self.metrics
+            .rules_stale
+            .set(i64::try_from(next.stale_rules.len()).unwrap_or(i64::MAX));
+        for stale in &next.stale_rules {
+            if !previous.stale_rules.iter().any(|s| s.rule == stale.rule) {
+                events.with_label_values(&["stale"]).inc();
+            }
+        }
+        self.metrics
+            .rule_sources_stale
+            .set(i64::try_from(next.stale_sources.len()).unwrap_or(i64::MAX));
         tracing::info!(
             rules_loaded = next.rules.rules().len(),
             rules_invalid = next.invalid_count(),

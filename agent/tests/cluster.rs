@@ -83,6 +83,10 @@ impl Cluster {
                 "2s",
                 "--watch-resync",
                 "1s",
+                // These tests put rules in several namespaces and are not about tiers (the
+                // real-server suite and the engine's tests are).
+                "--cluster-rule-namespaces",
+                "*",
             ],
             false,
         )
@@ -288,6 +292,16 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         agent.logs().iter().any(|l| l.contains("watch failed")),
         "no watch error logged"
     );
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_watch_failures_total{resource=\"configmaps\"}"),
+        "{metrics}"
+    );
     assert_eq!(ready(&agent).0, 200);
 }
 
@@ -369,6 +383,147 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
     api.heal();
     wait_until("the new version after healing", &agent, || {
         decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
+    });
+}
+
+/// A GET of rule data that hangs stalls nothing else: namespace and rule changes keep arriving,
+/// the hung fetch gives up after its timeout (the rule reported unreadable), and SIGTERM ends
+/// the agent at once.
+#[test]
+fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(namespace("plain", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    let mut agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    api.inject(Fault::SlowPath {
+        contains: "/configmaps/stuck".into(),
+        delay: Duration::from_secs(120),
+    });
+    api.apply(config_map("ops", "stuck", Some(RULE)));
+    wait_until("the hung fetch", &agent, || {
+        api.requests()
+            .iter()
+            .any(|r| r.contains("/namespaces/ops/configmaps/stuck"))
+    });
+
+    let started = Instant::now();
+    api.apply(namespace("prod", Some("warn")));
+    wait_until("the namespace change", &agent, || {
+        decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
+    });
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", "dry-run")),
+    ));
+    wait_until("the rule change", &agent, || {
+        decision(&agent, "plain")["auditAnnotations"]["result"] == "would-deny"
+    });
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "changes took {took:?} while a fetch hung"
+    );
+
+    let status = agent.wait_for_status("the hung fetch to time out", |s| {
+        s["invalidRules"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().any(|r| r["rule"] == "ops/stuck"))
+    });
+    assert!(
+        status.to_string().contains("no answer within 10s"),
+        "{status:#}"
+    );
+
+    // Another version of it: a fetch hangs again, and shutdown does not wait for it.
+    api.apply(config_map(
+        "ops",
+        "stuck",
+        Some(&RULE.replace("enforce", "warn")),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let stopping = Instant::now();
+    agent.signal("TERM");
+    let exit = agent.wait_exit(Duration::from_secs(5));
+    assert!(
+        exit.is_some_and(|s| s.success()),
+        "no clean exit within 5 s of SIGTERM ({:?})",
+        stopping.elapsed()
+    );
+}
+
+/// A rule made invalid behind the webhook's back keeps being enforced in its last valid version
+/// (stale in `/status` and the metric, its InvalidRule Event emitted), also by an agent started
+/// afterwards (the last-good ConfigMap); deleting it removes the rule and its kept version.
+#[test]
+fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
+    let cluster = Cluster::start();
+    let api = cluster.api();
+    api.apply(namespace("prod", None));
+    api.apply(config_map("ops", "rule", Some(RULE)));
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    // The agent created its ConfigMap (absent, and it may) and keeps the valid version there.
+    let kept = || {
+        api.get(
+            "v1",
+            "ConfigMap",
+            "default",
+            "drift-sentinel-last-good-rules",
+        )
+        .and_then(|c| c["data"]["ops_rule"].as_str().map(str::to_owned))
+    };
+    wait_until("the kept version", &agent, || {
+        kept().is_some_and(|k| k.contains("mode: enforce"))
+    });
+
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&format!("{RULE}mutabel: [x]\n")),
+    ));
+    let status = agent.wait_for_status("the stale rule", |s| {
+        s["staleRules"].as_array().is_some_and(|r| r.len() == 1)
+    });
+    let stale = &status["staleRules"][0];
+    assert_eq!(stale["rule"], "ops/rule");
+    assert!(
+        stale["reason"].as_str().unwrap().contains("mutabel"),
+        "{stale}"
+    );
+    assert_eq!(status["rulesLoaded"], 1);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_rules_stale 1"),
+        "{metrics}"
+    );
+    wait_until("the InvalidRule event", &agent, || {
+        api.list("events.k8s.io/v1", "Event")
+            .iter()
+            .any(|e| e["reason"] == "InvalidRule" && e["regarding"]["name"] == "rule")
+    });
+    assert!(kept().is_some_and(|k| k.contains("mode: enforce") && !k.contains("mutabel")));
+
+    // A new agent (a restart, a new replica) enforces the kept version from its first sync.
+    drop(agent);
+    let agent = cluster.agent();
+    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    assert_eq!(decision(&agent, "prod")["allowed"], false);
+    assert_eq!(agent.status()["staleRules"][0]["rule"], "ops/rule");
+
+    // Deleted: the rule and its kept version go.
+    api.delete("v1", "ConfigMap", "ops", "rule");
+    wait_until("the deletion", &agent, || {
+        decision(&agent, "prod").get("auditAnnotations").is_none() && kept().is_none()
     });
 }
 

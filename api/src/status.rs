@@ -27,6 +27,13 @@ pub struct AgentStatus {
     /// Problems with a source as a whole (a file that cannot be read or parsed).
     #[serde(default)]
     pub source_errors: Vec<SourceError>,
+    /// Rule sources whose last loaded rules are kept because what they hold now cannot be
+    /// loaded (a file being rewritten, empty, or no longer parsing).
+    #[serde(default)]
+    pub stale_sources: Vec<StaleSource>,
+    /// Rules served in their last valid version (SPEC §2 "Last good version kept").
+    #[serde(default)]
+    pub stale_rules: Vec<StaleRule>,
     pub namespaces_known: usize,
     pub export: ExportState,
 }
@@ -113,6 +120,35 @@ impl std::fmt::Display for SourceError {
     }
 }
 
+/// A rule source whose last loaded rules are kept because what it holds now cannot be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleSource {
+    pub source: String,
+    /// RFC 3339: since when the kept rules are out of date.
+    pub since: String,
+    pub reason: String,
+}
+
+/// A rule served in its last valid version because its ConfigMap now holds an invalid one (or
+/// one that cannot be read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleRule {
+    /// `namespace/name`.
+    pub rule: String,
+    /// Why the newest version is not served.
+    pub reason: String,
+    /// RFC 3339: since when (unknown for a version kept by an earlier run and never seen
+    /// invalid by this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The resourceVersion of the version served.
+    pub served_resource_version: String,
+    /// The newest resourceVersion of the ConfigMap.
+    pub resource_version: String,
+}
+
 /// The export's state in `/status`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -177,6 +213,8 @@ mod tests {
                 column: Some(7),
                 reason: "did not find expected key".into(),
             }],
+            stale_sources: vec![],
+            stale_rules: vec![],
             namespaces_known: 3,
             export: ExportState {
                 enabled: true,

@@ -153,6 +153,9 @@ pub enum Fault {
     /// Requests whose path or query contains this text (`/configmaps/rule`, `dryRun=All`)
     /// answer with this HTTP status, until healed.
     FailPath { contains: String, status: u16 },
+    /// Requests whose path contains this text wait this long before they are answered (a hung
+    /// GET), until healed; requests already waiting go on waiting.
+    SlowPath { contains: String, delay: Duration },
 }
 
 /// One field manager's entry for an object, as server-side apply keeps it (and as
@@ -204,6 +207,7 @@ struct Store {
     gone_on_next_watch: bool,
     latency: Option<Duration>,
     fail_paths: Vec<(String, u16)>,
+    slow_paths: Vec<(String, Duration)>,
     requests: Vec<String>,
     uid_counter: u64,
     /// Server-side apply field managers of each object, by object key.
@@ -383,6 +387,7 @@ impl ApiServer {
             Fault::GoneOnNextWatch => store.gone_on_next_watch = true,
             Fault::Latency(latency) => store.latency = Some(latency),
             Fault::FailPath { contains, status } => store.fail_paths.push((contains, status)),
+            Fault::SlowPath { contains, delay } => store.slow_paths.push((contains, delay)),
         }
     }
 
@@ -403,6 +408,7 @@ impl ApiServer {
         store.gone_on_next_watch = false;
         store.latency = None;
         store.fail_paths.clear();
+        store.slow_paths.clear();
     }
 
     /// Ends every open watch stream, as a load balancer dropping connections would.
@@ -830,7 +836,16 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             }
             _ => path_fault,
         };
-        (store.latency, fail, store.gone_on_next_watch)
+        let slow = store
+            .slow_paths
+            .iter()
+            .find(|(contains, _)| uri.path().contains(contains.as_str()))
+            .map(|(_, delay)| *delay);
+        let latency = match (store.latency, slow) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        (latency, fail, store.gone_on_next_watch)
     };
     if let Some(latency) = latency {
         tokio::time::sleep(latency).await;

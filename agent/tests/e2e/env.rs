@@ -46,6 +46,8 @@ pub struct Env {
     pub agent_ca: Ca,
     /// Holds the agent's certificate files for as long as the environment lives.
     _agent_dir: tempfile::TempDir,
+    /// The agent's command line, to start it again.
+    agent_args: Vec<String>,
 }
 
 /// How to set up an environment.
@@ -56,6 +58,8 @@ pub struct EnvOptions {
     pub values: Vec<String>,
     /// Extra flags of the agent.
     pub agent_args: Vec<String>,
+    /// Manifests applied after the chart is installed, before the agent starts.
+    pub manifests: Vec<String>,
 }
 
 impl Env {
@@ -76,6 +80,9 @@ impl Env {
         ];
         values.extend(options.values);
         helm_install(&cluster, &values);
+        for manifest in &options.manifests {
+            cluster.apply(manifest);
+        }
         let agent_kubeconfig = cluster.kubeconfig_for_service_account(AGENT_NAMESPACE, RELEASE);
         let mut args: Vec<String> = vec![
             "serve".into(),
@@ -91,17 +98,29 @@ impl Env {
             "e2e-agent-0".into(),
         ];
         args.extend(options.agent_args);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let agent = Agent::start_on(port, &args, true);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let agent = Agent::start_on(port, &argv, true);
         let env = Self {
             cluster,
             agent,
             agent_ca,
             _agent_dir: agent_dir,
+            agent_args: args,
         };
         env.wait_until_agent_ready();
         eprintln!("e2e environment ready in {:?}", started.elapsed());
         env
+    }
+
+    /// Stops the agent (SIGTERM) and starts it again with the same command line and port,
+    /// as a restarted pod would be; returns once it is ready.
+    pub fn restart_agent(&mut self) {
+        self.agent.signal("TERM");
+        let exit = self.agent.wait_exit(Duration::from_secs(15));
+        assert!(exit.is_some(), "the agent did not stop after SIGTERM");
+        let argv: Vec<&str> = self.agent_args.iter().map(String::as_str).collect();
+        self.agent = Agent::start_on(self.agent.port, &argv, true);
+        self.wait_until_agent_ready();
     }
 
     /// `/readyz` of the agent says ready (its first sync is done).

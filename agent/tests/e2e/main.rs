@@ -14,6 +14,7 @@ mod chart;
 mod controllers;
 mod env;
 mod faults;
+mod last_good;
 mod plugin;
 mod rules;
 mod webhook;
@@ -49,6 +50,7 @@ fn main() {
     tests.extend(controllers::tests());
     tests.extend(plugin::tests());
     tests.extend(faults::tests());
+    tests.extend(last_good::tests());
     tests.extend(chart::tests());
     let conclusion = libtest_mimic::run(&args, tests);
     env::teardown();

@@ -145,6 +145,9 @@ fn two_agents_keep_each_others_connection_status() {
             &[
                 "--export-root",
                 cwd.to_str().unwrap(),
+                // The rules are the shared environment's, in the chart's namespace.
+                "--cluster-rule-namespaces",
+                crate::env::AGENT_NAMESPACE,
                 "--kubeconfig",
                 &kubeconfig,
                 "--enable-admission-violation-export",

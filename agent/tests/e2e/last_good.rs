@@ -1,0 +1,149 @@
+//! Last good version kept (SPEC §2): a valid rule made invalid behind the (absent) rule
+//! webhook's back keeps being enforced in its last valid version — with the agent running, and
+//! after the agent is restarted, from the ConfigMap of last good versions — while it is shown
+//! stale and its InvalidRule Event is emitted; deleting it removes it. Its own environment: the
+//! ConfigMap and the Role letting the agent get/patch it exist before the agent starts.
+
+use std::time::Duration;
+
+use libtest_mimic::Trial;
+use serde_json::Value;
+
+use crate::env::{AGENT_NAMESPACE, Env, EnvOptions, RELEASE, deployment, stderr, wait_for};
+use crate::trial;
+
+pub fn tests() -> Vec<Trial> {
+    vec![trial!(
+        an_invalid_version_keeps_the_last_good_one_across_a_restart
+    )]
+}
+
+const LAST_GOOD: &str = "drift-sentinel-last-good-rules";
+
+/// The ConfigMap and the least RBAC for it: get and patch, by name.
+fn last_good_manifests() -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {LAST_GOOD}\n  namespace: {AGENT_NAMESPACE}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: drift-sentinel-last-good\n  namespace: {AGENT_NAMESPACE}\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{LAST_GOOD}]\n    verbs: [get, patch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: drift-sentinel-last-good\n  namespace: {AGENT_NAMESPACE}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: drift-sentinel-last-good\nsubjects:\n  - kind: ServiceAccount\n    name: {RELEASE}\n    namespace: {AGENT_NAMESPACE}\n"
+    )
+}
+
+fn rule(ns: &str, extra: &str) -> String {
+    format!(
+        "mode: enforce\npriority: 10\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: ['spec.template.spec.containers[*].image']\n{extra}"
+    )
+}
+
+/// The verdict of a server-side dry run of `manifest`: (allowed, stderr).
+fn dry_run(env: &Env, manifest: &str) -> (bool, String) {
+    let output = env.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], manifest);
+    (output.status.success(), stderr(&output))
+}
+
+fn kept_version(env: &Env, rule: &str) -> Option<Value> {
+    let config_map = env.get(&["configmap", LAST_GOOD, "-n", AGENT_NAMESPACE])?;
+    let entry = config_map["data"][format!("{AGENT_NAMESPACE}_{rule}")].as_str()?;
+    serde_json::from_str(entry).ok()
+}
+
+fn an_invalid_version_keeps_the_last_good_one_across_a_restart() {
+    let mut env = Env::start(EnvOptions {
+        manifests: vec![last_good_manifests()],
+        ..EnvOptions::default()
+    });
+    let ns = env.namespace("e2e-last-good", &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    let scaled = deployment(&ns, "web", 3, "nginx:1.0");
+    let denied_by_rule = |(allowed, err): (bool, String)| {
+        !allowed && err.contains("rule drift-system/e2e-last-good")
+    };
+    env.rule("e2e-last-good", &rule(&ns, ""));
+    wait_for("the rule", Duration::from_secs(30), || {
+        denied_by_rule(dry_run(&env, &scaled))
+    });
+    wait_for("the kept version", Duration::from_secs(10), || {
+        kept_version(&env, "e2e-last-good").is_some()
+    });
+
+    // An invalid version (an unknown key), applied with kubectl: nothing stops it here.
+    env.rule("e2e-last-good", &rule(&ns, "unknownKey: true\n"));
+    let status = env.agent.wait_for_status("the stale rule", |s| {
+        s["staleRules"].as_array().is_some_and(|r| !r.is_empty())
+    });
+    let stale = &status["staleRules"][0];
+    assert_eq!(stale["rule"], "drift-system/e2e-last-good", "{status:#}");
+    assert!(
+        stale["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unknownKey"),
+        "{stale}"
+    );
+    assert!(
+        denied_by_rule(dry_run(&env, &scaled)),
+        "not enforced after the invalid version"
+    );
+    let kept = kept_version(&env, "e2e-last-good").expect("the kept version");
+    assert!(
+        !kept["spec"].as_str().unwrap_or("").contains("unknownKey"),
+        "{kept}"
+    );
+    wait_for("the InvalidRule event", Duration::from_secs(30), || {
+        let output = env.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            AGENT_NAMESPACE,
+            "--field-selector",
+            "reason=InvalidRule,involvedObject.name=e2e-last-good",
+            "-o",
+            "json",
+        ]);
+        let events: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        events["items"].as_array().is_some_and(|items| {
+            items.iter().any(|e| {
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("unknownKey"))
+            })
+        })
+    });
+
+    // Restarted: the kept version is enforced from the first sync on.
+    env.restart_agent();
+    assert!(
+        denied_by_rule(dry_run(&env, &scaled)),
+        "not enforced after the restart"
+    );
+    let status = env.agent.status();
+    assert_eq!(
+        status["staleRules"][0]["rule"], "drift-system/e2e-last-good",
+        "{status:#}"
+    );
+    let metrics = env
+        .agent_client()
+        .get(format!("{}/metrics", env.agent.base))
+        .send()
+        .and_then(|r| r.text())
+        .expect("/metrics");
+    assert!(
+        metrics.contains("drift_sentinel_rules_stale 1"),
+        "{metrics}"
+    );
+
+    // Deleted: the rule goes (the default rule decides again), and so does its kept version.
+    let output = env.kubectl(&[
+        "delete",
+        "configmap",
+        "e2e-last-good",
+        "-n",
+        AGENT_NAMESPACE,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    wait_for("the default rule", Duration::from_secs(30), || {
+        let (allowed, err) = dry_run(&env, &scaled);
+        !allowed && err.contains("rule drift-system/drift-sentinel-default-rule")
+    });
+    wait_for("the kept version removed", Duration::from_secs(10), || {
+        kept_version(&env, "e2e-last-good").is_none()
+    });
+}
