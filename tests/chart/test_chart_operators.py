@@ -144,6 +144,7 @@ def test_cert_manager_renders_its_own_ca_chain_and_no_render_time_secret(helm):
     assert serving["dnsNames"] == [FULLNAME, f"{FULLNAME}.{NAMESPACE}", f"{FULLNAME}.{NAMESPACE}.svc",
                                    f"{FULLNAME}.{NAMESPACE}.svc.cluster.local"]
     assert "server auth" in serving["usages"]
+    assert "app.kubernetes.io/managed-by" not in serving["secretTemplate"]["labels"]
     for doc in list(issuers.values()) + list(certs.values()):
         assert doc["metadata"]["namespace"] == NAMESPACE
     # The pods mount the Secret cert-manager writes, at the directory of tls.certFile.
