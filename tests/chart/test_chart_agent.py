@@ -188,7 +188,12 @@ def test_every_rule_the_chart_renders_is_valid_for_the_agent(agent_binary, tmp_p
         ("shop/drift-sentinel-production", "enforce"),
         (f"{NAMESPACE}/replicas-only", "dry-run"),
     ])
-    assert len(find_all(docs, "ConfigMap")) == 3
+    rule_maps = [cm for cm in find_all(docs, "ConfigMap")
+                 if cm["metadata"].get("annotations", {}).get("drift-sentinel.k8s.io/rule") == "true"]
+    assert len(rule_maps) == 3
+    # The other ConfigMap is the Grafana dashboard, which the agent ignores.
+    assert [cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap") if cm not in rule_maps] == [
+        "drift-guard-dashboard"]
 
 
 # --- normal operations are allowed; drift is denied ------------------------------------------------
@@ -426,19 +431,23 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
     dep = find(docs, "Deployment")
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")["mountPath"]
-    (tmp_path / "tls.crt").write_text(tls["tls.crt"])
-    (tmp_path / "tls.key").write_text(tls["tls.key"])
+    # The Secret's keys as the kubelet projects them into the mount (items, or every key).
+    secret = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")["secret"]
+    for item in secret.get("items") or [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]:
+        (tmp_path / item["path"]).write_text(tls[item["key"]])
     port, admin_port = free_port(), free_port()
     args = []
     for arg in container["args"]:
         arg = arg.replace(f"--address=:{container['ports'][0]['containerPort']}", f"--address=127.0.0.1:{port}")
-        args.append(arg.replace(mount, str(tmp_path)))
-    assert f"--address=127.0.0.1:{port}" in args and f"--tls-cert-file={tmp_path}/tls.crt" in args
+        args.append(arg.replace(f"={mount}/", f"={tmp_path}/"))
+    assert f"--address=127.0.0.1:{port}" in args
+    assert [a for a in args if a.startswith(f"--tls-cert-file={tmp_path}/")]
 
     with APIServerDouble(kubectl) as double:
         for ns in (NAMESPACE, "shop", "kube-system"):
             double.add_namespace(ns)
-        rule_maps = find_all(docs, "ConfigMap")
+        rule_maps = [cm for cm in find_all(docs, "ConfigMap")
+                     if cm["metadata"].get("annotations", {}).get("drift-sentinel.k8s.io/rule") == "true"]
         for cm in rule_maps:
             double.put_object(cm, "configmaps")
         double.put_object({"apiVersion": "v1", "kind": "ConfigMap",
@@ -449,8 +458,11 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
                            "metadata": {"name": "settings", "namespace": "shop"}, "data": {"a": "b"}}, "configmaps")
         double.put_object(find(docs, "Secret"), "secrets")
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_")}
-        # What the container's fieldRefs give in the cluster.
-        env.update(DRIFT_SENTINEL_POD_NAME=f"{dep['metadata']['name']}-0", DRIFT_SENTINEL_POD_NAMESPACE=NAMESPACE)
+        # The container's env, with what its fieldRefs give in the cluster.
+        fields = {"metadata.name": f"{dep['metadata']['name']}-0", "metadata.namespace": NAMESPACE}
+        for e in container["env"]:
+            env[e["name"]] = e["value"] if "value" in e else fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        assert env["DRIFT_SENTINEL_POD_NAMESPACE"] == NAMESPACE and env["DRIFT_SENTINEL_LOG_LEVEL"]
         with open(tmp_path / "agent.log", "wb") as log:
             process = subprocess.Popen(
                 [str(agent_binary), *args, "--kubeconfig", double.kubeconfig(str(tmp_path)),

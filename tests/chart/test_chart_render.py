@@ -12,12 +12,16 @@ import pytest
 import yaml
 from cryptography import x509
 
+import operator_kinds
 from conftest import CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm, \
     tls_material
 
 VALUES_ALL = TESTS / "values-all.yaml"
+# On top of values-all.yaml: the values whose objects need CRDs of other projects.
+VALUES_ALL_CRDS = TESTS / "values-all-crds.yaml"
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 ALL = yaml.safe_load(VALUES_ALL.read_text())
+ALL_CRDS = yaml.safe_load(VALUES_ALL_CRDS.read_text())
 # Kubernetes versions whose schemas every rendered document must satisfy (strict: no unknown
 # fields): the oldest the chart declares (kubeVersion >=1.25) and the newest known.
 K8S_VERSIONS = ["1.25.0", "1.35.0", kubernetes_validate.latest_version() + ".0"]
@@ -32,6 +36,18 @@ AT_DEFAULT = {
     "webhook.url": "the agent tests of values-all call the agent through the Service with the generated "
                    "CA; test_webhook_url covers it",
     "webhook.caBundle": "only used with webhook.url; test_webhook_url covers it",
+}
+# Values that values-all.yaml keeps at their default because their objects need CRDs that the
+# end-to-end API server (which installs values-all.yaml) lacks: values-all-crds.yaml sets them,
+# and they must change the render of the two files together.
+CRD_VALUES = {
+    "certManager.enabled", "certManager.issuerRef.name", "certManager.issuerRef.kind",
+    "certManager.issuerRef.group",
+    "metrics.serviceMonitor.enabled", "metrics.serviceMonitor.interval", "metrics.serviceMonitor.scrapeTimeout",
+    "metrics.serviceMonitor.labels", "metrics.serviceMonitor.insecureSkipVerify",
+    "metrics.prometheusRule.enabled", "metrics.prometheusRule.labels", "metrics.prometheusRule.runbookBaseUrl",
+    "metrics.prometheusRule.latencyThresholdSeconds", "metrics.prometheusRule.denialRateThreshold",
+    "metrics.prometheusRule.auditIntervalSeconds",
 }
 # Custom kinds the chart renders, with their CRD in crds/: validated against that CRD's schema in
 # test_chart_export.py, since kubernetes-validate knows only built-in kinds.
@@ -63,10 +79,23 @@ def set_path(values: dict, path: tuple, value) -> None:
     values[path[-1]] = value
 
 
+def merged(base: dict, overlay: dict) -> dict:
+    """Helm's merge of two values files: maps merge, anything else is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def masked(text: str) -> str:
     """Rendered text with the generated certificate material replaced by what the values decide
     of it (it is new on every render): the serving certificate's names and lifetime."""
     docs = [d for d in yaml.safe_load_all(text) if d]
+    if not find_all(docs, "Secret"):
+        return text  # certManager.enabled: nothing generated
     cert = x509.load_pem_x509_certificate(tls_material(docs)["tls.crt"].encode())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     lifetime = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
@@ -120,6 +149,8 @@ def test_every_value_is_exercised_and_documented(helm, tmp_path):
     values-all keeps at its default) gives a different render."""
     install_md = (REPO / "docs" / "install.md").read_text()
     base = masked(render_text(values=[VALUES_ALL]).stdout)
+    all_crds = merged(ALL, ALL_CRDS)
+    base_crds = masked(render_text(values=[VALUES_ALL, VALUES_ALL_CRDS]).stdout)
     missing, undocumented, no_effect = [], [], []
     for path in leaves(DEFAULTS):
         dotted = ".".join(path)
@@ -136,7 +167,16 @@ def test_every_value_is_exercised_and_documented(helm, tmp_path):
         if dotted in AT_DEFAULT:
             assert value == default, f"{dotted}: {AT_DEFAULT[dotted]}"
             continue
-        variant = copy.deepcopy(ALL)
+        values, reference = ALL, base
+        if dotted in CRD_VALUES:
+            assert value == default, f"{dotted}: kept at its default in values-all.yaml (its CRD is missing " \
+                                     "from the end-to-end API server); values-all-crds.yaml sets it"
+            values, reference = all_crds, base_crds
+            value = get_path(values, path)
+            if value == default:
+                missing.append(f"{dotted} (in values-all-crds.yaml)")
+                continue
+        variant = copy.deepcopy(values)
         if value != default:
             set_path(variant, path, default)
         elif isinstance(value, bool):
@@ -148,11 +188,15 @@ def test_every_value_is_exercised_and_documented(helm, tmp_path):
         variant_file.write_text(yaml.safe_dump(variant))
         other = render_text(values=[variant_file], check=False)
         assert other.returncode == 0, f"{dotted}: {other.stderr}"
-        if masked(other.stdout) == base:
+        if masked(other.stdout) == reference:
             no_effect.append(dotted)
     assert not missing, f"values not set in values-all.yaml: {missing}"
     assert not undocumented, f"values not documented in docs/install.md: {undocumented}"
     assert not no_effect, f"values without effect on the render: {no_effect}"
+    # Nothing else hides in values-all-crds.yaml.
+    stray = [".".join(p) for p in leaves(ALL_CRDS)
+             if not any(".".join(p) == v or ".".join(p).startswith(v + ".") for v in CRD_VALUES)]
+    assert not stray, f"values-all-crds.yaml sets values that are not in CRD_VALUES: {stray}"
 
 
 def test_all_values_render_as_set(helm):
@@ -169,17 +213,33 @@ def test_all_values_render_as_set(helm):
     assert find(docs, "ServiceAccount", "drift-guard-agent")["metadata"]["annotations"] == {
         "example.com/owner": "platform-team"}
     assert find(docs, "ClusterRoleBinding")["subjects"][0]["name"] == "drift-guard-agent"
-    assert "--log-level=DEBUG" in c["args"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["DRIFT_SENTINEL_LOG_LEVEL"] == {"name": "DRIFT_SENTINEL_LOG_LEVEL", "value": "DEBUG"}
+    assert not [a for a in c["args"] if a.startswith("--log-level")]
+    assert c["env"][-2:] == ALL["env"]
     assert c["args"][-2:] == ["--watch-resync=1m", "--startup-sync-timeout=45s"]
+    assert c["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
+    assert "--address=:9443" in c["args"]
+    assert "--tls-cert-file=/tls/server.crt" in c["args"]
+    assert "--tls-key-file=/tls/server.key" in c["args"]
+    assert {"name": "tls", "mountPath": "/tls", "readOnly": True} in c["volumeMounts"]
+    tls_volume = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+    assert tls_volume["items"] == [{"key": "tls.crt", "path": "server.crt"}, {"key": "tls.key", "path": "server.key"}]
     assert dep["spec"]["template"]["metadata"]["annotations"] == ALL["podAnnotations"]
     assert c["resources"] == ALL["resources"]
     assert pod["nodeSelector"] == ALL["nodeSelector"]
     assert pod["tolerations"] == ALL["tolerations"]
     assert pod["affinity"] == ALL["affinity"]
-    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["priorityClassName"] == "system-node-critical"
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert pod["topologySpreadConstraints"] == [
+        {**ALL["topologySpreadConstraints"][0], "labelSelector": {"matchLabels": selector}},
+        ALL["topologySpreadConstraints"][1],
+    ]
     assert dep["metadata"]["labels"]["app.kubernetes.io/name"] == "sentinel"
     svc = find(docs, "Service", name)
     assert svc["spec"]["ports"][0]["port"] == 8443
+    assert svc["spec"]["ports"][0]["targetPort"] == 9443
     assert find(docs, "PodDisruptionBudget", name)["spec"]["minAvailable"] == 2
     hook = find(docs, "ValidatingWebhookConfiguration", name)["webhooks"][0]
     assert hook["failurePolicy"] == "Ignore"
@@ -193,9 +253,20 @@ def test_all_values_render_as_set(helm):
                       "deployments/scale", "statefulsets/scale", "replicasets/scale"],
         "scope": "Namespaced",
     }]
+    assert hook["namespaceSelector"]["matchExpressions"][0] == {
+        "key": "environment", "operator": "In", "values": ["production", "staging"]}
     names = hook["namespaceSelector"]["matchExpressions"][1]
     assert names["values"] == [NAMESPACE, "kube-system", "monitoring", "cert-manager"]
-    rules = {d["metadata"]["name"]: d for d in find_all(docs, "ConfigMap")}
+    assert hook["matchConditions"] == ALL["webhook"]["matchConditions"]
+    policy = find(docs, "NetworkPolicy", name)
+    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 9443}],
+                                          "from": ALL["networkPolicy"]["from"]}]
+    dashboard = find(docs, "ConfigMap", f"{name}-dashboard")
+    assert dashboard["metadata"]["namespace"] == "monitoring"
+    assert dashboard["metadata"]["labels"]["grafana.example.com/dashboard"] == "true"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Security"}
+    rules = {d["metadata"]["name"]: d for d in find_all(docs, "ConfigMap")
+             if d["metadata"].get("annotations", {}).get("drift-sentinel.k8s.io/rule")}
     assert set(rules) == {f"{name}-default-rule", "drift-sentinel-production", "replicas-only"}
     assert rules["drift-sentinel-production"]["metadata"]["namespace"] == "shop"
     assert rules["replicas-only"]["metadata"]["namespace"] == NAMESPACE
@@ -219,15 +290,17 @@ def test_switches_turn_objects_off(helm):
 
 def test_deployment_is_hardened_and_probed_over_https(helm):
     dep = find(render(), "Deployment")
-    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["replicas"] == 3  # replicaCount empty, failurePolicy Fail
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     pod = dep["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
-    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
-    assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert "affinity" not in pod
+    assert pod["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]}}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
     (c,) = pod["containers"]
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True
@@ -244,9 +317,12 @@ def test_deployment_is_hardened_and_probed_over_https(helm):
     assert f"--tls-key-file={mount['mountPath']}/tls.key" in c["args"]
     secret_volume = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
     assert secret_volume["secretName"] == f"{FULLNAME}-cert"
+    assert port == {"name": "https", "containerPort": 8443, "protocol": "TCP"}
+    assert mount["mountPath"] == "/tls" and "--tls-cert-file=/tls/tls.crt" in c["args"]
+    assert "items" not in secret_volume  # tls.crt and tls.key keep the Secret's key names
     # The Service sends the webhook's port to the container's HTTPS port.
     svc = find(render(), "Service")
-    assert svc["spec"]["ports"][0]["targetPort"] == port["name"]
+    assert svc["spec"]["ports"][0]["targetPort"] == port["containerPort"]
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
 
 
@@ -378,6 +454,50 @@ def test_invalid_values_fail_rendering(helm, sets, message):
     assert message in out.stderr, out.stderr
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--set-json", 'env=[{"name":"DRIFT_SENTINEL_ADDRESS","value":":9000"}]'],
+     "env[0] sets DRIFT_SENTINEL_ADDRESS, which the chart wires itself; set service.targetPort"),
+    (["--set-json", 'env=[{"name":"A","value":"1"},{"name":"DRIFT_SENTINEL_TLS_KEY_FILE","value":"/k"}]'],
+     "env[1] sets DRIFT_SENTINEL_TLS_KEY_FILE, which the chart wires itself; set tls.keyFile"),
+    (["--set-json", 'env=[{"name":"DRIFT_SENTINEL_AUDIT_CHANNEL","value":"x"}]'], "set audit.channel"),
+    (["--set-json", 'env=[{"name":"X","value":"1"},{"name":"X","value":"2"}]'], "env[1] sets X a second time"),
+    (["--set-json", 'env=[{"value":"1"}]'], "name"),
+    (["--set-json", 'env=[{"name":"X","value":"1","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}]'], "/env/0"),
+    (["--set", "tls.certFile=tls.crt"], "certFile"),
+    (["--set", "tls.keyFile=/other/tls.key"], 'tls.certFile "/tls/tls.crt" and tls.keyFile "/other/tls.key" must be in the same directory'),
+    (["--set", "tls.certFile=/tls/tls.key"], "must be different files"),
+    (["--set", "tls.certFile=/tmp/tls.crt", "--set", "tls.keyFile=/tmp/tls.key"], "would hide the pod's root or scratch directory /tmp"),
+    (["--set", "enableAdmissionViolationExport=true", "--set", "tls.certFile=/tmp/violations/tls/a.crt",
+      "--set", "tls.keyFile=/tmp/violations/tls/a.key"], "would hide the pod's root or scratch directory"),
+    (["--set", "enableAdmissionViolationExport=true", "--set", "tls.certFile=/data/a.crt", "--set", "tls.keyFile=/data/a.key",
+      "--set", "audit.exportVolumeMount.path=/data/export", "--set", "audit.exportConnection.path=/data/export/topics"],
+     'tls.certFile "/data/a.crt" and audit.exportVolumeMount.path "/data/export" overlap'),
+    (["--set", "service.targetPort=9090"], "targetPort"),
+    (["--set", "service.targetPort=0"], "targetPort"),
+    (["--set", "webhook.namespaceSelector.operator=Maybe"], "operator"),
+    (["--set", "webhook.namespaceSelector.key=not a key"], "key"),
+    (["--set-json", "webhook.namespaceSelector.values=[]"], "webhook.namespaceSelector.values must not be empty with operator NotIn"),
+    (["--set-json", 'webhook.matchConditions=[{"name":"a","expression":"true"},{"name":"a","expression":"false"}]'],
+     'webhook.matchConditions[1].name "a" is used twice'),
+    (["--set-json", 'webhook.matchConditions=[{"name":"a"}]'], "expression"),
+    (["--set-json", 'webhook.matchConditions=[{"name":"not valid!","expression":"true"}]'], "name"),
+    (["--set-json", 'networkPolicy.from=[{"namespace":"x"}]'], "from"),
+    (["--set", "metrics.serviceMonitor.interval=soon"], "interval"),
+    (["--set", "metrics.prometheusRule.latencyThresholdSeconds=0"], "latencyThresholdSeconds"),
+    (["--set", "metrics.prometheusRule.runbookBaseUrl=docs/operations.md"], "runbookBaseUrl"),
+    (["--set", "metrics.grafanaDashboard.labelValue=not valid"], "labelValue"),
+    (["--set", "certManager.issuerRef.name=Bad_Name"], "name"),
+    (["--set", "certManager.enabled=maybe"], "enabled"),
+    (["--set-json", 'topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"x","whenUnsatisfiable":"Sometimes"}]'],
+     "whenUnsatisfiable"),
+    (["--set", "priorityClassName=1"], "priorityClassName"),
+])
+def test_invalid_new_values_fail_rendering_naming_the_value(helm, args, message):
+    out = render_text(*args, check=False)
+    assert out.returncode != 0, f"rendered with {args}"
+    assert message in out.stderr, out.stderr
+
+
 def test_global_values_from_a_parent_chart_are_accepted(helm):
     render(sets=["global.imageRegistry=example.com"])
 
@@ -386,16 +506,32 @@ def test_global_values_from_a_parent_chart_are_accepted(helm):
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("values", [[], [VALUES_ALL]], ids=["defaults", "all-values"])
-def test_every_document_validates_against_kubernetes_schemas(helm, version, values):
-    docs = render(values=values)
+@pytest.mark.parametrize("values", [[], [VALUES_ALL], [VALUES_ALL, VALUES_ALL_CRDS]],
+                         ids=["defaults", "all-values", "all-values-crds"])
+def test_every_document_validates_against_kubernetes_schemas(helm, version, values, tmp_path):
+    """Rendered for that Kubernetes version (`--kube-version`): built-in kinds against its schemas,
+    the kinds of cert-manager and the Prometheus Operator against their CRDs (operator_kinds)."""
+    sets = []
+    if version.startswith("1.25."):
+        # webhook.matchConditions needs 1.28 (test_match_conditions_need_kubernetes_1_28).
+        sets = ["webhook.matchConditions=null"]
+    docs = render("--kube-version", ".".join(version.split(".")[:3]), values=values, sets=sets)
     assert docs
+    seen = set()
     for doc in docs:
+        key = (doc["apiVersion"], doc["kind"])
+        seen.add(key)
         if (doc["apiVersion"].rpartition("/")[0], doc["kind"]) in CUSTOM_KINDS:
             continue  # a kind of the chart's crds/: see CUSTOM_KINDS
+        if key in operator_kinds.MODELS:
+            operator_kinds.validate(doc)
+            continue
         # strict: unknown fields are errors too. Every other kind is a built-in one, so nothing
         # else is skipped: a missing schema raises SchemaNotFoundError and fails the test.
         kubernetes_validate.validate(doc, version, strict=True)
+    if VALUES_ALL_CRDS in values:
+        assert {("cert-manager.io/v1", "Certificate"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+                ("monitoring.coreos.com/v1", "PrometheusRule")} <= seen
 
 
 def test_a_broken_document_fails_kubernetes_validation(helm):

@@ -166,8 +166,97 @@ templates that use them; renders nothing.
 {{- if ne (len $sources) 1 }}
 {{- fail (printf "audit.exportVolume must have exactly one volume source besides its name (got %s): to replace the default emptyDir, also set audit.exportVolume.emptyDir to null" (toJson $sources)) }}
 {{- end }}
-{{- if or (eq $mount "/tmp") (eq $mount "/etc/drift-sentinel/tls") (hasPrefix "/etc/drift-sentinel/tls/" $mount) }}
-{{- fail (printf "audit.exportVolumeMount.path %q collides with a volume of the chart (/tmp, /etc/drift-sentinel/tls): choose another directory, such as /tmp/violations" .Values.audit.exportVolumeMount.path) }}
+{{- $tlsDir := include "drift-sentinel.tlsDir" . }}
+{{- if or (eq $mount "/tmp") (eq $mount $tlsDir) (hasPrefix (printf "%s/" $tlsDir) $mount) }}
+{{- fail (printf "audit.exportVolumeMount.path %q collides with a volume of the chart (/tmp, %s): choose another directory, such as /tmp/violations" .Values.audit.exportVolumeMount.path $tlsDir) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Number of agent pods: `replicaCount`, or when it is empty 3 with `webhook.failurePolicy: Fail`
+(a drain must never take the last pod of a fail-closed webhook) and 2 otherwise.
+*/}}
+{{- define "drift-sentinel.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount }}
+{{- ternary 3 2 (eq .Values.webhook.failurePolicy "Fail") }}
+{{- else }}
+{{- int .Values.replicaCount }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the Secret the pods mount: the render-time one, or the one cert-manager writes. */}}
+{{- define "drift-sentinel.tlsSecretName" -}}
+{{- if .Values.certManager.enabled }}
+{{- printf "%s-tls" (include "drift-sentinel.fullname" .) }}
+{{- else }}
+{{- include "drift-sentinel.certSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{/* Directory of tls.certFile and tls.keyFile, where the TLS Secret is mounted. */}}
+{{- define "drift-sentinel.tlsDir" -}}
+{{- dir (clean .Values.tls.certFile) }}
+{{- end }}
+
+{{/*
+Checks of the values that the schema cannot express, failing rendering with a message naming the
+value. Included by the Deployment; renders nothing.
+*/}}
+{{- define "drift-sentinel.validate" -}}
+{{- $cert := clean .Values.tls.certFile }}
+{{- $key := clean .Values.tls.keyFile }}
+{{- if ne (dir $cert) (dir $key) }}
+{{- fail (printf "tls.certFile %q and tls.keyFile %q must be in the same directory: the TLS Secret is mounted at that directory" .Values.tls.certFile .Values.tls.keyFile) }}
+{{- end }}
+{{- if eq (base $cert) (base $key) }}
+{{- fail (printf "tls.certFile %q and tls.keyFile %q must be different files" .Values.tls.certFile .Values.tls.keyFile) }}
+{{- end }}
+{{- $tlsDir := dir $cert }}
+{{- if or (eq $tlsDir "/") (eq $tlsDir "/tmp") (hasPrefix "/tmp/" $tlsDir) }}
+{{- fail (printf "tls.certFile %q: its directory %q would hide the pod's root or scratch directory /tmp when the TLS Secret is mounted there; choose a directory of its own, such as /tls" .Values.tls.certFile $tlsDir) }}
+{{- end }}
+{{- if .Values.enableAdmissionViolationExport }}
+{{- $mount := clean .Values.audit.exportVolumeMount.path }}
+{{- if or (eq $tlsDir $mount) (hasPrefix (printf "%s/" $mount) $tlsDir) (hasPrefix (printf "%s/" $tlsDir) $mount) }}
+{{- fail (printf "tls.certFile %q and audit.exportVolumeMount.path %q overlap: the TLS Secret and the export volume need directories of their own" .Values.tls.certFile .Values.audit.exportVolumeMount.path) }}
+{{- end }}
+{{- end }}
+{{- $reserved := dict
+  "DRIFT_SENTINEL_ADDRESS" "service.targetPort (the agent listens on :<service.targetPort>, the container port and probes follow it)"
+  "DRIFT_SENTINEL_TLS_CERT_FILE" "tls.certFile"
+  "DRIFT_SENTINEL_TLS_KEY_FILE" "tls.keyFile"
+  "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT" "enableAdmissionViolationExport (it also mounts the export volume and grants the Connection's RBAC)"
+  "DRIFT_SENTINEL_AUDIT_CONNECTION" "audit.connection"
+  "DRIFT_SENTINEL_AUDIT_CHANNEL" "audit.channel"
+  "DRIFT_SENTINEL_VALIDATE_PATH" "nothing: the webhook configuration calls /validate"
+  "DRIFT_SENTINEL_HEALTH_PATH" "nothing: the liveness probe asks /healthz"
+  "DRIFT_SENTINEL_READY_PATH" "nothing: the readiness probe asks /readyz"
+  "DRIFT_SENTINEL_METRICS_PATH" "nothing: the ServiceMonitor scrapes /metrics" }}
+{{- $seen := dict }}
+{{- range $i, $e := .Values.env }}
+{{- if hasKey $reserved $e.name }}
+{{- fail (printf "env[%d] sets %s, which the chart wires itself; set %s instead" $i $e.name (index $reserved $e.name)) }}
+{{- end }}
+{{- if hasKey $seen $e.name }}
+{{- fail (printf "env[%d] sets %s a second time: each variable may appear once in env" $i $e.name) }}
+{{- end }}
+{{- $_ := set $seen $e.name true }}
+{{- end }}
+{{- $sel := .Values.webhook.namespaceSelector }}
+{{- if $sel }}
+{{- if and (has $sel.operator (list "In" "NotIn")) (empty $sel.values) }}
+{{- fail (printf "webhook.namespaceSelector.values must not be empty with operator %s" $sel.operator) }}
+{{- end }}
+{{- end }}
+{{- $names := dict }}
+{{- range $i, $c := .Values.webhook.matchConditions }}
+{{- if hasKey $names $c.name }}
+{{- fail (printf "webhook.matchConditions[%d].name %q is used twice: each condition needs its own name" $i $c.name) }}
+{{- end }}
+{{- $_ := set $names $c.name true }}
+{{- end }}
+{{- if and .Values.webhook.matchConditions (not (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version)) }}
+{{- fail (printf "webhook.matchConditions needs Kubernetes 1.28 or newer (the API server is %s): leave it empty on this cluster" .Capabilities.KubeVersion.Version) }}
 {{- end }}
 {{- end }}
