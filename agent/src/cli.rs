@@ -218,9 +218,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
     pub audit_channel: String,
 
-    /// Every Connection path resolves under this directory, as under a chroot
-    /// (`spec.config.path` `tmp/violations/topics` and `/tmp/violations/topics` are both
-    /// `<root>/tmp/violations/topics`; `..` is refused). The chart sets it to its export volume.
+    /// Every Connection path must lie inside this directory (`spec.config.path` is read from
+    /// `/`: `tmp/violations/topics` and `/tmp/violations/topics` are the same place; `..` is
+    /// refused). The chart sets its export volume.
     #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root, help_heading = "Violation export")]
     pub export_root: PathBuf,
 

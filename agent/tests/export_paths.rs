@@ -15,31 +15,10 @@ use support::{Agent, plain_client, post, rule_config_map};
 const RULE: &str =
     "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
 
+/// An agent whose export root is `<dir>/root`; `path` is relative to that root.
 fn start(dir: &Path, path: &str) -> Agent {
-    let rules = dir.join("rules.yaml");
-    std::fs::write(&rules, rule_config_map("ops", "strict", RULE)).unwrap();
-    let connection = dir.join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {path:?}}}}}\n"
-        ),
-    )
-    .unwrap();
-    let root = dir.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    Agent::start(
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--enable-admission-violation-export",
-            "--connection",
-            connection.to_str().unwrap(),
-            "--export-root",
-            root.to_str().unwrap(),
-        ],
-        false,
-    )
+    let path = dir.join("root").join(path.trim_start_matches('/'));
+    start_raw(dir, path.to_str().unwrap())
 }
 
 fn connection_errors(agent: &Agent) -> Vec<String> {
@@ -83,18 +62,70 @@ fn files_under(dir: &Path) -> Vec<String> {
     found
 }
 
+/// An agent with `path` as written (read from `/`), its export root `<dir>/root`.
+fn start_raw(dir: &Path, path: &str) -> Agent {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, rule_config_map("ops", "strict", RULE)).unwrap();
+    let connection = dir.join("connection.yaml");
+    std::fs::write(
+        &connection,
+        format!(
+            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {path:?}}}}}\n"
+        ),
+    )
+    .unwrap();
+    Agent::start(
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--enable-admission-violation-export",
+            "--connection",
+            connection.to_str().unwrap(),
+            "--export-root",
+            root.to_str().unwrap(),
+        ],
+        false,
+    )
+}
+
 #[test]
-fn relative_and_absolute_paths_name_the_same_place_under_the_root() {
-    for path in ["tmp/violations/topics", "/tmp/violations/topics"] {
+fn a_path_outside_the_export_root_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    let agent = start_raw(dir.path(), outside.to_str().unwrap());
+    let errors = connection_errors(&agent);
+    assert!(
+        errors.iter().any(|e| e.contains("outside the export root")),
+        "{errors:?}"
+    );
+    violate(&agent);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!outside.exists());
+}
+
+#[test]
+fn relative_and_absolute_paths_name_the_same_place() {
+    for relative in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let agent = start(dir.path(), path);
+        let absolute = dir.path().join("root/tmp/violations/topics");
+        let path = match relative {
+            true => absolute
+                .to_str()
+                .unwrap()
+                .trim_start_matches('/')
+                .to_owned(),
+            false => absolute.to_str().unwrap().to_owned(),
+        };
+        let agent = start_raw(dir.path(), &path);
         assert!(
             connection_errors(&agent).is_empty(),
             "{:?}",
             connection_errors(&agent)
         );
         violate(&agent);
-        let channel = dir.path().join("root/tmp/violations/topics/audit-channel");
+        let channel = absolute.join("audit-channel");
         agent.wait_for_status("the record", |_| !files_under(&channel).is_empty());
         let mode = std::fs::metadata(&channel).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{path}");
@@ -104,7 +135,7 @@ fn relative_and_absolute_paths_name_the_same_place_under_the_root() {
 #[test]
 fn a_parent_segment_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = start(dir.path(), "topics/../../escape");
+    let agent = start_raw(dir.path(), "topics/../../escape");
     let errors = connection_errors(&agent);
     assert!(
         errors.iter().any(|e| e.contains("\"..\" segment")),

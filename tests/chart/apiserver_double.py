@@ -55,6 +55,8 @@ GROUPS = {
     "rbac.authorization.k8s.io/v1": {
         "clusterroles": ("ClusterRole", False),
         "clusterrolebindings": ("ClusterRoleBinding", False),
+        "roles": ("Role", True),
+        "rolebindings": ("RoleBinding", True),
     },
     "admissionregistration.k8s.io/v1": {
         "validatingwebhookconfigurations": ("ValidatingWebhookConfiguration", False),

@@ -78,6 +78,29 @@ def find(docs: list[dict], kind: str, name: str | None = None) -> dict:
     return matches[0]
 
 
+def admission_hook(docs: list[dict]) -> dict:
+    """The admission webhook (the configuration also holds the rule webhook)."""
+    hooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    (hook,) = [h for h in hooks if h["name"] == "validate.drift-sentinel.k8s.io"]
+    return hook
+
+
+def validate_k8s(doc: dict, version: str) -> None:
+    """`doc` against the Kubernetes schemas of `version`, strictly. The chart renders the rule
+    webhook's matchConditions only for Kubernetes 1.28+ (test_chart_rules checks both renders);
+    a document rendered for the default version is checked against older schemas without them."""
+    import copy as _copy
+
+    import kubernetes_validate as _kv
+    if doc.get("kind") == "ValidatingWebhookConfiguration" and \
+            tuple(int(p) for p in version.split(".")[:2]) < (1, 28):
+        doc = _copy.deepcopy(doc)
+        for hook in doc["webhooks"]:
+            if hook["name"] == "rules.drift-sentinel.k8s.io":
+                hook.pop("matchConditions", None)
+    _kv.validate(doc, version, strict=True)
+
+
 def find_all(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d["kind"] == kind]
 

@@ -191,9 +191,10 @@ def test_every_rule_the_chart_renders_is_valid_for_the_agent(agent_binary, tmp_p
     rule_maps = [cm for cm in find_all(docs, "ConfigMap")
                  if cm["metadata"].get("annotations", {}).get("drift-sentinel.k8s.io/rule") == "true"]
     assert len(rule_maps) == 3
-    # The other ConfigMap is the Grafana dashboard, which the agent ignores.
-    assert [cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap") if cm not in rule_maps] == [
-        "drift-guard-dashboard"]
+    # The other ConfigMaps are the Grafana dashboard, which the agent ignores, and its last-good
+    # store.
+    assert sorted(cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap") if cm not in rule_maps) == [
+        "drift-guard-dashboard", "drift-guard-last-good-rules"]
 
 
 # --- normal operations are allowed; drift is denied ------------------------------------------------
@@ -390,9 +391,10 @@ def test_direct_review_of_a_statefulset_and_a_daemonset(chart_agent):
 # --- the rendered Deployment's command line, in cluster mode -----------------------------------------
 
 
-def rbac_grants(docs: list[dict]) -> set[tuple[str, str, str]]:
+def rbac_grants(docs: list[dict]) -> set[tuple[str, str, str, str | None]]:
     """What the ClusterRole grants, and the Roles in the release namespace (the agent's requests
-    of namespaced resources there are checked to stay in that namespace)."""
+    of namespaced resources there are checked to stay in that namespace): (group, resource, verb,
+    name), the name None where a rule grants every object."""
     granted = set()
     roles = [find(docs, "ClusterRole")] + [r for r in find_all(docs, "Role")
                                            if r["metadata"]["namespace"] == NAMESPACE]
@@ -400,12 +402,14 @@ def rbac_grants(docs: list[dict]) -> set[tuple[str, str, str]]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    granted.add((group, resource, verb))
+                    for name in rule.get("resourceNames") or [None]:
+                        granted.add((group, resource, verb, name))
     return granted
 
 
-def requested_rights(queries: list[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-    """(group, resource, verb) of every resource request, as the API server's authorizer sees it."""
+def requested_rights(queries: list[tuple[str, str, str]]) -> set[tuple[str, str, str, str | None]]:
+    """(group, resource, verb, name) of every resource request, as the API server's authorizer
+    sees it."""
     rights = set()
     for method, path, query in queries:
         parsed = APIServerDouble.parse_path(path)
@@ -416,8 +420,14 @@ def requested_rights(queries: list[tuple[str, str, str]]) -> set[tuple[str, str,
             verb = {"GET": "watch" if APIServerDouble.is_watch(query) else "list", "POST": "create"}[method]
         else:
             verb = {"GET": "get", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}[method]
-        rights.add((group, plural, verb))
+        rights.add((group, plural, verb, name))
     return rights
+
+
+def not_granted(requested: set, granted: set) -> set:
+    """The requests no grant allows: neither for every object nor for that object by name."""
+    return {(g, r, v, n) for g, r, v, n in requested
+            if (g, r, v, None) not in granted and (g, r, v, n) not in granted}
 
 
 @pytest.mark.parametrize("values", [[], [TESTS / "values-all.yaml"]], ids=["defaults", "all-values"])
@@ -457,6 +467,10 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
         double.put_object({"apiVersion": "v1", "kind": "ConfigMap",
                            "metadata": {"name": "settings", "namespace": "shop"}, "data": {"a": "b"}}, "configmaps")
         double.put_object(find(docs, "Secret"), "secrets")
+        # The ConfigMap the agent keeps the last good rule versions in (the chart creates it).
+        (last_good,) = [cm for cm in find_all(docs, "ConfigMap")
+                        if cm["metadata"]["name"].endswith("-last-good-rules")]
+        double.put_object(last_good, "configmaps")
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_")}
         # The container's env, with what its fieldRefs give in the cluster.
         fields = {"metadata.name": f"{dep['metadata']['name']}-0", "metadata.namespace": NAMESPACE}
@@ -506,8 +520,11 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
                 process.terminate()
                 process.wait(timeout=15)
         requests = list(double.queries)
+        # What only a Role (not the ClusterRole) grants must be asked in the Role's namespace.
+        cluster_granted = {(g, r) for rule in find(docs, "ClusterRole")["rules"]
+                           for g in rule["apiGroups"] for r in rule["resources"]}
         role_granted = {(g, r) for role in find_all(docs, "Role") for rule in role["rules"]
-                        for g in rule["apiGroups"] for r in rule["resources"]}
+                        for g in rule["apiGroups"] for r in rule["resources"]} - cluster_granted
         for _, path, _ in requests:
             parsed = APIServerDouble.parse_path(path)
             if parsed and (parsed[1], parsed[3]) in role_granted:
@@ -523,8 +540,10 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
     granted = rbac_grants(docs)
     requested = requested_rights(requests)
     assert requested, "the agent made no API request"
-    assert requested <= granted, f"requests the ClusterRole does not allow: {requested - granted}"
-    assert not any(resource == "secrets" for _, resource, _ in requested)
+    assert not not_granted(requested, granted), f"requests the RBAC does not allow: {not_granted(requested, granted)}"
+    assert not any(resource == "secrets" for _, resource, _, _ in requested)
     # ... and the requests did exercise the grants that matter.
+    exercised = {(g, r, v) for g, r, v, _ in requested}
     assert {("", "configmaps", "list"), ("", "configmaps", "watch"), ("", "namespaces", "list"),
-            ("", "namespaces", "watch"), ("events.k8s.io", "events", "create")} <= requested
+            ("", "namespaces", "watch"), ("events.k8s.io", "events", "create")} <= exercised
+    assert ("", "configmaps", "get", last_good["metadata"]["name"]) in requested

@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm
+from conftest import validate_k8s, CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm
 
 ON = ["enableAdmissionViolationExport=true"]
 SIDECAR = ON + ["admission.disableExportSidecar=false"]
@@ -66,7 +66,7 @@ def validate_documents(docs: list[dict]) -> None:
             connection_validator().validate(doc)
             continue
         for version in K8S_VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_k8s(doc, version)
 
 
 def grants(role: dict) -> set[tuple[str, str, str]]:
@@ -79,7 +79,10 @@ def grants(role: dict) -> set[tuple[str, str, str]]:
 
 def test_defaults_render_no_export(helm):
     docs = render()
-    assert not [d for d in docs if d["kind"] in ("Connection", "Role", "RoleBinding")]
+    assert not [d for d in docs if d["kind"] == "Connection"]
+    # The only Role is the last-good ConfigMap's; none for Connections.
+    assert [d["metadata"]["name"] for d in docs if d["kind"] in ("Role", "RoleBinding")] == [
+        f"{FULLNAME}-last-good", f"{FULLNAME}-last-good"]
     pod = pod_spec(docs)
     (c,) = pod["containers"]
     assert not [a for a in c["args"] if a.startswith(EXPORT_FLAGS)]
@@ -166,7 +169,8 @@ def test_export_values_are_rendered_as_set(helm):
     reader = next(x for x in pod["containers"] if x["name"] == "admission-reader")
     assert reader["args"] == ["reader", "--path", "/var/spool/drift/topics/admission"]
     assert reader["volumeMounts"] == [{"name": "spool", "mountPath": "/var/spool/drift"}]
-    assert find(docs, "RoleBinding")["subjects"][0]["name"] == "agent"
+    (binding,) = [b for b in find_all(docs, "RoleBinding") if b["metadata"]["name"].endswith("-export")]
+    assert binding["subjects"][0]["name"] == "agent"
     validate_documents(docs)
 
 
@@ -334,7 +338,7 @@ def test_connection_validation_can_fail(helm):
 
 def test_connection_crd_is_a_valid_custom_resource_definition():
     for version in K8S_VERSIONS:
-        kubernetes_validate.validate(CRD, version, strict=True)
+        validate_k8s(CRD, version)
     assert CRD["spec"]["group"] == GROUP and CRD["spec"]["names"]["plural"] == "connections"
     (version,) = CRD["spec"]["versions"]
     assert version["subresources"] == {"status": {}}

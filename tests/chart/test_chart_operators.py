@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 import operator_kinds
-from conftest import CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
+from conftest import validate_k8s, admission_hook, CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
     tls_material
 
 K8S_VERSIONS = ["1.28.0", kubernetes_validate.latest_version()]
@@ -59,12 +59,12 @@ def validate(docs: list[dict], versions=K8S_VERSIONS) -> set[tuple[str, str]]:
             operator_kinds.validate(doc)
         else:
             for version in versions:
-                kubernetes_validate.validate(doc, version, strict=True)
+                validate_k8s(doc, version)
     return seen
 
 
 def hook_of(docs):
-    (hook,) = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    hook = admission_hook(docs)
     return hook
 
 

@@ -13,7 +13,7 @@ import yaml
 from cryptography import x509
 
 import operator_kinds
-from conftest import CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm, \
+from conftest import validate_k8s, admission_hook, CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm, \
     tls_material
 
 VALUES_ALL = TESTS / "values-all.yaml"
@@ -36,6 +36,7 @@ AT_DEFAULT = {
     "webhook.url": "the agent tests of values-all call the agent through the Service with the generated "
                    "CA; test_webhook_url covers it",
     "webhook.caBundle": "only used with webhook.url; test_webhook_url covers it",
+    "webhook.validateRules.url": "only used with webhook.url; test_webhook_url covers it",
 }
 # Values that values-all.yaml keeps at their default because their objects need CRDs that the
 # end-to-end API server (which installs values-all.yaml) lacks: values-all-crds.yaml sets them,
@@ -130,8 +131,11 @@ def test_defaults_render_the_documented_objects(helm):
         ("ClusterRole", FULLNAME),
         ("ClusterRoleBinding", FULLNAME),
         ("ConfigMap", f"{FULLNAME}-default-rule"),
+        ("ConfigMap", f"{FULLNAME}-last-good-rules"),
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
+        ("Role", f"{FULLNAME}-last-good"),
+        ("RoleBinding", f"{FULLNAME}-last-good"),
         ("Secret", f"{FULLNAME}-cert"),
         ("Service", FULLNAME),
         ("ServiceAccount", FULLNAME),
@@ -282,7 +286,9 @@ def test_switches_turn_objects_off(helm):
     docs = render(sets=["defaultRule.enabled=false", "serviceAccount.create=false",
                         "podDisruptionBudget.enabled=false"])
     kinds = {d["kind"] for d in docs}
-    assert "ConfigMap" not in kinds and "ServiceAccount" not in kinds and "PodDisruptionBudget" not in kinds
+    assert "ServiceAccount" not in kinds and "PodDisruptionBudget" not in kinds
+    # The only ConfigMap left is the agent's last-good store, no rule.
+    assert [cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap")] == [f"{FULLNAME}-last-good-rules"]
     assert find(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "default"
     # A single replica gets no PodDisruptionBudget (minAvailable 1 would block every drain).
     assert not find_all(render(sets=["replicaCount=1"]), "PodDisruptionBudget")
@@ -348,7 +354,7 @@ def test_rbac_grants_the_least_rights(helm):
 
 
 def test_webhook_configuration_defaults(helm):
-    (hook,) = find(render(), "ValidatingWebhookConfiguration")["webhooks"]
+    hook = admission_hook(render())
     assert hook["failurePolicy"] == "Fail"
     assert hook["sideEffects"] == "None"
     assert hook["admissionReviewVersions"] == ["v1"]
@@ -369,7 +375,7 @@ def test_webhook_configuration_defaults(helm):
 ])
 def test_webhook_never_intercepts_its_namespace_nor_kube_system(helm, namespace, extra):
     docs = render(namespace=namespace, sets=extra)
-    (hook,) = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    hook = admission_hook(docs)
     exprs = hook["namespaceSelector"]["matchExpressions"]
     assert {"key": "drift-sentinel.k8s.io/enabled", "operator": "NotIn", "values": ["false"]} in exprs
     (names,) = [e for e in exprs if e["key"] == "kubernetes.io/metadata.name"]
@@ -380,7 +386,7 @@ def test_webhook_never_intercepts_its_namespace_nor_kube_system(helm, namespace,
 
 
 def test_intercept_scale_adds_scale_subresources(helm):
-    (hook,) = find(render(sets=["webhook.interceptScale=true"]), "ValidatingWebhookConfiguration")["webhooks"]
+    hook = admission_hook(render(sets=["webhook.interceptScale=true"]))
     resources = [r for rule in hook["rules"] for r in rule["resources"]]
     assert resources == ["deployments", "statefulsets", "daemonsets", "deployments/scale",
                          "statefulsets/scale", "rollouts", "rollouts/scale"]
@@ -399,7 +405,7 @@ def test_intercept_scale_lets_the_agent_read_scaled_workloads(helm):
 
 
 def test_default_rule_configmap_is_the_file_the_agent_embeds(helm):
-    cm = find(render(), "ConfigMap")
+    cm = find(render(), "ConfigMap", f"{FULLNAME}-default-rule")
     assert cm["metadata"]["annotations"] == {"drift-sentinel.k8s.io/rule": "true"}
     assert cm["data"]["spec"] == (CHART / "files" / "default-rule.yaml").read_text()
     source = (REPO / "agent" / "src" / "rules_source.rs").read_text()
@@ -408,7 +414,7 @@ def test_default_rule_configmap_is_the_file_the_agent_embeds(helm):
 
 @pytest.mark.parametrize("mode", ["warn", "dry-run", "off", "enforce"])
 def test_default_rule_mode_override(helm, mode):
-    spec = find(render(sets=[f"defaultRule.mode={mode}"]), "ConfigMap")["data"]["spec"]
+    spec = find(render(sets=[f"defaultRule.mode={mode}"]), "ConfigMap", f"{FULLNAME}-default-rule")["data"]["spec"]
     parsed = yaml.safe_load(spec)
     assert parsed["mode"] == mode
     file_rule = yaml.safe_load((CHART / "files" / "default-rule.yaml").read_text())
@@ -528,7 +534,7 @@ def test_every_document_validates_against_kubernetes_schemas(helm, version, valu
             continue
         # strict: unknown fields are errors too. Every other kind is a built-in one, so nothing
         # else is skipped: a missing schema raises SchemaNotFoundError and fails the test.
-        kubernetes_validate.validate(doc, version, strict=True)
+        validate_k8s(doc, version)
     if VALUES_ALL_CRDS in values:
         assert {("cert-manager.io/v1", "Certificate"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
                 ("monitoring.coreos.com/v1", "PrometheusRule")} <= seen
@@ -539,11 +545,11 @@ def test_a_broken_document_fails_kubernetes_validation(helm):
     hook = copy.deepcopy(find(render(), "ValidatingWebhookConfiguration"))
     hook["webhooks"][0]["failurePolicyy"] = "Fail"
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(hook, "1.35.0", strict=True)
+        validate_k8s(hook, "1.35.0")
     dep = copy.deepcopy(find(render(), "Deployment"))
     dep["spec"]["replicas"] = "two"
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(dep, "1.35.0", strict=True)
+        validate_k8s(dep, "1.35.0")
 
 
 def test_webhook_url(helm):
@@ -562,7 +568,7 @@ def test_webhook_url(helm):
     for version in K8S_VERSIONS:
         for doc in docs:
             if (doc["apiVersion"].split("/")[0], doc["kind"]) not in CUSTOM_KINDS:
-                kubernetes_validate.validate(doc, version, strict=True)
+                validate_k8s(doc, version)
     # Only HTTPS: the API server calls webhooks over TLS.
     result = render_text(sets=["webhook.url=http://10.0.0.7/validate"], check=False)
     assert result.returncode != 0

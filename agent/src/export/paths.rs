@@ -1,7 +1,7 @@
-//! Where export files go (SPEC §7 "Where files go"): a Connection's `spec.config.path` resolves
-//! under the export root (`--export-root`, as under a chroot): `tmp/violations/topics` and
-//! `/tmp/violations/topics` both name `<root>/tmp/violations/topics`, and a `..` segment is
-//! refused, so nothing outside the root can be named. The
+//! Where export files go (SPEC §7 "Where files go"): a Connection's `spec.config.path` is read
+//! from `/` (`tmp/violations/topics` and `/tmp/violations/topics` name the same place), must lie
+//! under the export root (`--export-root`; the chart sets its export volume, so a Connection
+//! edited to point elsewhere is refused), and may not hold a `..` segment. The
 //! directories on the way are created with mode 0700 without ever following a symbolic link
 //! (each step is opened relative to the previous one with `O_NOFOLLOW`), and a channel directory
 //! that is a symbolic link or belongs to another user is refused. The mode of a directory the
@@ -16,8 +16,10 @@ use rustix::fs::{Mode, OFlags};
 /// Why a Connection path is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
-    #[error("path {0:?} has a \"..\" segment (export paths may not climb out of the export root)")]
+    #[error("path {0:?} has a \"..\" segment (export paths may not climb out of a directory)")]
     ParentSegment(String),
+    #[error("path {path:?} lies outside the export root {root} (--export-root)")]
+    OutsideRoot { path: String, root: String },
 }
 
 /// `path` (a Connection's `spec.config.path`) as a directory under `root`.
@@ -29,8 +31,15 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, PathError> {
     {
         return Err(PathError::ParentSegment(path.to_owned()));
     }
-    // `a/./b` is `a/b`; no `..` is left to resolve.
-    Ok(root.join(relative).components().collect())
+    // `/a/./b` is `/a/b`; no `..` is left to resolve.
+    let absolute: PathBuf = Path::new("/").join(relative).components().collect();
+    if !absolute.starts_with(root) {
+        return Err(PathError::OutsideRoot {
+            path: path.to_owned(),
+            root: root.display().to_string(),
+        });
+    }
+    Ok(absolute)
 }
 
 /// Makes sure `dir` (inside `root`) exists: every missing directory below `root` is created
@@ -121,18 +130,18 @@ mod tests {
             resolve(root, "../x"),
             Err(PathError::ParentSegment(_))
         ));
-        let volume = Path::new("/export");
+        let volume = Path::new("/tmp/violations");
         assert_eq!(
             resolve(volume, "tmp/violations/topics").unwrap(),
-            Path::new("/export/tmp/violations/topics")
-        );
-        assert_eq!(
-            resolve(volume, "/etc/drift").unwrap(),
-            Path::new("/export/etc/drift")
+            Path::new("/tmp/violations/topics")
         );
         assert!(matches!(
-            resolve(volume, "a/../../etc"),
-            Err(PathError::ParentSegment(_))
+            resolve(volume, "/etc/drift"),
+            Err(PathError::OutsideRoot { .. })
+        ));
+        assert!(matches!(
+            resolve(volume, "/tmp/violationsX/a"),
+            Err(PathError::OutsideRoot { .. })
         ));
     }
 

@@ -133,18 +133,18 @@ fn review(namespace: &str) -> Value {
 fn two_agents_keep_each_others_connection_status() {
     let env = shared();
     let ns = env.namespace("e2e-connection", &[]);
+    // Both agents export to one directory here; in a cluster each pod has its own volume.
+    let spool = tempfile::tempdir().unwrap();
+    let topics = spool.path().join("topics");
     env.apply(&format!(
-        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: audit-connection\n  namespace: {ns}\nspec:\n  driver: disk\n  config:\n    path: topics\n"
+        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: audit-connection\n  namespace: {ns}\nspec:\n  driver: disk\n  config:\n    path: {}\n",
+        topics.display()
     ));
     let kubeconfig = env.cluster.admin_kubeconfig().to_str().unwrap().to_owned();
-    // Each agent's export root is its own directory: the shared Connection path `topics` is
-    // `<root>/topics` for each (SPEC §7: paths resolve under the export root).
     let start = |pod: &str, cwd: &std::path::Path| {
         Agent::start_in(
             Some(cwd),
             &[
-                "--export-root",
-                cwd.to_str().unwrap(),
                 // The rules are the shared environment's, in the chart's namespace.
                 "--cluster-rule-namespaces",
                 crate::env::AGENT_NAMESPACE,

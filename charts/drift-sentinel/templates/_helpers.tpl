@@ -229,6 +229,10 @@ value. Included by the Deployment; renders nothing.
   "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT" "enableAdmissionViolationExport (it also mounts the export volume and grants the Connection's RBAC)"
   "DRIFT_SENTINEL_AUDIT_CONNECTION" "audit.connection"
   "DRIFT_SENTINEL_AUDIT_CHANNEL" "audit.channel"
+  "DRIFT_SENTINEL_EXPORT_ROOT" "audit.exportVolumeMount.path (the export root is the export volume)"
+  "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP" "nothing: the chart creates the last-good ConfigMap and grants it by name"
+  "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES" "clusterRuleNamespaces"
+  "DRIFT_SENTINEL_VALIDATE_RULE_PATH" "nothing: the rule webhook calls /validate-rule"
   "DRIFT_SENTINEL_VALIDATE_PATH" "nothing: the webhook configuration calls /validate"
   "DRIFT_SENTINEL_HEALTH_PATH" "nothing: the liveness probe asks /healthz"
   "DRIFT_SENTINEL_READY_PATH" "nothing: the readiness probe asks /readyz"
@@ -258,5 +262,22 @@ value. Included by the Deployment; renders nothing.
 {{- end }}
 {{- if and .Values.webhook.matchConditions (not (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version)) }}
 {{- fail (printf "webhook.matchConditions needs Kubernetes 1.28 or newer (the API server is %s): leave it empty on this cluster" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- end }}
+
+{{/* The ConfigMap where the agent keeps the last valid version of each rule (SPEC §2). */}}
+{{- define "drift-sentinel.lastGoodName" -}}
+{{ include "drift-sentinel.fullname" . }}-last-good-rules
+{{- end }}
+
+{{/* The URL of the rule webhook when webhook.url is set: webhook.validateRules.url, or
+webhook.url with its /validate path replaced by /validate-rule. */}}
+{{- define "drift-sentinel.ruleWebhookUrl" -}}
+{{- if .Values.webhook.validateRules.url }}
+{{- .Values.webhook.validateRules.url }}
+{{- else if hasSuffix "/validate" .Values.webhook.url }}
+{{- printf "%s-rule" .Values.webhook.url }}
+{{- else }}
+{{- fail (printf "webhook.url %q does not end with /validate: set webhook.validateRules.url to the agent's /validate-rule URL (or webhook.validateRules.enabled: false)" .Values.webhook.url) }}
 {{- end }}
 {{- end }}
