@@ -433,7 +433,7 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         entry("agent-d", true, 900, 900, &[]),
     ]);
 
-    let output = cluster.plugin(&["status", "--namespace", NAMESPACE]);
+    let output = cluster.plugin(&["status", "--agent-namespace", NAMESPACE]);
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
     let pods = "Agent pods";
