@@ -10,6 +10,7 @@
 
 mod admin;
 mod app;
+mod filters;
 mod record;
 mod stats;
 mod stream;
@@ -29,7 +30,8 @@ use crate::cli::Output;
 use crate::cluster;
 use crate::plan::{Admins, Tail, TailView};
 use admin::{Admin, Pods};
-use app::{App, Filters};
+use app::App;
+use filters::Filters;
 use record::Dedupe;
 use stream::{ConnState, Event, StreamSpec};
 
@@ -313,8 +315,8 @@ async fn tui(specs: Vec<StreamSpec>, filters: Filters, colour: bool) -> anyhow::
 mod tests {
     use super::*;
     use crate::http::AdminUrl;
-    use app::Pattern;
     use drift_api::violation::Source;
+    use filters::Pattern;
 
     /// A fake admin API: answers each connection in turn with the next of `answers` (status
     /// line and body, the body ended by closing the connection) and reports the request lines.

@@ -408,7 +408,8 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tail::app::{Field, Filters};
+    use crate::tail::app::Field;
+    use crate::tail::filters::Filters;
     use crate::tail::record::Record;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
