@@ -20,6 +20,9 @@ use crate::cli::{self, Shell};
 use crate::cluster::{self, Cluster, collection_path};
 use crate::plan::Kube;
 
+/// The binary's own name.
+const BIN: &str = "kubectl-drift";
+
 /// How long the cluster may take to answer a completion.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -40,7 +43,25 @@ pub(crate) fn script(shell: Shell, out: &mut impl Write) -> anyhow::Result<()> {
         "# kubectl-drift completion for {shell:?}. For `kubectl drift <TAB>` (kubectl 1.26 or later),\n\
          # put kubectl_complete-drift on PATH next to kubectl-drift and load kubectl's completion."
     )?;
-    clap_complete::generate(generator, &mut cli::command(), "kubectl-drift", out);
+    let mut command = cli::command().display_name(BIN);
+    if shell != Shell::Bash {
+        clap_complete::generate(generator, &mut command, BIN, out);
+        return Ok(());
+    }
+    // clap_complete's bash script names the functions of subcommands inconsistently when the
+    // binary's name has a `-`: generated for `kubectl_drift`, registered for kubectl-drift.
+    let mut script = Vec::new();
+    clap_complete::generate(generator, &mut command, "kubectl_drift", &mut script);
+    for line in String::from_utf8_lossy(&script).lines() {
+        match line.trim_start().starts_with("complete -F") {
+            true => writeln!(
+                out,
+                "{}",
+                line.replace(" kubectl_drift", &format!(" {BIN}"))
+            )?,
+            false => writeln!(out, "{line}")?,
+        }
+    }
     Ok(())
 }
 
