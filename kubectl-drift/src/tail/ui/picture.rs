@@ -39,11 +39,15 @@ pub(super) fn draw_rates(frame: &mut Frame, area: Rect, visible: &[&Entry], now:
             Paragraph::new(Span::styled(format!("{name:<8}"), BOLD)),
             label,
         );
+        // A minute without violations is a dot on the baseline.
+        let bars: Vec<Option<u64>> = shown.iter().map(|&n| (n > 0).then_some(n)).collect();
         frame.render_widget(
             Sparkline::default()
-                .data(shown)
+                .data(bars)
                 .max(max.max(1))
-                .style(Style::new().fg(colour)),
+                .style(Style::new().fg(colour))
+                .absent_value_symbol("·")
+                .absent_value_style(DIM),
             spark,
         );
         let text = if total == 0 {
