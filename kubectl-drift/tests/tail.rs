@@ -696,3 +696,38 @@ fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
     tmux.keys(&["q"]);
     assert_exited_and_restored(&tmux);
 }
+
+/// `--no-tui -o yaml` prints each record as a YAML document, `-o text` as one line of the
+/// list's columns; `--color always` colours the action even on a pipe.
+#[test]
+fn no_tui_prints_yaml_documents_or_text_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    let admin = agent.admin();
+    let mut yaml = NoTui::start(dir.path(), &["--url", &admin, "-o", "yaml"]);
+    let mut text = NoTui::start(dir.path(), &["--url", &admin, "-o", "text"]);
+    let mut coloured = NoTui::start(
+        dir.path(),
+        &["--url", &admin, "-o", "text", "--color", "always"],
+    );
+    agent.violate("yaml-1");
+    let lines = yaml.wait_lines(12, Duration::from_secs(10)).to_vec();
+    assert_eq!(lines[0], "---", "{lines:?}\n{}", yaml.stderr());
+    for expected in [
+        "eventType: violation_admission",
+        "id: yaml-1",
+        "resourceNamespace: prod-eu",
+        "enforcementAction: deny",
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
+    }
+    let line = text.wait_lines(1, Duration::from_secs(10))[0].clone();
+    for expected in [
+        "  prod-eu/checkout  Deployment  drift-sentinel/drift-sentinel-strict  deny  spec.replicas (+1)",
+    ] {
+        assert!(line.ends_with(expected), "{line:?}");
+    }
+    assert!(!line.contains('\x1b'), "{line:?}");
+    let line = coloured.wait_lines(1, Duration::from_secs(10))[0].clone();
+    assert!(line.contains("\x1b[1;31mdeny\x1b[0m"), "{line:?}");
+}
