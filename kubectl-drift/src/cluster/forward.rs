@@ -48,7 +48,7 @@ impl Drop for ForwardGuard {
 }
 
 /// What the error channel of the forwarded port says when the port fails; `None` when it
-/// closes without a message.
+/// closes without a message. Safe to poll again once resolved (it then never resolves again).
 pub(crate) type PortFailure = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
 /// A forward of one port of one pod.
@@ -78,7 +78,8 @@ pub(crate) async fn open(
     };
     Ok(Forward {
         stream,
-        failed: Box::pin(failed),
+        // Fused: it is asked again after it resolved (a select that went on, a second look).
+        failed: Box::pin(futures::FutureExt::fuse(failed)),
         guard: ForwardGuard(forwarder),
     })
 }
@@ -97,6 +98,9 @@ pub(crate) async fn admin_get(
         mut failed,
         guard,
     } = open(cluster, namespace, pod, port).await?;
+    if let Some(message) = unreachable_port(&mut failed).await {
+        return Err(ForwardError::Port(message));
+    }
     let authority = format!("localhost:{port}");
     let exchange = async {
         let response = crate::http::get(stream, &authority, path).await?;
@@ -107,10 +111,34 @@ pub(crate) async fn admin_get(
         answer = cluster.timed(async { Ok::<_, kube::Error>(exchange.await) }) => answer,
         Some(message) = &mut failed => return Err(ForwardError::Port(message)),
     };
-    drop(guard);
-    match answer {
+    let result = match answer {
         Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(ForwardError::Http(format!("the admin API's answer: {e}"))),
+        // A port that cannot be reached closes the stream before its error message arrives:
+        // that message is the one worth showing.
+        Ok(Err(e)) => Err(match port_message(&mut failed).await {
+            Some(message) => ForwardError::Port(message),
+            None => ForwardError::Http(format!("the admin API's answer: {e}")),
+        }),
         Err(timeout) => Err(ForwardError::Http(format!("the admin API: {timeout}"))),
-    }
+    };
+    drop(guard);
+    result
+}
+
+/// How long a new forward is given to say that its port cannot be reached before a request is
+/// sent: the kubelet says so at once, then closes; a request racing that close loses the
+/// message (kube's forwarder drops the error channel when it cannot send the request).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The error message of a new forward whose port cannot be reached, if it comes at once.
+pub(crate) async fn unreachable_port(failed: &mut PortFailure) -> Option<String> {
+    tokio::time::timeout(SETTLE, failed).await.ok().flatten()
+}
+
+/// The error message of a forwarded port that just failed, if it comes within a moment.
+pub(crate) async fn port_message(failed: &mut PortFailure) -> Option<String> {
+    tokio::time::timeout(std::time::Duration::from_millis(500), failed)
+        .await
+        .ok()
+        .flatten()
 }

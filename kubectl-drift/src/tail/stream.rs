@@ -11,7 +11,7 @@ use tokio::sync::mpsc::Sender;
 
 use super::admin::{Admin, Opened};
 use super::record::Record;
-use crate::cluster::forward::ForwardError;
+use crate::cluster::forward::{self, ForwardError};
 use crate::http::{self, Line, LineSplitter};
 
 /// The first wait before reconnecting; doubled after each failure up to [`MAX_BACKOFF`].
@@ -185,10 +185,17 @@ async fn attempt(
             mut failed,
             guard,
         } = spec.admin.open().await?;
+        if let Some(message) = forward::unreachable_port(&mut failed).await {
+            return Err(ForwardError::Port(message));
+        }
         let response = tokio::select! {
-            response = http::get(io, &authority, &target) => {
-                response.map_err(|e| ForwardError::Http(e.0))?
-            }
+            response = http::get(io, &authority, &target) => match response {
+                Ok(response) => response,
+                Err(e) => match forward::port_message(&mut failed).await {
+                    Some(message) => return Err(ForwardError::Port(message)),
+                    None => return Err(ForwardError::Http(e.0)),
+                },
+            },
             Some(message) = &mut failed => return Err(ForwardError::Port(message)),
         };
         Ok((response, failed, guard))
