@@ -156,7 +156,9 @@ pub(crate) enum Command {
     /// Example, with an agent pod's admin port forwarded (kubectl -n NAMESPACE port-forward POD
     /// 9090): kubectl drift tail --url http://127.0.0.1:9090
     Tail(TailArgs),
-    /// Is Drift Sentinel healthy? The agent pods and their readiness, each pod's rules loaded
+    /// Is Drift Sentinel healthy? The agents, their rules, export and webhook configuration.
+    ///
+    /// The agent pods and their readiness, each pod's rules loaded
     /// and invalid (from its admin /status through port-forwarding), the Connection's
     /// status.byPod (source, active, last attempt, last success, errors; a source whose last
     /// success is more than 2 minutes old while it is still attempted is stale), and the

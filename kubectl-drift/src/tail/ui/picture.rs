@@ -54,7 +54,7 @@ pub(super) fn draw_rates(frame: &mut Frame, area: Rect, visible: &[&Entry], now:
             " none in the last hour".to_owned()
         } else {
             format!(
-                " {total} in the last hour · max {max}/min · {} this minute",
+                " {total} in the last hour · max {max}/min · {} now",
                 data[MINUTES - 1]
             )
         };
