@@ -435,6 +435,27 @@ mod tests {
     }
 
     #[test]
+    fn without_colour_only_the_terminal_s_own_colours_are_used() {
+        let mut app = App::new(vec!["http://127.0.0.1:9090".into()], Filters::default());
+        app.push(0, Record::parse(LINE).unwrap());
+        let colours = |colour: bool| {
+            let mut terminal = Terminal::new(TestBackend::new(160, 40)).unwrap();
+            let now = humantime::parse_rfc3339("2027-01-15T08:00:30Z").unwrap();
+            terminal
+                .draw(|f| draw(f, &app, &mut ListView::default(), now, colour))
+                .unwrap();
+            let buffer = terminal.backend().buffer().clone();
+            buffer
+                .content
+                .iter()
+                .filter(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+                .count()
+        };
+        assert!(colours(true) > 0);
+        assert_eq!(colours(false), 0);
+    }
+
+    #[test]
     fn a_record_in_the_list_and_the_detail_pane() {
         let mut app = App::new(vec!["http://127.0.0.1:9090".into()], Filters::default());
         app.on_event(super::super::stream::Event::State {
