@@ -628,4 +628,98 @@ mod tests {
         );
         assert_eq!(report.export_enabled, Some(true));
     }
+
+    fn pod(name: &str, ready: bool) -> crate::cluster::pods::AgentPod {
+        crate::cluster::pods::AgentPod {
+            name: name.into(),
+            phase: "Running".into(),
+            ready,
+            restarts: 0,
+            created: None,
+            deleting: false,
+            node: None,
+        }
+    }
+
+    fn plan() -> Status {
+        Status {
+            kube: crate::plan::Kube::default(),
+            agents: crate::plan::Agents {
+                namespace: "drift-sentinel".into(),
+                selector: "app=agent".into(),
+                port: 9090,
+            },
+            connection: "audit-connection".into(),
+            webhook: None,
+        }
+    }
+
+    /// The whole judgement of what was read, without a cluster.
+    #[test]
+    fn facts_become_problems_and_warnings() {
+        use crate::cluster::forward::ForwardError;
+        let now = t("2027-01-15T08:10:00Z");
+        let status = |ready: bool, invalid: usize| {
+            serde_json::to_vec(&json!({
+                "ready": ready, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                "rulesLoaded": 1, "rulesInvalid": invalid, "namespacesKnown": 1,
+                "export": {"enabled": true}
+            }))
+            .unwrap()
+        };
+        let connection: Connection = serde_json::from_value(json!({
+            "apiVersion": "connection.drift-sentinel.io/v1alpha1", "kind": "Connection",
+            "metadata": {"name": "audit-connection", "namespace": "drift-sentinel"},
+            "spec": {"driver": "disk", "config": {"path": "tmp/violations/topics"}},
+            "status": {"byPod": [
+                {"id": "a", "publishStatuses": [{"source": "webhook", "active": true,
+                    "lastAttemptTime": "2027-01-15T08:09:00Z", "lastSuccessTime": "2027-01-15T08:00:00Z"}]},
+                {"id": "gone", "publishStatuses": [{"source": "webhook", "active": false,
+                    "lastAttemptTime": "2027-01-15T07:00:00Z"}]}]}
+        }))
+        .unwrap();
+        let facts = Facts {
+            pods: vec![
+                pod("a", true),
+                pod("b", false),
+                pod("c", true),
+                pod("d", true),
+            ],
+            admins: vec![
+                Some(Ok((200, status(true, 0)))),
+                Some(Ok((200, status(false, 2)))),
+                Some(Err(ForwardError::Http(
+                    "the admin API's answer: invalid chunk size".into(),
+                ))),
+                Some(Ok((404, b"404 page not found\n".to_vec()))),
+            ],
+            connection: Some(connection),
+            webhook_configurations: Vec::new(),
+        };
+        let report = judge(facts, &plan(), now);
+        assert!(!report.healthy);
+        let problems = report.problems.join("\n");
+        for expected in [
+            "pod b is not ready (phase Running)",
+            "pod b: the agent is not ready (its rules are not synced)",
+            "pod b: 2 invalid rules",
+            "pod c: cannot read the admin API (port 9090) through port-forwarding: the admin API's answer: invalid chunk size",
+            "pod d: cannot read the admin API (port 9090) through port-forwarding: GET /status answered HTTP 404: 404 page not found (is port 9090 the agent's admin port? see --admin-port)",
+            "pod a source webhook: stale: last success 10m ago (more than 2 minutes ago), last attempt 60s ago",
+            "no ValidatingWebhookConfiguration of Drift Sentinel found",
+        ] {
+            assert!(problems.contains(expected), "{expected:?} in\n{problems}");
+        }
+        // The entry of a pod that is gone is shown, not judged.
+        assert!(!problems.contains("gone"), "{problems}");
+        assert_eq!(
+            report.warnings,
+            ["pod b has no entry in the status of Connection drift-sentinel/audit-connection yet"]
+        );
+        assert_eq!(
+            report.connection.by_pod[0].sources[0].state,
+            SourceState::Stale
+        );
+        assert!(!report.connection.by_pod[1].pod_found);
+    }
 }
