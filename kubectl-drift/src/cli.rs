@@ -1,9 +1,20 @@
-//! Command line of the plugin, with kubectl's habits: `-n`, `--context`, `--kubeconfig`,
-//! `-o text|json|yaml`.
+//! The command line as clap parses it ("high-level" arguments, ripgrep's term): what a person
+//! typed, flag by flag. [`crate::plan`] turns it into what to do, checking the combinations
+//! once. The kube flags (`--kubeconfig`, `--context`, `-n`, `--request-timeout`) and the
+//! display flags (`-o`, `--color`) are declared once here and flattened into every command.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The namespace the chart is installed in, by the documentation's habit.
+pub(crate) const DEFAULT_AGENT_NAMESPACE: &str = "drift-sentinel";
+/// The chart's selector labels of the agent (webhook) pods, less the release name
+/// (`charts/drift-sentinel/templates/_helpers.tpl`, `drift-sentinel.selectorLabels`).
+pub(crate) const DEFAULT_SELECTOR: &str =
+    "app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=webhook";
+/// The agent's `--admin-address` port.
+pub(crate) const DEFAULT_ADMIN_PORT: u16 = 9090;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,60 +34,85 @@ Live, from the agents (through port-forwarding) or an agent's admin API:\n  \
 kubectl drift status\n  \
 kubectl drift tail [--no-tui]\n  \
 kubectl drift tail --url http://127.0.0.1:9090\n\n\
+Shell completion: kubectl drift completion bash|zsh|fish (and kubectl_complete-drift on PATH \
+for `kubectl drift <TAB>`).\n\n\
 Exit codes: 0 allowed without a violation, 1 would be denied, 3 a violation allowed by a \
 non-enforcing mode (warn, dry-run), 2 usage, input or cluster error."
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
+/// Parses the process's arguments (exits 2 with clap's message on a usage error).
 pub fn parse() -> Cli {
     Cli::parse()
 }
 
+/// The clap command, for completion scripts and the completion program.
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
+pub(crate) enum Output {
     Text,
     Json,
     Yaml,
 }
 
-#[derive(Debug, Clone, Args)]
-pub struct Common {
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_enum,
-        default_value = "text",
-        global = true
-    )]
-    pub output: Output,
-    /// Namespace of the object (cluster mode; default: the kubeconfig context's namespace, else
-    /// `default`; a file's own namespace wins). Offline it comes from the object.
-    #[arg(short = 'n', long, global = true)]
-    pub namespace: Option<String>,
-    /// The kubeconfig context to use (cluster mode).
-    #[arg(long, global = true)]
-    pub context: Option<String>,
-    /// Path to the kubeconfig file (cluster mode).
-    #[arg(long, global = true)]
-    pub kubeconfig: Option<PathBuf>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// Colour on a terminal, unless NO_COLOR is set.
+    Auto,
+    Always,
+    Never,
 }
 
+/// How a result is printed.
 #[derive(Debug, Clone, Args)]
-pub struct Offline {
-    /// Rule ConfigMaps from files: a YAML file or a directory of them (repeatable).
-    #[arg(long = "rules")]
+pub(crate) struct Display {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: Output,
+    /// When to colour text output: auto (a terminal, and NO_COLOR unset), always, never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// The flags kubectl has for reaching a cluster, as kubectl has them.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KubeFlags {
+    /// Path to the kubeconfig file (else KUBECONFIG, else ~/.kube/config, else in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (else its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The namespace of the objects asked about (default: the context's namespace, else
+    /// `default`). For `tail`: only records of objects in this namespace (a glob).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// How long one request to the API server may take: 0 means no limit, else a duration
+    /// (5s, 1m, 1h30m; a plain number is seconds). Default 20s.
+    #[arg(long, value_name = "DURATION")]
+    pub request_timeout: Option<String>,
+}
+
+/// Rules and namespaces from files: the offline mode of `explain` and `preview`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Offline {
+    /// Rule ConfigMaps from files: a YAML file or a directory of them (repeatable). Makes the
+    /// command offline: no cluster is contacted.
+    #[arg(long = "rules", value_name = "PATH")]
     pub rules: Vec<PathBuf>,
-    /// Namespace documents, for the drift-sentinel.k8s.io/mode annotation.
-    #[arg(long = "namespace-file")]
+    /// Namespace documents, for the drift-sentinel.k8s.io/mode annotation (offline).
+    #[arg(long = "namespace-file", value_name = "FILE")]
     pub namespace_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show the changes of an edit, which are mutable, denied or excluded, and the verdict.
     ///
     /// -f FILE (against the cluster) judges what `kubectl apply -f FILE` would make of the live
@@ -97,14 +133,16 @@ pub enum Command {
     Preview(PreviewArgs),
     /// Show every rule in priority order, whether and why it matches an object, and the winner.
     Explain(ExplainArgs),
-    /// Follow the exported violations live: a terminal UI, or NDJSON with --no-tui.
+    /// Follow the exported violations live: a terminal UI, or lines with --no-tui.
     ///
-    /// The records of every admin API given, merged by time: a list (newest at the bottom), a
-    /// detail pane (user, rule, mode, each denied path with old → new), filters and pause. The
-    /// streams reconnect when an agent restarts, without repeating records.
+    /// The records of every admin API given, merged by time: a header with a sparkline of
+    /// violations per minute over the last hour (webhook and audit), a list (newest at the
+    /// bottom), a detail pane (user, rule, mode, each denied path with old → new), a top view
+    /// (t) of the rules, users, namespaces and denied fields of the shown records, filters and
+    /// pause. The streams reconnect when an agent restarts, without repeating records.
     ///
-    /// Keys: ↑/↓ or j/k select, g/G first/last, p pause/resume, / text filter, n namespace
-    /// filter, r rule filter (while typing: Enter applies, Esc clears), s source
+    /// Keys: ↑/↓ or j/k select, g/G first/last, p pause/resume, t top view, / text filter,
+    /// n namespace filter, r rule filter (while typing: Enter applies, Esc clears), s source
     /// all/webhook/audit, c clear the filters, q or Ctrl-C quit, Esc clears the text filter or
     /// quits.
     ///
@@ -112,10 +150,15 @@ pub enum Command {
     /// port-forwarding to its admin port, as `kubectl port-forward` does; a pod that goes away
     /// is replaced by another agent pod when the stream reconnects.
     ///
+    /// --no-tui prints each record as it arrives: -o json (the default) one JSON line as
+    /// received, -o yaml one YAML document each, -o text one line each.
+    ///
     /// Example, with an agent pod's admin port forwarded (kubectl -n NAMESPACE port-forward POD
     /// 9090): kubectl drift tail --url http://127.0.0.1:9090
     Tail(TailArgs),
-    /// Is Drift Sentinel healthy? The agent pods and their readiness, each pod's rules loaded
+    /// Is Drift Sentinel healthy? The agents, their rules, export and webhook configuration.
+    ///
+    /// The agent pods and their readiness, each pod's rules loaded
     /// and invalid (from its admin /status through port-forwarding), the Connection's
     /// status.byPod (source, active, last attempt, last success, errors; a source whose last
     /// success is more than 2 minutes old while it is still attempted is stale), and the
@@ -124,30 +167,48 @@ pub enum Command {
     /// Exit codes: 0 healthy, 1 unhealthy (each problem is listed), 2 the cluster could not be
     /// asked.
     Status(StatusArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    ///
+    /// bash: source <(kubectl drift completion bash). For `kubectl drift <TAB>` (kubectl 1.26 or
+    /// later), put kubectl_complete-drift (shipped with the plugin) on PATH: kubectl runs it, and
+    /// it completes commands, flags, kinds and the names of objects in the cluster.
+    Completion(CompletionArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CompletionArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: Shell,
 }
 
 /// How the agent pods are found and reached (cluster mode of `status` and `tail`).
 #[derive(Debug, Clone, Args)]
-pub struct AgentPods {
+pub(crate) struct AgentPods {
+    /// Namespace of the agent: its pods and the Connection.
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_AGENT_NAMESPACE)]
+    pub agent_namespace: String,
     /// Label selector of the agent pods (the chart's selector labels).
-    #[arg(short = 'l', long, default_value = crate::cluster::DEFAULT_SELECTOR)]
+    #[arg(short = 'l', long, default_value = DEFAULT_SELECTOR)]
     pub selector: String,
     /// The agents' admin port in their pods (the agent's --admin-address).
-    #[arg(long, default_value_t = crate::cluster::DEFAULT_ADMIN_PORT)]
+    #[arg(long, default_value_t = DEFAULT_ADMIN_PORT)]
     pub admin_port: u16,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct StatusArgs {
-    /// Namespace of the agent: its pods and the Connection.
-    #[arg(short = 'n', long, default_value = crate::cluster::DEFAULT_NAMESPACE)]
-    pub namespace: String,
-    /// The kubeconfig context to use.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Path to the kubeconfig file.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
     #[command(flatten)]
     pub agents: AgentPods,
     /// The Connection the agents export through (their --audit-connection).
@@ -158,26 +219,25 @@ pub struct StatusArgs {
     /// validate.drift-sentinel.k8s.io).
     #[arg(long, value_name = "NAME")]
     pub webhook: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    pub output: Output,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct PreviewArgs {
+pub(crate) struct PreviewArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
     #[command(flatten)]
     pub offline: Offline,
     /// The object before the edit (offline).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
     /// The object after the edit (offline).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub new: Option<PathBuf>,
     /// The edited object (cluster mode: applied to the live object of the same kind, name and
     /// namespace as `kubectl apply -f` would, and the result compared with it).
-    #[arg(short = 'f', long = "filename")]
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// With -f: compare the file as written, as `kubectl replace -f` would send it, instead of
     /// what `kubectl apply -f` would make of the live object; fields the file leaves out
@@ -186,6 +246,7 @@ pub struct PreviewArgs {
     pub replace: bool,
     /// KIND/NAME of a live object to edit in $EDITOR (KUBE_EDITOR, EDITOR, else vi), like
     /// `kubectl edit`: the verdict on the saved edit is shown; nothing is applied.
+    #[arg(value_name = "KIND/NAME")]
     pub target: Option<String>,
     /// Also send the update to the API server as a server-side dry run (nothing is changed), so
     /// that the installed webhook answers; both verdicts are shown, and their disagreement is
@@ -199,15 +260,19 @@ pub struct PreviewArgs {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
     #[command(flatten)]
     pub offline: Offline,
-    /// The object to explain (offline).
-    #[arg(short = 'f', long = "filename")]
+    /// The object to explain (offline; against the cluster, an object of a file judged with
+    /// the cluster's rules).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// KIND/NAME of a live object (cluster mode): deploy/web, deployment.apps/web, sts/db, …
+    #[arg(value_name = "KIND/NAME")]
     pub target: Option<String>,
     /// The user whose edits are explained (default: offline kubernetes-admin; against a cluster
     /// the user the kubeconfig authenticates as, else kubernetes-admin).
@@ -216,19 +281,28 @@ pub struct ExplainArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TailSource {
+pub(crate) enum TailSource {
     Webhook,
     Audit,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct TailArgs {
+pub(crate) struct TailArgs {
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    /// With --no-tui: json (each record as received, one line), yaml (one document each) or
+    /// text (one line each). Without --no-tui, json or yaml print lines instead of the UI.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<Output>,
+    /// When to colour the terminal UI and text lines: auto, always, never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: ColorChoice,
     /// The admin API of an agent, e.g. http://127.0.0.1:9090 (through kubectl port-forward);
     /// repeatable, records are merged by time. Without it: every running agent pod of the
     /// cluster, through port-forwarding.
     #[arg(long = "url", value_name = "URL")]
     pub url: Vec<String>,
-    /// Print each record as one NDJSON line, as received, until interrupted.
+    /// Print the records as they arrive instead of the terminal UI (NDJSON unless -o says).
     #[arg(long)]
     pub no_tui: bool,
     /// Only records from this long ago (10m, 1h30m) or since this RFC 3339 time.
@@ -237,24 +311,20 @@ pub struct TailArgs {
     /// Only records of this export: the webhook's or the audit's.
     #[arg(long, value_enum)]
     pub source: Option<TailSource>,
-    /// Only records of objects in this namespace (`*` matches any text).
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
     /// Records of every namespace (the default; as kubectl's -A, it cannot be combined with -n).
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
-    /// Only records of this rule: NAME or NAMESPACE/NAME (`*` matches any text).
-    #[arg(long)]
+    /// Only records of this rule: NAME or NAMESPACE/NAME (a glob: `*`, `?`, `[a-z]`).
+    #[arg(long, value_name = "GLOB")]
     pub rule: Option<String>,
-    /// The kubeconfig context to use (cluster mode).
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Path to the kubeconfig file (cluster mode).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Namespace of the agent pods (cluster mode; -n filters the records).
-    #[arg(long, value_name = "NAMESPACE", default_value = crate::cluster::DEFAULT_NAMESPACE)]
-    pub agent_namespace: String,
     #[command(flatten)]
     pub agents: AgentPods,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::command().debug_assert();
+    }
 }

@@ -1,32 +1,39 @@
 //! `kubectl drift`: tells a person why an edit is, or would be, denied. Every verdict it shows
 //! comes from `drift-engine`, the same code the agent runs, so the two never disagree.
 //!
-//! Offline (`preview --rules --old --new`, `explain --rules -f`) the rules and objects come
-//! from files; without `--rules` they come from the cluster (see [`live`]): its rule ConfigMaps,
-//! the live object and the namespace's mode annotation.
+//! The command line ([`cli`]) is checked once into a [`plan::Plan`]; each command then runs in
+//! its mode: offline (`preview --rules --old --new`, `explain --rules -f`: rules and objects
+//! from files, [`offline`]) or against the cluster ([`live`], [`status`], [`tail`]: its rule
+//! ConfigMaps, the live object, the namespace's mode annotation, the agent pods). One tokio
+//! runtime runs every command; the agents' admin APIs are reached with one HTTP client
+//! ([`http`]) over TCP or a pod port-forward ([`cluster::forward`]).
 
 pub mod cli;
 mod cluster;
+mod complete;
+mod http;
 mod live;
 mod offline;
+mod plan;
 mod render;
 mod status;
 mod tail;
 
-use anyhow::{Context as _, bail};
+use std::time::SystemTime;
+
 use drift_engine::review::{AdmissionRequest, parse_review, update_review};
 use drift_engine::{Context, Detail, Evaluation, evaluate};
 use serde_json::Value;
 
-use crate::cli::{Cli, Command, ExplainArgs, PreviewArgs};
+pub use complete::kubectl_complete;
+
+use crate::cli::Cli;
 use crate::offline::LoadedRules;
+use crate::plan::{Explain, Plan, Preview, Print};
 
 /// The name of the webhook in the chart's ValidatingWebhookConfiguration, as the API server
 /// quotes it in a denial.
-pub const WEBHOOK_NAME: &str = "validate.drift-sentinel.k8s.io";
-
-/// The user an edit is judged for when none is given (offline) or known (cluster).
-const DEFAULT_USER: &str = "kubernetes-admin";
+pub(crate) const WEBHOOK_NAME: &str = "validate.drift-sentinel.k8s.io";
 
 /// What a command concluded; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,13 +66,31 @@ impl Verdict {
     }
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<Verdict> {
-    match cli.command {
-        Command::Preview(args) => preview(&args),
-        Command::Explain(args) => explain(&args),
-        Command::Tail(args) => tail::run(&args),
-        Command::Status(args) => status::run(&args),
+/// Runs the command line: checks it, then runs the command. An error is a usage, input or
+/// cluster error (exit 2).
+pub async fn run(cli: Cli) -> anyhow::Result<Verdict> {
+    match Plan::of(cli, SystemTime::now())? {
+        Plan::Preview(Preview::Offline(plan), print) => offline::preview(&plan, print),
+        Plan::Explain(Explain::Offline(plan), print) => offline::explain(&plan, print),
+        Plan::Preview(Preview::Cluster(plan), print) => live::preview(&plan, print).await,
+        Plan::Explain(Explain::Cluster(plan), print) => live::explain(&plan, print).await,
+        Plan::Status(plan, print) => status::run(&plan, print).await,
+        Plan::Tail(plan) => tail::run(plan).await,
+        Plan::Completion(shell) => {
+            complete::script(shell, &mut std::io::stdout().lock())?;
+            Ok(Verdict::Allowed)
+        }
     }
+}
+
+/// The innermost cause of an error, which is the one worth showing ("Connection refused (os
+/// error 111)" rather than "error sending request").
+pub(crate) fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// The request an UPDATE of `old` into `new` would send.
@@ -91,6 +116,7 @@ pub(crate) fn judge(
     rules: &LoadedRules,
     request: &AdmissionRequest,
     namespace_mode: Option<&str>,
+    print: Print,
 ) -> Judged {
     let context = Context {
         namespace_mode,
@@ -98,81 +124,11 @@ pub(crate) fn judge(
     };
     let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
     let verdict = Verdict::of(&evaluation);
-    let (document, screen) = render::preview_parts(request, &evaluation, rules, verdict);
+    let style = render::Style::new(print.colour);
+    let (document, screen) = render::preview_parts(request, &evaluation, rules, verdict, &style);
     Judged {
         verdict,
         document,
         screen,
     }
-}
-
-fn preview(args: &PreviewArgs) -> anyhow::Result<Verdict> {
-    if args.offline.rules.is_empty() {
-        if args.offline.namespace_file.is_some() {
-            bail!(
-                "--namespace-file is for offline preview (with --rules); against a cluster the Namespace's annotation is read"
-            );
-        }
-        return live::preview(args);
-    }
-    if args.server_dry_run {
-        bail!("--server-dry-run needs the cluster; offline preview (--rules) has no API server");
-    }
-    if args.target.is_some() {
-        bail!(
-            "offline preview (--rules) takes --old FILE and --new FILE, not KIND/NAME; without --rules KIND/NAME opens the live object in $EDITOR"
-        );
-    }
-    let (Some(old_path), Some(new_path)) = (&args.old, &args.new) else {
-        bail!("offline preview needs both --old FILE and --new FILE");
-    };
-    let rules = offline::load_rules(&args.offline.rules)?;
-    let namespaces = offline::load_namespaces(args.offline.namespace_file.as_deref())?;
-    let old = offline::read_object(old_path)?;
-    let new = offline::read_object(new_path)?;
-    let user = args.user.as_deref().unwrap_or(DEFAULT_USER);
-    let request = request_for(old, new, user).with_context(|| {
-        format!(
-            "cannot compare {} with {}",
-            old_path.display(),
-            new_path.display()
-        )
-    })?;
-    let namespace_mode = namespaces
-        .get(request.namespace())
-        .and_then(|n| n.mode_annotation.as_deref());
-    let judged = judge(&rules, &request, namespace_mode);
-    render::emit(&args.common, &judged.document, || judged.screen)?;
-    Ok(judged.verdict)
-}
-
-fn explain(args: &ExplainArgs) -> anyhow::Result<Verdict> {
-    if args.offline.rules.is_empty() {
-        if args.offline.namespace_file.is_some() {
-            bail!(
-                "--namespace-file is for offline explain (with --rules); against a cluster the Namespace's annotation is read"
-            );
-        }
-        return live::explain(args);
-    }
-    if args.target.is_some() {
-        bail!(
-            "offline explain (--rules) takes the object as -f FILE, not KIND/NAME; without --rules KIND/NAME is read from the cluster"
-        );
-    }
-    let Some(path) = &args.file else {
-        bail!("offline explain needs the object: -f FILE");
-    };
-    let rules = offline::load_rules(&args.offline.rules)?;
-    let namespaces = offline::load_namespaces(args.offline.namespace_file.as_deref())?;
-    let object = offline::read_object(path)?;
-    // Explaining an object is explaining an edit of it that changes nothing.
-    let user = args.user.as_deref().unwrap_or(DEFAULT_USER);
-    let request = request_for(object.clone(), object, user)
-        .with_context(|| format!("cannot read {} as a Kubernetes object", path.display()))?;
-    let namespace_mode = namespaces
-        .get(request.namespace())
-        .and_then(|n| n.mode_annotation.as_deref());
-    render::explain(&args.common, &request, namespace_mode, &rules)?;
-    Ok(Verdict::Allowed)
 }

@@ -433,7 +433,7 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         entry("agent-d", true, 900, 900, &[]),
     ]);
 
-    let output = cluster.plugin(&["status", "--namespace", NAMESPACE]);
+    let output = cluster.plugin(&["status", "--agent-namespace", NAMESPACE]);
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
     let pods = "Agent pods";
@@ -785,4 +785,117 @@ fn tail_without_agent_pods_exits_2() {
         "{text}"
     );
     assert!(text.contains("--url"), "{text}");
+}
+
+/// A TCP server on loopback that answers every connection with `answer` after reading the
+/// request head (at most `connections` of them, then it closes).
+fn serve_raw(answer: &'static [u8], connections: usize) -> SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream.write_all(answer);
+        }
+    });
+    address
+}
+
+/// An admin port whose answer is hostile (a chunk size past 64 bits, which overflowed the
+/// hand-written parser this plugin had) is an unreachable admin API, named in the report —
+/// through the real path: the API server's port-forward to the pod, then the HTTP client.
+#[test]
+fn status_reports_a_hostile_admin_answer_as_an_error_not_a_panic() {
+    let cluster = Cluster::start();
+    cluster.webhook(true);
+    let hostile = serve_raw(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx\r\n",
+        4,
+    );
+    cluster.agent_pod("agent-hostile", true, Some(hostile));
+    let output = cluster.plugin(&["status", "-o", "json"]);
+    let text = stderr(&output);
+    assert!(!text.contains("panicked"), "{text}");
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let admin = &document["pods"][0]["admin"];
+    assert_eq!(admin["reachable"], false, "{document:#}");
+    let error = admin["error"].as_str().unwrap();
+    // hyper takes the size as announced and finds the body cut short.
+    assert!(error.starts_with("the admin API's answer: "), "{error}");
+    assert!(
+        document["problems"].as_array().unwrap().iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .contains("pod agent-hostile: cannot read the admin API (port 9090)")),
+        "{document:#}"
+    );
+}
+
+/// `--request-timeout` bounds every request: an API server that accepts and never answers is
+/// a cluster error (exit 2) within the limit, naming it; `0` is kubectl's "no limit", and a
+/// value that is not a duration is a usage error.
+#[test]
+fn status_gives_up_on_a_silent_api_server_after_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accept and hold every connection, answering nothing.
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(8) {
+            held.push(stream);
+        }
+    });
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let started = std::time::Instant::now();
+    let output = run_plugin(&[
+        "status",
+        "--kubeconfig",
+        kubeconfig,
+        "--request-timeout",
+        "1s",
+    ]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("no answer within 1s (see --request-timeout)"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    drop(held);
+
+    let output = run_plugin(&["status", "--request-timeout", "soon"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--request-timeout \"soon\" is not a duration"));
+}
+
+/// `-n` is the namespace of objects, as in kubectl; the agent's is --agent-namespace.
+#[test]
+fn status_takes_the_agent_namespace_flag_not_n() {
+    let output = run_plugin(&["status", "-n", "drift-sentinel"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("try --agent-namespace drift-sentinel"),
+        "{text}"
+    );
 }

@@ -394,3 +394,61 @@ fn preview_denies_a_scalar_that_an_exclude_only_reaches_below() {
     );
     assert_eq!(document["allowed"], false, "{document:#}");
 }
+
+/// `--color`: `always` colours even on a pipe and with NO_COLOR, `never` never; `auto` colours a
+/// terminal (here `script`'s pseudo-terminal) unless NO_COLOR is set.
+#[test]
+fn colour_follows_color_and_no_color() {
+    let examples = examples();
+    let args = |colour: &str| {
+        vec![
+            "preview".to_owned(),
+            "--rules".to_owned(),
+            examples.to_str().unwrap().to_owned(),
+            "--old".to_owned(),
+            examples
+                .join("deployment-before.yaml")
+                .display()
+                .to_string(),
+            "--new".to_owned(),
+            examples.join("deployment-after.yaml").display().to_string(),
+            "--color".to_owned(),
+            colour.to_owned(),
+        ]
+    };
+    let red_denied = "\x1b[1;31mDENIED\x1b[0m";
+    let run = |colour: &str| {
+        let args = args(colour);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        text(&plugin(&args))
+    };
+    // plugin() sets NO_COLOR and reads through a pipe.
+    assert!(run("always").contains(red_denied));
+    assert!(!run("never").contains('\x1b'));
+    assert!(!run("auto").contains('\x1b'));
+
+    let on_a_terminal = |no_color: bool| {
+        let command = std::iter::once(env!("CARGO_BIN_EXE_kubectl-drift").to_owned())
+            .chain(args("auto"))
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut script = Command::new("script");
+        script.args(["-qec", &command, "/dev/null"]);
+        if no_color {
+            script.env("NO_COLOR", "1");
+        } else {
+            script.env_remove("NO_COLOR");
+        }
+        let output = no_cluster(&mut script)
+            .output()
+            .expect("script (util-linux) runs the plugin on a pseudo-terminal");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert!(on_a_terminal(false).contains(red_denied));
+    let plain = on_a_terminal(true);
+    assert!(
+        plain.contains("Verdict: DENIED") && !plain.contains('\x1b'),
+        "{plain}"
+    );
+}

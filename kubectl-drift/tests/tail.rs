@@ -257,7 +257,7 @@ fn without_url_or_cluster_it_says_to_use_url_and_exits_2() {
     for (args, expected) in [
         (
             &["tail", "--url", "localhost:9090", "--no-tui"][..],
-            "is not an http:// or https:// URL",
+            "is not an http:// URL",
         ),
         (
             &[
@@ -530,7 +530,8 @@ fn a_panic_restores_the_terminal_before_its_message() {
         &url,
         150,
         30,
-        "env KUBECTL_DRIFT_TAIL_TEST_PANIC=1",
+        // The message, not a backtrace that scrolls it off the pane.
+        "env -u RUST_BACKTRACE KUBECTL_DRIFT_TAIL_TEST_PANIC=1",
     );
     tmux.wait_screen("reconnecting", |s| s.contains("reconnecting in"));
     tmux.keys(&["!"]);
@@ -607,4 +608,123 @@ fn all_namespaces_cannot_be_combined_with_a_namespace() {
         stderr.contains("'--all-namespaces' cannot be used with '--namespace"),
         "{stderr}"
     );
+}
+
+/// The line of `screen` that starts with `first` (trimmed).
+fn screen_line<'s>(screen: &'s str, first: &str) -> &'s str {
+    screen
+        .lines()
+        .find(|l| l.trim_start().starts_with(first))
+        .unwrap_or_else(|| panic!("no line starting with {first:?}:\n{screen}"))
+}
+
+/// The header's sparklines count the violations of the last hour per minute and source, and
+/// `t` ranks the rules, users, namespaces and denied fields of the shown records — with the
+/// numbers of a running agent.
+#[test]
+fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    let screen = tmux.wait_screen("the sparklines, empty", |s| {
+        s.contains(&format!("{} connected", agent.admin()))
+    });
+    for source in ["webhook", "audit"] {
+        let line = screen_line(&screen, source);
+        // A dot a minute, none with a violation.
+        assert!(line.contains(&"·".repeat(60)), "{line}");
+        assert!(line.contains("none in the last hour"), "{line}");
+    }
+
+    agent.violate("pic-1");
+    agent.violate("pic-2");
+    agent.violate("pic-3");
+    let screen = tmux.wait_screen("three violations in the sparkline", |s| {
+        s.contains("3 shown of 3 kept")
+    });
+    println!("{screen}");
+    let webhook = screen_line(&screen, "webhook");
+    // Three this minute, at the right end of the hour (the minute may just have turned).
+    assert!(
+        webhook.contains("3 in the last hour · max 3/min · 3 now")
+            || webhook.contains("3 in the last hour · max 2/min"),
+        "{webhook}"
+    );
+    assert!(webhook.contains('█'), "{webhook}");
+    assert!(
+        screen_line(&screen, "audit").contains("none in the last hour"),
+        "{screen}"
+    );
+
+    tmux.keys(&["t"]);
+    let screen = tmux.wait_screen("the top view", |s| s.contains("Top of the 3 shown records"));
+    println!("{screen}");
+    for (name, expected) in [
+        ("RULE", "drift-sentinel/drift-sentinel-strict"),
+        ("USER", "kubernetes-admin"),
+        ("NAMESPACE", "prod-eu"),
+        ("DENIED FIELD", "spec.replicas"),
+        ("DENIED FIELD", "spec.template.spec.containers[*].image"),
+    ] {
+        let line = screen
+            .lines()
+            .find(|l| l.contains(expected) && !l.contains("Drift Sentinel violations"))
+            .unwrap_or_else(|| panic!("{name}: no {expected:?} in\n{screen}"));
+        let row = line
+            .split(expected)
+            .next()
+            .unwrap()
+            .rsplit('│')
+            .next()
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            cells.ends_with(&["3", "100%"]),
+            "{name} {expected}: {line:?}\n{screen}"
+        );
+    }
+    // Filters apply to the top view too.
+    tmux.keys(&["s"]);
+    tmux.keys(&["s"]);
+    tmux.wait_screen("the top view of no record", |s| {
+        s.contains("Top of the 0 shown records") && s.contains("No record shown")
+    });
+    tmux.keys(&["c", "t"]);
+    tmux.wait_screen("the list again", |s| {
+        s.contains("Violations (newest at the bottom)") && s.contains("3 shown of 3 kept")
+    });
+    tmux.keys(&["q"]);
+    assert_exited_and_restored(&tmux);
+}
+
+/// `--no-tui -o yaml` prints each record as a YAML document, `-o text` as one line of the
+/// list's columns; `--color always` colours the action even on a pipe.
+#[test]
+fn no_tui_prints_yaml_documents_or_text_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    let admin = agent.admin();
+    let mut yaml = NoTui::start(dir.path(), &["--url", &admin, "-o", "yaml"]);
+    let mut text = NoTui::start(dir.path(), &["--url", &admin, "-o", "text"]);
+    let mut coloured = NoTui::start(
+        dir.path(),
+        &["--url", &admin, "-o", "text", "--color", "always"],
+    );
+    agent.violate("yaml-1");
+    let lines = yaml.wait_lines(12, Duration::from_secs(10)).to_vec();
+    assert_eq!(lines[0], "---", "{lines:?}\n{}", yaml.stderr());
+    for expected in [
+        "eventType: violation_admission",
+        "id: yaml-1",
+        "resourceNamespace: prod-eu",
+        "enforcementAction: deny",
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
+    }
+    let line = text.wait_lines(1, Duration::from_secs(10))[0].clone();
+    let expected = "  prod-eu/checkout  Deployment  drift-sentinel/drift-sentinel-strict  deny  spec.replicas (+1)";
+    assert!(line.ends_with(expected), "{line:?}");
+    assert!(!line.contains('\x1b'), "{line:?}");
+    let line = coloured.wait_lines(1, Duration::from_secs(10))[0].clone();
+    assert!(line.contains("\x1b[1;31mdeny\x1b[0m"), "{line:?}");
 }

@@ -11,9 +11,9 @@ use kube::core::params::PostParams;
 use kube::core::request::Request;
 use serde_json::{Value, json};
 
-use super::client::{Cluster, describe};
 use super::resolve::Resource;
-use crate::cli::Common;
+use crate::cluster::Cluster;
+use crate::plan::Print;
 use crate::{Judged, Verdict, WEBHOOK_NAME, render};
 
 /// The field manager of the dry-run update.
@@ -21,7 +21,7 @@ const FIELD_MANAGER: &str = "kubectl-drift";
 
 /// What the API server answered to the dry-run update.
 #[derive(Debug, Clone)]
-pub struct ServerAnswer {
+pub(crate) struct ServerAnswer {
     pub allowed: bool,
     /// The HTTP status.
     pub code: u16,
@@ -58,7 +58,7 @@ fn denying_webhook(message: &str) -> Option<&str> {
 }
 
 /// What a dry run came back with.
-pub enum Sent {
+pub(crate) enum Sent {
     /// The admission chain's answer (allowed, or denied by Drift Sentinel's webhook).
     Answered(ServerAnswer),
     /// `409 Conflict`: the object changed since it was read; the message.
@@ -66,7 +66,7 @@ pub enum Sent {
 }
 
 /// Sends `object` as a dry-run update (`PUT …?dryRun=All`) of `name`.
-pub async fn send(
+pub(crate) async fn send(
     cluster: &Cluster,
     resource: &Resource,
     namespace: &str,
@@ -82,10 +82,8 @@ pub async fn send(
         .replace(name, &params, serde_json::to_vec(object)?)
         .context("cannot build the dry-run request")?;
     let response = cluster
-        .client
-        .send(request.map(Body::from))
+        .timed(cluster.client.send(request.map(Body::from)))
         .await
-        .map_err(describe)
         .with_context(|| format!("the server-side dry-run of {what} failed"))?;
     let code = response.status().as_u16();
     let warnings: Vec<String> = response
@@ -95,11 +93,9 @@ pub async fn send(
         .filter_map(|v| v.to_str().ok())
         .map(warning_text)
         .collect();
-    let body = response
-        .into_body()
-        .collect_bytes()
+    let body = cluster
+        .timed(response.into_body().collect_bytes())
         .await
-        .map_err(describe)
         .with_context(|| format!("the server-side dry-run of {what} failed"))?;
     if (200..300).contains(&code) {
         return Ok(Sent::Answered(ServerAnswer {
@@ -158,7 +154,11 @@ fn headline(verdict: Verdict) -> &'static str {
 
 /// Prints the local verdict with the API server's answer beside it; their disagreement is an
 /// error.
-pub fn report(common: &Common, judged: Judged, answer: &ServerAnswer) -> anyhow::Result<Verdict> {
+pub(crate) fn report(
+    print: Print,
+    judged: Judged,
+    answer: &ServerAnswer,
+) -> anyhow::Result<Verdict> {
     let Judged {
         verdict,
         mut document,
@@ -216,7 +216,7 @@ pub fn report(common: &Common, judged: Judged, answer: &ServerAnswer) -> anyhow:
     } else {
         let _ = writeln!(screen, "  They DISAGREE.");
     }
-    render::emit(common, &document, || screen)?;
+    render::emit(print, &document, |_| screen)?;
     if !agree {
         let (local, remote) = if local_allowed {
             ("allows", "denies")

@@ -10,7 +10,7 @@ use drift_engine::rule::SYSTEM_FIELDS;
 use serde_json::Value;
 
 /// What the user did in the editor.
-pub enum Edited {
+pub(crate) enum Edited {
     /// The saved object, changed.
     Object(Value),
     /// Nothing to preview, and why (as kubectl says it).
@@ -26,7 +26,7 @@ const HEADER: &str = "\
 
 /// The live object as the editor shows it: without `status` and the metadata the API server
 /// manages (`managedFields`, `resourceVersion`, `uid`, …: the fields no rule compares).
-pub fn cleaned(live: &Value) -> Value {
+pub(crate) fn cleaned(live: &Value) -> Value {
     let mut object = live.clone();
     for field in SYSTEM_FIELDS {
         let mut path: Vec<&str> = field.split('.').collect();
@@ -72,7 +72,7 @@ fn editor_command(path: &Path) -> (String, Command) {
 }
 
 /// Opens `object` (already cleaned) in the editor and reads back what was saved.
-pub fn edit(object: &Value, what: &str) -> anyhow::Result<Edited> {
+pub(crate) fn edit(object: &Value, what: &str) -> anyhow::Result<Edited> {
     let file = tempfile::Builder::new()
         .prefix("kubectl-drift-edit-")
         .suffix(".yaml")

@@ -16,10 +16,11 @@
 //!   two-way patch from the object it showed to the object saved; as everything else was
 //!   shown, that patch applied to the live object gives exactly this.
 
-mod client;
 mod dry_run;
 mod edit;
 mod resolve;
+
+use std::path::Path;
 
 use anyhow::{Context as _, anyhow, bail};
 use drift_engine::RuleSet;
@@ -29,10 +30,11 @@ use drift_engine::rule::{is_rule_annotation, rule_source_from_config_map};
 use futures::future::join_all;
 use serde_json::Value;
 
-use crate::cli::{Common, ExplainArgs, Output, PreviewArgs};
+use crate::cli::Output;
+use crate::cluster::{self, Cluster, collection_path};
 use crate::offline::{self, LoadedRules};
-use crate::{DEFAULT_USER, Verdict, judge, render, request_for};
-use client::{Cluster, collection_path, connect, describe};
+use crate::plan::{ClusterExplain, ClusterPreview, DEFAULT_USER, Edit, Kube, ObjectRef, Print};
+use crate::{Verdict, judge, render, request_for};
 use resolve::Resource;
 
 /// Metadata the API server keeps on an update when the sent object lacks it, as the update
@@ -47,23 +49,6 @@ const SERVER_METADATA: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
-/// `KIND/NAME` split in two.
-fn split_target(target: &str) -> anyhow::Result<(&str, &str)> {
-    match target.split_once('/') {
-        Some((kind, name)) if !kind.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok((kind, name))
-        }
-        _ => bail!("expected KIND/NAME (e.g. deploy/web), got {target:?}"),
-    }
-}
-
 fn text<'v>(object: &'v Value, pointer: &str) -> &'v str {
     object
         .pointer(pointer)
@@ -72,9 +57,8 @@ fn text<'v>(object: &'v Value, pointer: &str) -> &'v str {
 }
 
 /// The namespace a command works in: `-n`, else the kubeconfig context's.
-fn namespace_of(common: &Common, cluster: &Cluster) -> String {
-    common
-        .namespace
+fn namespace_of(kube: &Kube, cluster: &Cluster) -> String {
+    kube.namespace
         .clone()
         .unwrap_or_else(|| cluster.default_namespace.clone())
 }
@@ -82,7 +66,7 @@ fn namespace_of(common: &Common, cluster: &Cluster) -> String {
 /// The namespace of an object read from a file: its own, else `-n`, else the context's; its own
 /// and `-n` differing is kubectl's error.
 fn namespace_for_file(
-    common: &Common,
+    kube: &Kube,
     cluster: &Cluster,
     object: &Value,
     namespaced: bool,
@@ -91,8 +75,8 @@ fn namespace_for_file(
         return Ok(String::new());
     }
     let own = text(object, "/metadata/namespace");
-    match (&common.namespace, own) {
-        (_, "") => Ok(namespace_of(common, cluster)),
+    match (&kube.namespace, own) {
+        (_, "") => Ok(namespace_of(kube, cluster)),
         (Some(flag), own) if flag != own => bail!(
             "the namespace from the provided object {own:?} does not match the namespace {flag:?}; pass --namespace={own} or remove the object's namespace"
         ),
@@ -122,7 +106,6 @@ async fn fetch_live(
     let mut object = cluster
         .get(&resource.collection(namespace), name)
         .await
-        .map_err(describe)
         .with_context(|| format!("cannot read {what}"))?
         .ok_or_else(|| {
             let place = if resource.namespaced {
@@ -148,7 +131,6 @@ async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRules> {
     let listed = cluster
         .list(&config_maps, true)
         .await
-        .map_err(describe)
         .context("cannot list the rule ConfigMaps (configmaps in all namespaces)")?;
     let rules: Vec<(String, String)> = listed
         .iter()
@@ -173,7 +155,6 @@ async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRules> {
     let mut sources = Vec::new();
     for ((namespace, name), config_map) in rules.iter().zip(fetched) {
         let config_map = config_map
-            .map_err(describe)
             .with_context(|| format!("cannot read the rule ConfigMap {namespace}/{name}"))?;
         // Deleted since the list: no longer a rule.
         let Some(mut config_map) = config_map else {
@@ -196,7 +177,6 @@ async fn namespace_mode(cluster: &Cluster, namespace: &str) -> anyhow::Result<Op
     let object = cluster
         .get(&collection_path("", "v1", None, "namespaces"), namespace)
         .await
-        .map_err(describe)
         .with_context(|| {
             format!(
                 "cannot read Namespace {namespace:?} (for its drift-sentinel.k8s.io/mode annotation)"
@@ -265,201 +245,244 @@ fn as_update(live: &Value, mut edited: Value, namespace: &str) -> Value {
     edited
 }
 
-pub fn explain(args: &ExplainArgs) -> anyhow::Result<Verdict> {
-    let target = match (&args.target, &args.file) {
-        (Some(_), Some(_)) => bail!("give KIND/NAME or -f FILE, not both"),
-        (None, None) => bail!(
-            "explain needs KIND/NAME of a live object (e.g. deploy/web) or -f FILE; offline: --rules PATH -f FILE"
-        ),
-        (target, _) => target.as_deref(),
+pub(crate) use resolve::kinds;
+
+/// The names of the objects of `kind` (as kubectl names kinds) in `namespace`, for completion.
+pub(crate) async fn names(
+    cluster: &Cluster,
+    kind: &str,
+    namespace: &str,
+) -> anyhow::Result<Vec<String>> {
+    let resource = resolve::resolve(cluster, kind).await?;
+    let listed = cluster.list(&resource.collection(namespace), true).await?;
+    Ok(listed
+        .iter()
+        .map(|o| text(o, "/metadata/name").to_owned())
+        .filter(|n| !n.is_empty())
+        .collect())
+}
+
+/// Connects as the plan says; without a cluster, the hint is to work offline.
+async fn connect(kube: &Kube) -> anyhow::Result<Cluster> {
+    cluster::connect(kube, ", or work offline with --rules PATH").await
+}
+
+/// `explain KIND/NAME` (the live object) or `explain -f FILE` (the file's object), against the
+/// cluster's rules.
+pub(crate) async fn explain(plan: &ClusterExplain, print: Print) -> anyhow::Result<Verdict> {
+    let cluster = connect(&plan.kube).await?;
+    let (object, namespace) = match &plan.object {
+        ObjectRef::Live { kind, name } => {
+            let resource = resolve::resolve(&cluster, kind).await?;
+            let namespace = if resource.namespaced {
+                namespace_of(&plan.kube, &cluster)
+            } else {
+                String::new()
+            };
+            let object = fetch_live(&cluster, &resource, &namespace, name).await?;
+            (object, namespace)
+        }
+        ObjectRef::File(path) => {
+            // The object of a file, judged against the cluster's rules (not fetched).
+            let mut object = offline::read_object(path)?;
+            let namespaced = match text(&object, "/kind") {
+                "" => true,
+                kind => resolve::resolve_kind(&cluster, text(&object, "/apiVersion"), kind)
+                    .await?
+                    .is_none_or(|r| r.namespaced),
+            };
+            let namespace = namespace_for_file(&plan.kube, &cluster, &object, namespaced)?;
+            if namespaced {
+                object["metadata"]["namespace"] = Value::from(namespace.clone());
+            }
+            (object, namespace)
+        }
     };
-    runtime()?.block_on(async {
-        let cluster = connect(&args.common).await?;
-        let (object, namespace) = match target {
-            Some(target) => {
-                let (kind, name) = split_target(target)?;
-                let resource = resolve::resolve(&cluster, kind).await?;
-                let namespace = if resource.namespaced {
-                    namespace_of(&args.common, &cluster)
-                } else {
-                    String::new()
-                };
-                let object = fetch_live(&cluster, &resource, &namespace, name).await?;
-                (object, namespace)
-            }
-            None => {
-                // The object of a file, judged against the cluster's rules (not fetched).
-                let path = args.file.as_deref().unwrap_or_else(|| unreachable!());
-                let mut object = offline::read_object(path)?;
-                let namespaced = match text(&object, "/kind") {
-                    "" => true,
-                    kind => resolve::resolve_kind(&cluster, text(&object, "/apiVersion"), kind)
-                        .await?
-                        .is_none_or(|r| r.namespaced),
-                };
-                let namespace = namespace_for_file(&args.common, &cluster, &object, namespaced)?;
-                if namespaced {
-                    object["metadata"]["namespace"] = Value::from(namespace.clone());
-                }
-                (object, namespace)
-            }
-        };
-        let (rules, mode, user) =
-            judging_context(&cluster, &namespace, args.user.as_deref()).await?;
-        // Explaining an object is explaining an edit of it that changes nothing.
-        let request = request_for(object.clone(), object, &user)
-            .context("cannot read the object as a Kubernetes object")?;
-        render::explain(&args.common, &request, mode.as_deref(), &rules)?;
-        Ok(Verdict::Allowed)
+    let (rules, mode, user) = judging_context(&cluster, &namespace, plan.user.as_deref()).await?;
+    // Explaining an object is explaining an edit of it that changes nothing.
+    let request = request_for(object.clone(), object, &user)
+        .context("cannot read the object as a Kubernetes object")?;
+    render::explain(print, &request, mode.as_deref(), &rules)?;
+    Ok(Verdict::Allowed)
+}
+
+/// The object to preview: the live object and what the edit makes of it.
+struct Edited {
+    resource: Resource,
+    namespace: String,
+    name: String,
+    live: Value,
+    edited: Value,
+    /// Where the edit came from, for messages.
+    origin: String,
+}
+
+/// The file's object as `kubectl apply -f` (or `kubectl replace -f`) would send it.
+async fn edited_file(
+    cluster: &Cluster,
+    kube: &Kube,
+    path: &Path,
+    replace: bool,
+) -> anyhow::Result<Edited> {
+    let object = offline::read_object(path)?;
+    let origin = path.display().to_string();
+    let (api_version, kind, name) = (
+        text(&object, "/apiVersion"),
+        text(&object, "/kind"),
+        text(&object, "/metadata/name").to_owned(),
+    );
+    if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+        bail!("{origin}: the object needs apiVersion, kind and metadata.name");
+    }
+    let resource = resolve::resolve_kind(cluster, api_version, kind)
+        .await?
+        .ok_or_else(|| {
+            anyhow!(
+                "resource mapping not found for {kind} {name:?} from {origin}: no matches for kind {kind:?} in version {api_version:?}; ensure CRDs are installed first"
+            )
+        })?;
+    let namespace = namespace_for_file(kube, cluster, &object, resource.namespaced)?;
+    let live = fetch_live(cluster, &resource, &namespace, &name).await?;
+    let edited = edited_from_file(&live, object, &resource, &namespace, replace);
+    Ok(Edited {
+        resource,
+        namespace,
+        name,
+        live,
+        edited,
+        origin,
     })
 }
 
-pub fn preview(args: &PreviewArgs) -> anyhow::Result<Verdict> {
-    if args.old.is_some() || args.new.is_some() {
+/// The live object as edited in `$EDITOR`; `None` when the edit was cancelled (and said so).
+async fn edited_in_editor(
+    cluster: &Cluster,
+    kube: &Kube,
+    kind: &str,
+    name: &str,
+    print: Print,
+) -> anyhow::Result<Option<Edited>> {
+    let resource = resolve::resolve(cluster, kind).await?;
+    let namespace = if resource.namespaced {
+        namespace_of(kube, cluster)
+    } else {
+        String::new()
+    };
+    let live = fetch_live(cluster, &resource, &namespace, name).await?;
+    let what = describe_object(&resource, &namespace, name);
+    let shown = edit::cleaned(&live);
+    // The editor holds the terminal until it exits: off the runtime's threads.
+    let edited = tokio::task::spawn_blocking(move || edit::edit(&shown, &what))
+        .await
+        .context("the editor's thread failed")??;
+    let edited = match edited {
+        edit::Edited::Object(edited) => edited,
+        edit::Edited::Cancelled(message) => {
+            match print.output {
+                Output::Text => println!("{message}"),
+                Output::Json | Output::Yaml => eprintln!("{message}"),
+            }
+            return Ok(None);
+        }
+    };
+    let edited_namespace = text(&edited, "/metadata/namespace");
+    if !edited_namespace.is_empty() && edited_namespace != namespace {
         bail!(
-            "--old and --new are for offline preview (with --rules); against a cluster use -f FILE or KIND/NAME"
+            "the edit moved the object to namespace {edited_namespace:?}; an update keeps the namespace ({namespace:?})"
         );
     }
-    match (&args.file, &args.target) {
-        (Some(_), Some(_)) => bail!("give -f FILE or KIND/NAME, not both"),
-        (None, None) => bail!(
-            "preview needs -f FILE (the edited object) or KIND/NAME (to edit the live object in $EDITOR); offline: --rules PATH --old FILE --new FILE"
-        ),
-        _ => {}
-    }
-    runtime()?.block_on(async {
-        let cluster = connect(&args.common).await?;
-        let (resource, namespace, name, live, edited, origin) = match (&args.file, &args.target)
-        {
-            (Some(path), _) => {
-                let mut object = offline::read_object(path)?;
-                let origin = path.display().to_string();
-                let (api_version, kind, name) = (
-                    text(&object, "/apiVersion"),
-                    text(&object, "/kind"),
-                    text(&object, "/metadata/name").to_owned(),
-                );
-                if api_version.is_empty() || kind.is_empty() || name.is_empty() {
-                    bail!("{origin}: the object needs apiVersion, kind and metadata.name");
-                }
-                let resource = resolve::resolve_kind(&cluster, api_version, kind)
-                    .await?
-                    .ok_or_else(|| {
-                        anyhow!(
-                            "resource mapping not found for {kind} {name:?} from {origin}: no matches for kind {kind:?} in version {api_version:?}; ensure CRDs are installed first"
-                        )
-                    })?;
-                let namespace =
-                    namespace_for_file(&args.common, &cluster, &object, resource.namespaced)?;
-                let live = fetch_live(&cluster, &resource, &namespace, &name).await?;
-                // kubectl sets the namespace it applies to on the object: the last-applied
-                // annotation names it.
-                if !args.replace
-                    && resource.namespaced
-                    && text(&object, "/metadata/namespace").is_empty()
-                {
-                    object["metadata"]["namespace"] = Value::from(namespace.clone());
-                }
-                let edited = edited_from_file(&live, &object, args.replace);
-                (resource, namespace, name, live, edited, origin)
-            }
-            (None, Some(target)) => {
-                let (kind, name) = split_target(target)?;
-                let resource = resolve::resolve(&cluster, kind).await?;
-                let namespace = if resource.namespaced {
-                    namespace_of(&args.common, &cluster)
-                } else {
-                    String::new()
-                };
-                let live = fetch_live(&cluster, &resource, &namespace, name).await?;
-                let what = describe_object(&resource, &namespace, name);
-                let edited = match edit::edit(&edit::cleaned(&live), &what)? {
-                    edit::Edited::Object(edited) => edited,
-                    edit::Edited::Cancelled(message) => {
-                        match args.common.output {
-                            Output::Text => println!("{message}"),
-                            Output::Json | Output::Yaml => eprintln!("{message}"),
-                        }
-                        return Ok(Verdict::Allowed);
-                    }
-                };
-                let edited_namespace = text(&edited, "/metadata/namespace");
-                if !edited_namespace.is_empty() && edited_namespace != namespace {
-                    bail!(
-                        "the edit moved the object to namespace {edited_namespace:?}; an update keeps the namespace ({namespace:?})"
-                    );
-                }
-                (resource, namespace, name.to_owned(), live, edited, "the edit".to_owned())
-            }
-            (None, None) => unreachable!(),
-        };
-        let (rules, mode, user) = judging_context(&cluster, &namespace, args.user.as_deref()).await?;
-        let what = describe_object(&resource, &namespace, &name);
-        let (mut live, mut edited) = (live, edited);
-        let mut attempts = 0;
-        loop {
-            let new = as_update(&live, edited.clone(), &namespace);
-            let request = request_for(live.clone(), new.clone(), &user)
-                .with_context(|| format!("{origin} is not an update of the live {what}"))?;
-            let judged = judge(&rules, &request, mode.as_deref());
-            if !args.server_dry_run {
-                render::emit(&args.common, &judged.document, || judged.screen)?;
-                return Ok(judged.verdict);
-            }
-            match dry_run::send(&cluster, &resource, &namespace, &name, &new).await? {
-                dry_run::Sent::Answered(answer) => {
-                    return dry_run::report(&args.common, judged, &answer);
-                }
-                // The live object changed between the read and the dry run (a controller
-                // writing its status, say): judge the edit of the new version, as kubectl
-                // apply retries a conflicting patch. An edit made in $EDITOR cannot be redone.
-                dry_run::Sent::Conflict(message) => {
-                    attempts += 1;
-                    let Some(path) = args.file.as_ref().filter(|_| attempts < 5) else {
-                        bail!(
-                            "the server-side dry-run of {what} failed: {message}; the object changed while it was being previewed, run the preview again"
-                        );
-                    };
-                    live = fetch_live(&cluster, &resource, &namespace, &name).await?;
-                    let mut object = offline::read_object(path)?;
-                    if !args.replace
-                        && resource.namespaced
-                        && text(&object, "/metadata/namespace").is_empty()
-                    {
-                        object["metadata"]["namespace"] = Value::from(namespace.clone());
-                    }
-                    edited = edited_from_file(&live, &object, args.replace);
-                }
-            }
-        }
-    })
+    Ok(Some(Edited {
+        resource,
+        namespace,
+        name: name.to_owned(),
+        live,
+        edited,
+        origin: "the edit".to_owned(),
+    }))
 }
 
-/// What `kubectl apply -f` (or, with `--replace`, `kubectl replace -f`) makes of the live object.
-fn edited_from_file(live: &Value, object: &Value, replace: bool) -> Value {
-    if replace {
-        return object.clone();
+/// `preview -f FILE` or `preview KIND/NAME` (through `$EDITOR`), with `--server-dry-run` the
+/// API server's answer beside.
+pub(crate) async fn preview(plan: &ClusterPreview, print: Print) -> anyhow::Result<Verdict> {
+    let cluster = connect(&plan.kube).await?;
+    let edited = match &plan.edit {
+        Edit::File { path, replace } => edited_file(&cluster, &plan.kube, path, *replace).await?,
+        Edit::Editor { kind, name } => {
+            match edited_in_editor(&cluster, &plan.kube, kind, name, print).await? {
+                Some(edited) => edited,
+                None => return Ok(Verdict::Allowed),
+            }
+        }
+    };
+    let Edited {
+        resource,
+        namespace,
+        name,
+        mut live,
+        mut edited,
+        origin,
+    } = edited;
+    let (rules, mode, user) = judging_context(&cluster, &namespace, plan.user.as_deref()).await?;
+    let what = describe_object(&resource, &namespace, &name);
+    let mut attempts = 0;
+    loop {
+        let new = as_update(&live, edited.clone(), &namespace);
+        let request = request_for(live.clone(), new.clone(), &user)
+            .with_context(|| format!("{origin} is not an update of the live {what}"))?;
+        let judged = judge(&rules, &request, mode.as_deref(), print);
+        if !plan.server_dry_run {
+            render::emit(print, &judged.document, |_| judged.screen)?;
+            return Ok(judged.verdict);
+        }
+        match dry_run::send(&cluster, &resource, &namespace, &name, &new).await? {
+            dry_run::Sent::Answered(answer) => return dry_run::report(print, judged, &answer),
+            // The live object changed between the read and the dry run (a controller writing
+            // its status, say): judge the edit of the new version, as kubectl apply retries a
+            // conflicting patch. An edit made in $EDITOR cannot be redone.
+            dry_run::Sent::Conflict(message) => {
+                attempts += 1;
+                let Edit::File { path, replace } = &plan.edit else {
+                    bail!(
+                        "the server-side dry-run of {what} failed: {message}; the object changed while it was being previewed, run the preview again"
+                    );
+                };
+                if attempts >= 5 {
+                    bail!(
+                        "the server-side dry-run of {what} failed: {message}; the object changed while it was being previewed, run the preview again"
+                    );
+                }
+                live = fetch_live(&cluster, &resource, &namespace, &name).await?;
+                let object = offline::read_object(path)?;
+                edited = edited_from_file(&live, object, &resource, &namespace, *replace);
+            }
+        }
     }
-    let patch = Patch::for_api_version(text(object, "/apiVersion"));
-    apply::apply(live, object, patch)
+}
+
+/// What `kubectl apply -f` (or, with `replace`, `kubectl replace -f`) makes of the live object.
+fn edited_from_file(
+    live: &Value,
+    mut object: Value,
+    resource: &Resource,
+    namespace: &str,
+    replace: bool,
+) -> Value {
+    if replace {
+        return object;
+    }
+    // kubectl sets the namespace it applies to on the object: the last-applied annotation
+    // names it.
+    if resource.namespaced && text(&object, "/metadata/namespace").is_empty() {
+        object["metadata"]["namespace"] = Value::from(namespace);
+    }
+    let patch = Patch::for_api_version(text(&object, "/apiVersion"));
+    apply::apply(live, &object, patch)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn targets_are_kind_slash_name() {
-        assert_eq!(split_target("deploy/web").unwrap(), ("deploy", "web"));
-        assert_eq!(
-            split_target("deployment.apps/web").unwrap(),
-            ("deployment.apps", "web")
-        );
-        for bad in ["web", "deploy/", "/web", "a/b/c"] {
-            assert!(split_target(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn an_update_keeps_the_server_metadata_and_status() {

@@ -11,11 +11,11 @@ use anyhow::{Context as _, bail};
 use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 
-use super::client::{Cluster, collection_path, describe};
+use crate::cluster::{Cluster, collection_path};
 
 /// A resource the API server serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resource {
+pub(crate) struct Resource {
     pub group: String,
     pub version: String,
     pub kind: String,
@@ -24,7 +24,7 @@ pub struct Resource {
 }
 
 impl Resource {
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -33,7 +33,7 @@ impl Resource {
     }
 
     /// As kubectl names it in messages: `deployments.apps`, `configmaps`.
-    pub fn qualified(&self) -> String {
+    pub(crate) fn qualified(&self) -> String {
         if self.group.is_empty() {
             self.plural.clone()
         } else {
@@ -43,7 +43,7 @@ impl Resource {
 
     /// The URL path of the collection holding the object in `namespace` (ignored for
     /// cluster-scoped resources).
-    pub fn collection(&self, namespace: &str) -> String {
+    pub(crate) fn collection(&self, namespace: &str) -> String {
         collection_path(
             &self.group,
             &self.version,
@@ -101,11 +101,13 @@ impl Entry {
 /// others).
 async fn discover(cluster: &Cluster) -> anyhow::Result<Vec<Entry>> {
     let client = &cluster.client;
-    let (core, groups) = tokio::join!(client.list_core_api_versions(), client.list_api_groups());
+    let (core, groups) = tokio::join!(
+        cluster.timed(client.list_core_api_versions()),
+        cluster.timed(client.list_api_groups())
+    );
     let core = core
-        .map_err(describe)
         .with_context(|| format!("cannot read the API discovery of {} (/api)", cluster.server))?;
-    let groups = groups.map_err(describe).with_context(|| {
+    let groups = groups.with_context(|| {
         format!(
             "cannot read the API discovery of {} (/apis)",
             cluster.server
@@ -133,10 +135,11 @@ async fn discover(cluster: &Cluster) -> anyhow::Result<Vec<Entry>> {
     }
     let lists = join_all(versions.iter().map(|(group, version)| async move {
         if group.is_empty() {
-            client.list_core_api_resources(version).await
+            cluster.timed(client.list_core_api_resources(version)).await
         } else {
-            client
-                .list_api_group_resources(&format!("{group}/{version}"))
+            let group_version = format!("{group}/{version}");
+            cluster
+                .timed(client.list_api_group_resources(&group_version))
                 .await
         }
     }))
@@ -158,6 +161,19 @@ async fn discover(cluster: &Cluster) -> anyhow::Result<Vec<Entry>> {
     Ok(entries)
 }
 
+/// The resources that can be listed, as kubectl completes them: plural names, first seen
+/// first (the preferred version of a group).
+pub(crate) async fn kinds(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
+    let mut seen = std::collections::BTreeSet::new();
+    Ok(discover(cluster)
+        .await?
+        .into_iter()
+        .filter(|e| e.resource.verbs.iter().any(|v| v == "list"))
+        .map(|e| e.resource.name)
+        .filter(|name| seen.insert(name.clone()))
+        .collect())
+}
+
 /// What an argument can mean, in the order kubectl tries: `resource.version.group` (two dots
 /// or more), `resource.group` (a dot), `resource`.
 fn readings(argument: &str) -> Vec<(&str, Option<&str>, Option<&str>)> {
@@ -175,7 +191,7 @@ fn readings(argument: &str) -> Vec<(&str, Option<&str>, Option<&str>)> {
 
 /// The resource `argument` names (`deploy`, `deployment.apps`, `deployments.v1.apps`, `sts`,
 /// `ro`, …); an unknown one is kubectl's error.
-pub async fn resolve(cluster: &Cluster, argument: &str) -> anyhow::Result<Resource> {
+pub(crate) async fn resolve(cluster: &Cluster, argument: &str) -> anyhow::Result<Resource> {
     let wanted = argument.to_lowercase();
     let entries = discover(cluster).await?;
     for (name, version, group) in readings(&wanted) {
@@ -202,22 +218,25 @@ pub async fn resolve(cluster: &Cluster, argument: &str) -> anyhow::Result<Resour
 
 /// The resource of objects of `api_version` and `kind` (from a manifest), reading only that
 /// group version's list.
-pub async fn resolve_kind(
+pub(crate) async fn resolve_kind(
     cluster: &Cluster,
     api_version: &str,
     kind: &str,
 ) -> anyhow::Result<Option<Resource>> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let client = &cluster.client;
     let list = if group.is_empty() {
-        cluster.client.list_core_api_resources(version).await
+        cluster.timed(client.list_core_api_resources(version)).await
     } else {
-        cluster.client.list_api_group_resources(api_version).await
+        cluster
+            .timed(client.list_api_group_resources(api_version))
+            .await
     };
     let list = match list {
         Ok(list) => list,
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+        Err(e) if e.code() == Some(404) => return Ok(None),
         Err(e) => {
-            return Err(describe(e)).with_context(|| {
+            return Err(e).with_context(|| {
                 format!(
                     "cannot read the API discovery of {} for {api_version}",
                     cluster.server

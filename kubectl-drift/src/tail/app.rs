@@ -1,19 +1,21 @@
 //! The state of `tail`, free of any terminal: the records of every stream merged by time,
-//! deduplicated, the filters, the pause buffer, the selection, and what each key does.
+//! deduplicated, the filters, the pause buffer, the selection, the view (list or top), and
+//! what each key does.
 
 use std::time::SystemTime;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::record::{Dedupe, Record, Source};
+use super::filters::Filters;
+use super::record::{Dedupe, Record};
 use super::stream::{ConnState, Event};
 
 /// Records kept; older ones are dropped (and counted) past this.
-pub const DEFAULT_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
 
 /// One record as kept: where it came from and its place in time.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub record: Record,
     pub stream: usize,
     /// The record's time; records without one sort first.
@@ -31,130 +33,16 @@ impl Entry {
     }
 }
 
-/// The source filter that `s` cycles through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SourceFilter {
-    #[default]
-    All,
-    Only(Source),
-}
-
-impl SourceFilter {
-    pub fn next(self) -> Self {
-        match self {
-            SourceFilter::All => SourceFilter::Only(Source::Webhook),
-            SourceFilter::Only(Source::Webhook) => SourceFilter::Only(Source::Audit),
-            SourceFilter::Only(Source::Audit) => SourceFilter::All,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceFilter::All => "all",
-            SourceFilter::Only(source) => source.as_str(),
-        }
-    }
-}
-
-/// What the list shows. Empty texts filter nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filters {
-    /// Case-insensitive text in the namespace, name, kind, rule, user or a path.
-    pub text: String,
-    /// The object's namespace; `*` matches any text.
-    pub namespace: String,
-    /// The rule's `name` or `namespace/name`; `*` matches any text.
-    pub rule: String,
-    pub source: SourceFilter,
-}
-
-impl Filters {
-    pub fn matches(&self, record: &Record) -> bool {
-        if let SourceFilter::Only(source) = self.source
-            && record.source() != Some(source)
-        {
-            return false;
-        }
-        if !self.namespace.is_empty() && !glob(&self.namespace, &record.resource_namespace) {
-            return false;
-        }
-        if !self.rule.is_empty()
-            && !glob(&self.rule, &record.rule_name)
-            && !glob(&self.rule, &record.rule())
-        {
-            return false;
-        }
-        if !self.text.is_empty() {
-            let needle = self.text.to_lowercase();
-            let hit = |s: &str| s.to_lowercase().contains(&needle);
-            let details = &record.details;
-            if !(hit(&record.object())
-                || hit(&record.resource_kind)
-                || hit(&record.rule())
-                || hit(record.user_name())
-                || details.denied_paths.iter().any(|p| hit(p))
-                || details.changed_paths.iter().any(|p| hit(p)))
-            {
-                return false;
-            }
-        }
-        true
-    }
-
-    pub fn is_empty(&self) -> bool {
-        *self == Filters::default()
-    }
-
-    /// `namespace=prod rule=strict source=webhook text="img"`, the active filters only.
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.namespace.is_empty() {
-            parts.push(format!("namespace={}", self.namespace));
-        }
-        if !self.rule.is_empty() {
-            parts.push(format!("rule={}", self.rule));
-        }
-        if self.source != SourceFilter::All {
-            parts.push(format!("source={}", self.source.as_str()));
-        }
-        if !self.text.is_empty() {
-            parts.push(format!("text={:?}", self.text));
-        }
-        parts.join(" ")
-    }
-}
-
-/// `pattern` matches all of `text`, `*` standing for any text.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = text.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        // No `*`: exact.
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
-
 /// A filter being typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
+pub(crate) enum Field {
     Text,
     Namespace,
     Rule,
 }
 
 impl Field {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Field::Text => "text",
             Field::Namespace => "namespace",
@@ -163,8 +51,18 @@ impl Field {
     }
 }
 
+/// What the body of the screen shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum View {
+    /// The list of records and the selected one's detail.
+    #[default]
+    List,
+    /// The rules, users, namespaces and denied fields of the shown records, ranked.
+    Top,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Normal,
     /// Typing a filter, which applies as it is typed.
     Editing(Field),
@@ -172,14 +70,14 @@ pub enum Mode {
 
 /// One stream as the header shows it.
 #[derive(Debug, Clone)]
-pub struct StreamStatus {
+pub(crate) struct StreamStatus {
     pub url: String,
     pub state: ConnState,
     pub received: usize,
 }
 
 #[derive(Debug)]
-pub struct App {
+pub(crate) struct App {
     pub streams: Vec<StreamStatus>,
     /// Sorted by [`Entry::key`].
     records: Vec<Entry>,
@@ -191,6 +89,7 @@ pub struct App {
     pub filters: Filters,
     pub paused: bool,
     pub mode: Mode,
+    pub view: View,
     /// The selected record; `None` or `follow` select the newest shown.
     selected: Option<Key>,
     /// The selection stays on the newest record as records arrive.
@@ -203,11 +102,11 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(urls: Vec<String>, filters: Filters) -> Self {
+    pub(crate) fn new(urls: Vec<String>, filters: Filters) -> Self {
         Self::with_capacity(urls, filters, DEFAULT_CAPACITY)
     }
 
-    pub fn with_capacity(urls: Vec<String>, filters: Filters, capacity: usize) -> Self {
+    pub(crate) fn with_capacity(urls: Vec<String>, filters: Filters, capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
             streams: urls
@@ -228,6 +127,7 @@ impl App {
             filters,
             paused: false,
             mode: Mode::Normal,
+            view: View::List,
             selected: None,
             follow: true,
             skipped: 0,
@@ -236,7 +136,7 @@ impl App {
         }
     }
 
-    pub fn on_event(&mut self, event: Event) {
+    pub(crate) fn on_event(&mut self, event: Event) {
         match event {
             Event::Record { stream, record, .. } => self.push(stream, *record),
             Event::Skipped { .. } => self.skipped += 1,
@@ -245,12 +145,18 @@ impl App {
                     status.state = state;
                 }
             }
+            // The header names the pod followed now.
+            Event::Moved { stream, to, .. } => {
+                if let Some(status) = self.streams.get_mut(stream) {
+                    status.url = to;
+                }
+            }
         }
     }
 
     /// A record from `stream`: dropped when already seen, buffered while paused, otherwise
     /// put in its place by time.
-    pub fn push(&mut self, stream: usize, record: Record) {
+    pub(crate) fn push(&mut self, stream: usize, record: Record) {
         if !self.dedupe.first_time(&record) {
             return;
         }
@@ -281,7 +187,7 @@ impl App {
         }
     }
 
-    pub fn set_paused(&mut self, paused: bool) {
+    pub(crate) fn set_paused(&mut self, paused: bool) {
         self.paused = paused;
         if !paused {
             for entry in std::mem::take(&mut self.pending) {
@@ -291,17 +197,17 @@ impl App {
     }
 
     /// Records waiting for resume.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.pending.len()
     }
 
     /// Records kept (shown or not).
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.records.len()
     }
 
     /// The records the filters let through, oldest first.
-    pub fn visible(&self) -> Vec<&Entry> {
+    pub(crate) fn visible(&self) -> Vec<&Entry> {
         self.records
             .iter()
             .filter(|e| self.filters.matches(&e.record))
@@ -310,7 +216,7 @@ impl App {
 
     /// The position of the selection in `visible`: the newest when following, otherwise the
     /// selected record or, when the filters hide it, the nearest older one shown.
-    pub fn selected_index(&self, visible: &[&Entry]) -> Option<usize> {
+    pub(crate) fn selected_index(&self, visible: &[&Entry]) -> Option<usize> {
         if visible.is_empty() {
             return None;
         }
@@ -324,14 +230,14 @@ impl App {
         }
     }
 
-    pub fn selected(&self) -> Option<&Entry> {
+    pub(crate) fn selected(&self) -> Option<&Entry> {
         let visible = self.visible();
         let index = self.selected_index(&visible)?;
         Some(visible[index])
     }
 
     /// Moves the selection by `delta` shown records; on the newest, it follows again.
-    pub fn move_selection(&mut self, delta: isize) {
+    pub(crate) fn move_selection(&mut self, delta: isize) {
         let visible = self.visible();
         let Some(current) = self.selected_index(&visible) else {
             return;
@@ -343,7 +249,7 @@ impl App {
         self.follow = target == last;
     }
 
-    pub fn select_first(&mut self) {
+    pub(crate) fn select_first(&mut self) {
         let visible = self.visible();
         if let Some(first) = visible.first() {
             let key = first.key();
@@ -353,16 +259,26 @@ impl App {
         }
     }
 
-    pub fn select_last(&mut self) {
+    pub(crate) fn select_last(&mut self) {
         self.follow = true;
         self.selected = None;
     }
 
-    fn field(&mut self, field: Field) -> &mut String {
+    /// The text of a filter.
+    pub(crate) fn value(&self, field: Field) -> &str {
         match field {
-            Field::Text => &mut self.filters.text,
-            Field::Namespace => &mut self.filters.namespace,
-            Field::Rule => &mut self.filters.rule,
+            Field::Text => &self.filters.text,
+            Field::Namespace => self.filters.namespace.as_str(),
+            Field::Rule => self.filters.rule.as_str(),
+        }
+    }
+
+    /// Changes the text of a filter.
+    fn change(&mut self, field: Field, change: impl FnOnce(&mut String)) {
+        match field {
+            Field::Text => change(&mut self.filters.text),
+            Field::Namespace => self.filters.namespace.edit(change),
+            Field::Rule => self.filters.rule.edit(change),
         }
     }
 
@@ -374,14 +290,13 @@ impl App {
             (Field::Rule, Some(e)) => e.record.rule(),
             _ => String::new(),
         };
-        let value = self.field(field);
-        if value.is_empty() {
-            *value = suggestion;
+        if self.value(field).is_empty() {
+            self.change(field, |value| *value = suggestion);
         }
         self.mode = Mode::Editing(field);
     }
 
-    pub fn on_key(&mut self, key: KeyEvent) {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
             return;
         }
@@ -394,14 +309,14 @@ impl App {
             Mode::Editing(field) => match key.code {
                 KeyCode::Enter => self.mode = Mode::Normal,
                 KeyCode::Esc => {
-                    self.field(field).clear();
+                    self.change(field, String::clear);
                     self.mode = Mode::Normal;
                 }
-                KeyCode::Backspace => {
-                    self.field(field).pop();
-                }
-                KeyCode::Char('u' | 'U') if ctrl => self.field(field).clear(),
-                KeyCode::Char(c) if !ctrl => self.field(field).push(c),
+                KeyCode::Backspace => self.change(field, |v| {
+                    v.pop();
+                }),
+                KeyCode::Char('u' | 'U') if ctrl => self.change(field, String::clear),
+                KeyCode::Char(c) if !ctrl => self.change(field, |v| v.push(c)),
                 _ => {}
             },
             Mode::Normal => match key.code {
@@ -425,6 +340,12 @@ impl App {
                 KeyCode::Char('r') => self.edit(Field::Rule),
                 KeyCode::Char('s') => self.filters.source = self.filters.source.next(),
                 KeyCode::Char('c') => self.filters = Filters::default(),
+                KeyCode::Char('t') => {
+                    self.view = match self.view {
+                        View::List => View::Top,
+                        View::Top => View::List,
+                    }
+                }
                 _ => {}
             },
         }
@@ -434,8 +355,10 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tail::filters::SourceFilter;
+    use crate::tail::record::Source;
 
-    pub fn record(id: &str, time: &str, namespace: &str, rule: &str) -> Record {
+    pub(crate) fn record(id: &str, time: &str, namespace: &str, rule: &str) -> Record {
         Record {
             event_type: drift_api::violation::ADMISSION_EVENT.into(),
             id: id.to_owned().into(),
@@ -589,15 +512,34 @@ mod tests {
     }
 
     #[test]
-    fn glob_patterns() {
-        assert!(glob("prod", "prod"));
-        assert!(!glob("prod", "prod-eu"));
-        assert!(glob("prod*", "prod-eu"));
-        assert!(glob("*eu", "prod-eu"));
-        assert!(glob("p*d*u", "prod-eu"));
-        assert!(!glob("p*x*u", "prod-eu"));
-        assert!(glob("*", ""));
-        assert!(!glob("ab*ba", "aba"));
+    fn namespace_and_rule_filters_are_the_engine_s_globs() {
+        let mut app = app();
+        for (id, namespace) in [("1", "prod-1"), ("2", "prod-eu"), ("3", "prod-*")] {
+            app.push(0, record(id, &t(id.parse().unwrap()), namespace, "strict"));
+        }
+        // `?` is one character, also a `*`.
+        app.filters.namespace = "prod-?".into();
+        assert_eq!(ids(&app), ["1", "3"]);
+        app.filters.namespace = "prod-[!0-9]*".into();
+        assert_eq!(ids(&app), ["2", "3"]);
+        // Not a glob (yet, while typing): the text itself.
+        app.filters.namespace = "prod-[".into();
+        assert!(ids(&app).is_empty());
+        app.filters.namespace = "prod-\\*".into();
+        assert_eq!(ids(&app), ["3"]);
+        app.filters.namespace.clear();
+        app.filters.rule = "str?ct".into();
+        assert_eq!(ids(&app).len(), 3);
+    }
+
+    #[test]
+    fn t_switches_between_the_list_and_the_top_view() {
+        let mut app = app();
+        assert_eq!(app.view, View::List);
+        app.on_key(key(KeyCode::Char('t')));
+        assert_eq!(app.view, View::Top);
+        app.on_key(key(KeyCode::Char('t')));
+        assert_eq!(app.view, View::List);
     }
 
     #[test]

@@ -6,14 +6,14 @@ use std::collections::{HashSet, VecDeque};
 
 use serde_json::Value;
 
-pub use drift_api::violation::{Source, parse_rfc3339};
+pub(crate) use drift_api::violation::Source;
 
 /// A record as `tail` holds it.
-pub type Record = drift_api::violation::ViolationRecord<'static>;
+pub(crate) type Record = drift_api::violation::ViolationRecord<'static>;
 
 /// One side of a change as shown: a string as itself, anything else as compact JSON, or
 /// `(absent)`.
-pub fn value_text(value: Option<&Value>) -> String {
+pub(crate) fn value_text(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => "(absent)".to_owned(),
         Some(Value::String(s)) => s.clone(),
@@ -27,16 +27,16 @@ fn dedupe_key(record: &Record) -> (String, String) {
     (record.id.to_string(), record.timestamp.to_string())
 }
 
-/// The records already seen, by [`Record::dedupe_key`]; bounded, forgetting the oldest keys.
+/// The records already seen, by [`dedupe_key`]; bounded, forgetting the oldest keys.
 #[derive(Debug)]
-pub struct Dedupe {
+pub(crate) struct Dedupe {
     seen: HashSet<(String, String)>,
     order: VecDeque<(String, String)>,
     capacity: usize,
 }
 
 impl Dedupe {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             seen: HashSet::new(),
             order: VecDeque::new(),
@@ -45,7 +45,7 @@ impl Dedupe {
     }
 
     /// True the first time a record is seen.
-    pub fn first_time(&mut self, record: &Record) -> bool {
+    pub(crate) fn first_time(&mut self, record: &Record) -> bool {
         let key = dedupe_key(record);
         if self.seen.contains(&key) {
             return false;

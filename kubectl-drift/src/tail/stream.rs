@@ -1,18 +1,18 @@
-//! Reading `GET /violations?follow=true` of one admin API on a background thread, reconnecting
-//! with backoff when the stream ends or fails (the pod restarted, the port-forward broke) and
-//! resuming with `since=` the last record's time. Each stream is one thread sending [`Event`]s
-//! to the display, which merges the streams by time and drops records seen twice.
+//! Following `GET /violations?follow=true` of one admin API as a task, reconnecting with
+//! backoff when the stream ends or fails (the pod restarted, the port-forward broke) and
+//! resuming with `since=` the last record's time. Each stream sends [`Event`]s to the display,
+//! which merges the streams by time and drops records seen twice.
 
-use std::io::{self, BufRead, BufReader};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use reqwest::Url;
+use drift_api::violation::{Source, ViolationsQuery};
+use drift_engine::message::truncate_chars;
+use tokio::sync::mpsc::Sender;
 
-use super::record::{Record, Source};
+use super::admin::{Admin, Opened};
+use super::record::Record;
+use crate::cluster::forward::{self, ForwardError};
+use crate::http::{self, Line, LineSplitter};
 
 /// The first wait before reconnecting; doubled after each failure up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(250);
@@ -25,43 +25,30 @@ const RESUME_MARGIN: Duration = Duration::from_secs(10);
 const MAX_LINE_BYTES: usize = 1024 * 1024;
 
 /// What one stream asks for.
-#[derive(Debug, Clone)]
-pub struct StreamSpec {
-    /// What the header and messages call it: the URL, or the pod's name.
-    pub label: String,
-    /// The admin API's base URL (`http://127.0.0.1:9090`).
-    pub base: Url,
+pub(crate) struct StreamSpec {
+    /// Where the admin API is.
+    pub admin: Admin,
     /// `?source=`; `None` for both.
     pub source: Option<Source>,
     /// `?since=` of the first request.
     pub since: Option<SystemTime>,
+    /// The limit of connecting and of the answer's head; `None` for none.
+    pub timeout: Option<Duration>,
 }
 
 impl StreamSpec {
-    /// The URL that follows the records from `since` on.
-    pub fn url(&self, since: Option<SystemTime>) -> Url {
-        let mut url = self.base.clone();
-        let path = url.path().trim_end_matches('/').to_owned();
-        url.set_path(&format!("{path}/violations"));
-        url.set_query(None);
-        {
-            let mut query = url.query_pairs_mut();
-            query.append_pair("follow", "true");
-            if let Some(source) = self.source {
-                query.append_pair("source", source.as_str());
-            }
-            if let Some(since) = since {
-                query.append_pair(
-                    "since",
-                    &humantime::format_rfc3339_micros(since).to_string(),
-                );
-            }
+    /// The query that follows the records from `since` on.
+    pub(crate) fn query(&self, since: Option<SystemTime>) -> String {
+        ViolationsQuery {
+            source: self.source,
+            since,
+            follow: true,
         }
-        url
+        .to_query_string()
     }
 
     /// `since=` of a reconnection, given the time of the last record seen.
-    pub fn resume_since(&self, last: Option<SystemTime>) -> Option<SystemTime> {
+    pub(crate) fn resume_since(&self, last: Option<SystemTime>) -> Option<SystemTime> {
         let resumed = last.map(|t| t.checked_sub(RESUME_MARGIN).unwrap_or(t));
         match (self.since, resumed) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -72,7 +59,7 @@ impl StreamSpec {
 
 /// The connection of one stream, as the header shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnState {
+pub(crate) enum ConnState {
     Connecting,
     Connected,
     /// Waiting `after` before the next attempt, because of `reason`.
@@ -101,9 +88,9 @@ impl std::fmt::Display for ConnState {
     }
 }
 
-/// What a stream thread reports. `stream` is the index of its [`StreamSpec`].
+/// What a stream task reports. `stream` is the index of its [`StreamSpec`].
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// A record, with its line as received (without the newline).
     Record {
         stream: usize,
@@ -118,247 +105,246 @@ pub enum Event {
         stream: usize,
         state: ConnState,
     },
+    /// The stream follows another pod from now on: `why` the previous one was left.
+    Moved {
+        stream: usize,
+        from: String,
+        to: String,
+        why: String,
+    },
 }
 
-/// Starts the thread of stream `index`; it ends when `stop` is set (checked between reads and
-/// while waiting to reconnect) or when `events` has no receiver left.
-pub fn spawn(
-    index: usize,
-    spec: StreamSpec,
-    events: Sender<Event>,
-    stop: Arc<AtomicBool>,
-) -> io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("tail-{index}"))
-        .spawn(move || follow(index, &spec, &events, &stop))
+/// How one attempt ended.
+enum Attempt {
+    /// The stream ended or failed; reconnect after a wait.
+    Retry(String),
+    /// Reconnect at once (the stream follows another pod now).
+    Again,
+    /// The server refuses the request: give up.
+    Refused(String),
+    /// Nobody listens any more.
+    Closed,
 }
 
-fn client() -> reqwest::Result<reqwest::blocking::Client> {
-    reqwest::blocking::Client::builder()
-        // The admin API is reached on loopback (directly or through kubectl port-forward):
-        // never through a proxy of the environment.
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        // A followed stream is quiet for as long as nothing is denied.
-        .timeout(None)
-        .tcp_keepalive(Duration::from_secs(30))
-        .user_agent(concat!("kubectl-drift/", env!("CARGO_PKG_VERSION")))
-        .build()
-}
-
-/// The innermost cause of an error, which is the one worth showing
-/// ("Connection refused (os error 111)" rather than "error sending request").
-fn reason(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = error;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
-}
-
-fn follow(index: usize, spec: &StreamSpec, events: &Sender<Event>, stop: &AtomicBool) {
+/// Follows stream `index` until nobody listens (or the server refuses it).
+pub(crate) async fn follow(index: usize, spec: StreamSpec, events: Sender<Event>) {
     let send_state = |state: ConnState| {
-        events
-            .send(Event::State {
-                stream: index,
-                state,
-            })
-            .is_ok()
-    };
-    let client = match client() {
-        Ok(client) => client,
-        Err(e) => {
-            send_state(ConnState::Failed(reason(&e)));
-            return;
+        let events = events.clone();
+        async move {
+            events
+                .send(Event::State {
+                    stream: index,
+                    state,
+                })
+                .await
+                .is_ok()
         }
     };
     let mut last: Option<SystemTime> = None;
     let mut backoff = MIN_BACKOFF;
-    while !stop.load(Ordering::Relaxed) {
-        if !send_state(ConnState::Connecting) {
+    loop {
+        if !send_state(ConnState::Connecting).await {
             return;
         }
-        let url = spec.url(spec.resume_since(last));
-        let why = match client.get(url).send() {
-            Err(e) => reason(&e),
-            Ok(response) if response.status().is_success() => {
-                if !send_state(ConnState::Connected) {
-                    return;
-                }
-                backoff = MIN_BACKOFF;
-                match read(index, response, events, stop, &mut last) {
-                    Ok(true) => "the stream ended".to_owned(),
-                    Ok(false) => return,
-                    Err(e) => reason(&e),
-                }
-            }
-            Ok(response) => {
-                let status = response.status();
-                let body = response.text().unwrap_or_default();
-                let first = body.lines().next().unwrap_or_default().trim();
-                let text = if first.is_empty() {
-                    format!("HTTP {status}")
-                } else {
-                    format!("HTTP {status}: {}", truncate(first, 200))
-                };
-                if matches!(status.as_u16(), 400 | 401 | 403 | 404 | 405) {
-                    let hint = if status.as_u16() == 404 {
-                        " (is this a Drift Sentinel admin API, e.g. port 9090 of an agent pod?)"
-                    } else {
-                        ""
-                    };
-                    send_state(ConnState::Failed(format!("{text}{hint}")));
-                    return;
-                }
-                text
-            }
-        };
-        if stop.load(Ordering::Relaxed)
-            || !send_state(ConnState::Reconnecting {
-                after: backoff,
-                reason: why,
-            })
-        {
-            return;
-        }
-        // Wait in small steps so that stopping is prompt.
-        let until = std::time::Instant::now() + backoff;
-        while std::time::Instant::now() < until {
-            if stop.load(Ordering::Relaxed) {
+        let why = match attempt(index, &spec, &events, &mut last, &mut backoff).await {
+            Attempt::Retry(why) => why,
+            Attempt::Again => continue,
+            Attempt::Refused(why) => {
+                send_state(ConnState::Failed(why)).await;
                 return;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            Attempt::Closed => return,
+        };
+        let state = ConnState::Reconnecting {
+            after: backoff,
+            reason: why,
+        };
+        if !send_state(state).await {
+            return;
         }
+        tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        let mut cut: String = text.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
-}
-
-/// Reads records until the stream ends (`Ok(true)`) or nobody listens any more (`Ok(false)`).
-fn read(
+/// Connects (within the timeout), then reads records until the stream ends.
+async fn attempt(
     index: usize,
-    response: reqwest::blocking::Response,
+    spec: &StreamSpec,
     events: &Sender<Event>,
-    stop: &AtomicBool,
     last: &mut Option<SystemTime>,
-) -> io::Result<bool> {
-    let mut reader = BufReader::with_capacity(64 * 1024, response);
-    let mut buf = Vec::new();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(false);
+    backoff: &mut Duration,
+) -> Attempt {
+    let target = spec
+        .admin
+        .target("/violations", &spec.query(spec.resume_since(*last)));
+    let connect = async {
+        let Opened {
+            io,
+            authority,
+            mut failed,
+            guard,
+        } = spec.admin.open().await?;
+        if let Some(message) = forward::unreachable_port(&mut failed).await {
+            return Err(ForwardError::Port(message));
         }
-        let event = match next_line(&mut reader, &mut buf, MAX_LINE_BYTES)? {
-            Line::Eof => return Ok(true),
-            Line::TooLong => Event::Skipped { stream: index },
-            Line::Complete => {
-                let text = String::from_utf8_lossy(&buf);
-                let text = text.trim_end_matches('\r');
-                if text.trim().is_empty() {
-                    continue;
-                }
-                match Record::parse(text) {
-                    Some(record) => {
-                        if let Some(time) = record.time() {
-                            *last = Some(last.map_or(time, |l| l.max(time)));
-                        }
-                        Event::Record {
-                            stream: index,
-                            line: text.to_owned(),
-                            record: Box::new(record),
-                        }
-                    }
-                    None => Event::Skipped { stream: index },
-                }
+        let response = tokio::select! {
+            response = http::get(io, &authority, &target) => match response {
+                Ok(response) => response,
+                Err(e) => match forward::port_message(&mut failed).await {
+                    Some(message) => return Err(ForwardError::Port(message)),
+                    None => return Err(ForwardError::Http(e.0)),
+                },
+            },
+            Some(message) = &mut failed => return Err(ForwardError::Port(message)),
+        };
+        Ok((response, failed, guard))
+    };
+    let connected = match spec.timeout {
+        Some(limit) => match tokio::time::timeout(limit, connect).await {
+            Ok(connected) => connected,
+            Err(_) => Err(ForwardError::Http(format!(
+                "no answer within {} (see --request-timeout)",
+                humantime::format_duration(limit)
+            ))),
+        },
+        None => connect.await,
+    };
+    let (mut response, mut failed, _guard) = match connected {
+        Ok(connected) => connected,
+        Err(ForwardError::Http(why)) => return Attempt::Retry(why),
+        Err(why) => return moved_or_retry(index, spec, events, why).await,
+    };
+    if response.status != 200 {
+        return refused(response).await;
+    }
+    let connected = Event::State {
+        stream: index,
+        state: ConnState::Connected,
+    };
+    if events.send(connected).await.is_err() {
+        return Attempt::Closed;
+    }
+    *backoff = MIN_BACKOFF;
+    let mut lines = LineSplitter::new(MAX_LINE_BYTES);
+    loop {
+        let chunk = tokio::select! {
+            chunk = response.chunk() => chunk,
+            Some(message) = &mut failed => {
+                return moved_or_retry(index, spec, events, ForwardError::Port(message)).await;
             }
         };
-        if events.send(event).is_err() {
-            return Ok(false);
+        let chunk = match chunk {
+            None => return Attempt::Retry("the stream ended".to_owned()),
+            Some(Err(e)) => return Attempt::Retry(e.0),
+            Some(Ok(chunk)) => chunk,
+        };
+        for line in lines.push(&chunk) {
+            let Some(event) = event_of(index, line, last) else {
+                continue;
+            };
+            if events.send(event).await.is_err() {
+                return Attempt::Closed;
+            }
         }
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Line {
-    /// A complete line is in the buffer (without its newline).
-    Complete,
-    /// A line over the limit was read and dropped.
-    TooLong,
-    /// The stream ended; an unterminated last piece (a connection cut mid-record) is dropped.
-    Eof,
+/// After a forward failed: on at once when the stream moved to another pod, else retried.
+async fn moved_or_retry(
+    index: usize,
+    spec: &StreamSpec,
+    events: &Sender<Event>,
+    why: ForwardError,
+) -> Attempt {
+    match spec.admin.failed(&why).await {
+        Ok((from, to)) => {
+            let moved = Event::Moved {
+                stream: index,
+                from,
+                to,
+                why: why.to_string(),
+            };
+            if events.send(moved).await.is_err() {
+                return Attempt::Closed;
+            }
+            Attempt::Again
+        }
+        Err(text) => Attempt::Retry(text),
+    }
 }
 
-/// The next `\n`-terminated line into `buf`, holding at most `max` bytes of it.
-fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
-    buf.clear();
-    let mut too_long = false;
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(available) => available,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+/// An answer other than 200: a client error is for good, anything else is retried.
+async fn refused(response: http::Response) -> Attempt {
+    let status = response.status;
+    let body = response.bytes(64 * 1024).await.unwrap_or_default();
+    let body = String::from_utf8_lossy(&body);
+    let first = body.lines().next().unwrap_or_default().trim();
+    let reason = hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map_or(format!("HTTP {status}"), |r| format!("HTTP {status} {r}"));
+    let text = if first.is_empty() {
+        reason
+    } else {
+        format!("{reason}: {}", truncate_chars(first, 200))
+    };
+    if matches!(status, 400 | 401 | 403 | 404 | 405) {
+        let hint = if status == 404 {
+            " (is this a Drift Sentinel admin API, e.g. port 9090 of an agent pod?)"
+        } else {
+            ""
         };
-        if available.is_empty() {
-            return Ok(Line::Eof);
-        }
-        let (piece, end) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..i], Some(i + 1)),
-            None => (available, None),
-        };
-        if !too_long {
-            if buf.len() + piece.len() > max {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(piece);
+        return Attempt::Refused(format!("{text}{hint}"));
+    }
+    Attempt::Retry(text)
+}
+
+/// The event of one line; `None` for an empty one.
+fn event_of(index: usize, line: Line, last: &mut Option<SystemTime>) -> Option<Event> {
+    let text = match line {
+        Line::TooLong => return Some(Event::Skipped { stream: index }),
+        Line::Text(text) if text.trim().is_empty() => return None,
+        Line::Text(text) => text,
+    };
+    Some(match Record::parse(&text) {
+        Some(record) => {
+            if let Some(time) = record.time() {
+                *last = Some(last.map_or(time, |l| l.max(time)));
+            }
+            Event::Record {
+                stream: index,
+                line: text,
+                record: Box::new(record),
             }
         }
-        let consumed = end.unwrap_or(available.len());
-        reader.consume(consumed);
-        if end.is_some() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
-        }
-    }
+        None => Event::Skipped { stream: index },
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::AdminUrl;
 
     fn spec(base: &str) -> StreamSpec {
         StreamSpec {
-            label: base.to_owned(),
-            base: Url::parse(base).unwrap(),
+            admin: Admin::Url(AdminUrl::parse(base).unwrap()),
             source: None,
             since: None,
+            timeout: None,
         }
     }
 
     #[test]
-    fn url_of_the_followed_stream() {
+    fn query_of_the_followed_stream() {
         let at = humantime::parse_rfc3339("2027-01-15T08:00:00.000001Z").unwrap();
-        assert_eq!(
-            spec("http://127.0.0.1:9090").url(None).as_str(),
-            "http://127.0.0.1:9090/violations?follow=true"
-        );
         let mut s = spec("http://127.0.0.1:9090/prefix/");
+        assert_eq!(s.query(None), "follow=true");
         s.source = Some(Source::Audit);
         assert_eq!(
-            s.url(Some(at)).as_str(),
-            "http://127.0.0.1:9090/prefix/violations?follow=true&source=audit&since=2027-01-15T08%3A00%3A00.000001Z"
+            s.admin.target("/violations", &s.query(Some(at))),
+            "/prefix/violations?source=audit&since=2027-01-15T08%3A00%3A00.000001Z&follow=true"
         );
     }
 
@@ -384,23 +370,6 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_split_capped_and_a_cut_last_piece_dropped() {
-        let data = b"one\r\ntwo\n\nthis line is too long\nthree\npartial";
-        // A tiny buffer, so that lines span several reads.
-        let mut reader = BufReader::with_capacity(4, &data[..]);
-        let mut buf = Vec::new();
-        let mut seen = Vec::new();
-        loop {
-            match next_line(&mut reader, &mut buf, 10).unwrap() {
-                Line::Eof => break,
-                Line::TooLong => seen.push("<too long>".to_owned()),
-                Line::Complete => seen.push(String::from_utf8(buf.clone()).unwrap()),
-            }
-        }
-        assert_eq!(seen, ["one\r", "two", "", "<too long>", "three"]);
-    }
-
-    #[test]
     fn state_texts() {
         assert_eq!(
             ConnState::Reconnecting {
@@ -411,5 +380,29 @@ mod tests {
             "reconnecting in 500ms: Connection refused"
         );
         assert_eq!(ConnState::Failed("x".into()).to_string(), "failed: x");
+    }
+
+    #[test]
+    fn lines_become_records_or_skips() {
+        let mut last = None;
+        let record =
+            r#"{"eventType":"violation_admission","id":"1","timestamp":"2027-01-15T08:00:00Z"}"#;
+        assert!(matches!(
+            event_of(0, Line::Text(record.into()), &mut last),
+            Some(Event::Record { .. })
+        ));
+        assert_eq!(
+            last,
+            Some(humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap())
+        );
+        assert!(matches!(
+            event_of(0, Line::Text("not json".into()), &mut last),
+            Some(Event::Skipped { .. })
+        ));
+        assert!(event_of(0, Line::Text("  ".into()), &mut last).is_none());
+        assert!(matches!(
+            event_of(0, Line::TooLong, &mut last),
+            Some(Event::Skipped { .. })
+        ));
     }
 }

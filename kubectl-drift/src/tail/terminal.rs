@@ -1,12 +1,13 @@
 //! The terminal of the TUI: raw mode and the alternate screen, left on every way out — normal
 //! return, error, panic (a hook that restores before the panic message is printed) and
-//! termination signals (SIGINT, SIGTERM, SIGHUP set a flag that the event loop checks; Ctrl-C
-//! typed in raw mode arrives as a key).
+//! termination signals (SIGINT, SIGTERM, SIGHUP, which the event loop waits on as
+//! [`Signals`]; Ctrl-C typed in raw mode arrives as a key).
 
 use std::io::{self, Write};
-use std::sync::Arc;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;
@@ -21,7 +22,7 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 static HOOK: Once = Once::new();
 
 /// Leaves raw mode and the alternate screen, once, whoever calls it first.
-pub fn restore() {
+pub(crate) fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
         let mut out = io::stdout();
@@ -31,7 +32,7 @@ pub fn restore() {
 }
 
 /// True once any thread panicked while the TUI was up; the event loop then stops.
-pub fn panicked() -> bool {
+pub(crate) fn panicked() -> bool {
     PANICKED.load(Ordering::SeqCst)
 }
 
@@ -48,45 +49,45 @@ fn install_panic_hook() {
     });
 }
 
-/// Raw mode and the alternate screen while it lives.
-pub struct Guard {
-    /// Set by SIGINT, SIGTERM or SIGHUP.
-    pub signalled: Arc<AtomicBool>,
-    signal_ids: Vec<signal_hook::SigId>,
+/// The signals that end the TUI.
+pub(crate) struct Signals(Vec<Signal>);
+
+impl Signals {
+    pub(crate) fn new() -> io::Result<Signals> {
+        let kinds = [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+        ];
+        kinds
+            .into_iter()
+            .map(signal)
+            .collect::<io::Result<Vec<_>>>()
+            .map(Signals)
+    }
+
+    /// Resolves when one of them arrives.
+    pub(crate) async fn recv(&mut self) {
+        let waits = self.0.iter_mut().map(|s| Box::pin(s.recv()));
+        futures::future::select_all(waits).await;
+    }
 }
 
+/// Raw mode and the alternate screen while it lives.
+pub(crate) struct Guard(());
+
 impl Guard {
-    pub fn enter() -> io::Result<Guard> {
+    pub(crate) fn enter() -> io::Result<Guard> {
         install_panic_hook();
-        let signalled = Arc::new(AtomicBool::new(false));
-        let mut signal_ids = Vec::new();
-        for signal in [
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-        ] {
-            signal_ids.push(signal_hook::flag::register(signal, signalled.clone())?);
-        }
-        let guard = Guard {
-            signalled,
-            signal_ids,
-        };
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         execute!(io::stdout(), EnterAlternateScreen, Hide)?;
-        Ok(guard)
-    }
-
-    pub fn signalled(&self) -> bool {
-        self.signalled.load(Ordering::SeqCst)
+        Ok(Guard(()))
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
         restore();
-        for id in self.signal_ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
     }
 }

@@ -1,21 +1,28 @@
-//! Drawing `tail`: a header (sources, connection states, counts, filters), the list of records
-//! (newest at the bottom), a detail pane of the selected record, and a footer with the keys or
-//! the filter being typed. A function of the [`App`] alone, plus where the list is scrolled.
+//! Drawing `tail`: a header (sources, connection states, counts, filters), the picture
+//! (violations per minute over the last hour, by source: [`picture`]), then the list of records
+//! (newest at the bottom) with a detail pane of the selected record — or, key `t`, the top
+//! view — and a footer with the keys or the filter being typed. A function of the [`App`] and
+//! the time alone, plus where the list is scrolled.
+
+mod picture;
+
+use std::time::SystemTime;
 
 use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, HighlightSpacing, Paragraph, Row, Table, TableState, Wrap};
 
-use super::app::{App, Entry, Mode};
+use super::app::{App, Entry, Mode, View};
 use super::record::{Record, value_text};
 use super::stream::ConnState;
 
 /// Where the list is scrolled: kept between frames so the view moves only when the selection
 /// leaves it.
 #[derive(Debug, Default)]
-pub struct ListView {
+pub(crate) struct ListView {
     offset: usize,
 }
 
@@ -38,18 +45,49 @@ impl ListView {
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 const DIM: Style = Style::new().add_modifier(Modifier::DIM);
 
-pub fn draw(frame: &mut Frame, app: &App, view: &mut ListView) {
-    let [header, list, detail, footer] = Layout::vertical([
+/// Draws the whole screen as of `now`; without `colour`, in the terminal's own colours only
+/// (bold, dim and reverse stay).
+pub(crate) fn draw(
+    frame: &mut Frame,
+    app: &App,
+    view: &mut ListView,
+    now: SystemTime,
+    colour: bool,
+) {
+    let [header, rates, body, footer] = Layout::vertical([
         Constraint::Length(2),
-        Constraint::Min(5),
-        Constraint::Percentage(50),
+        Constraint::Length(2),
+        Constraint::Min(6),
         Constraint::Length(1),
     ])
     .areas(frame.area());
     let visible = app.visible();
-    let selected = app.selected_index(&visible);
     frame.render_widget(Paragraph::new(header_lines(app, visible.len())), header);
-    draw_list(frame, list, &visible, selected, view);
+    picture::draw_rates(frame, rates, &visible, now);
+    match app.view {
+        View::List => draw_body(frame, body, app, &visible, view),
+        View::Top => picture::draw_top(frame, body, &visible),
+    }
+    draw_footer(frame, footer, app);
+    if !colour {
+        monochrome(frame.buffer_mut());
+    }
+}
+
+/// Leaves the terminal's default colours everywhere.
+fn monochrome(buffer: &mut Buffer) {
+    for cell in buffer.content.iter_mut() {
+        cell.set_fg(Color::Reset);
+        cell.set_bg(Color::Reset);
+    }
+}
+
+/// The list and the detail pane of the selected record.
+fn draw_body(frame: &mut Frame, area: Rect, app: &App, visible: &[&Entry], view: &mut ListView) {
+    let [list, detail] =
+        Layout::vertical([Constraint::Min(5), Constraint::Percentage(55)]).areas(area);
+    let selected = app.selected_index(visible);
+    draw_list(frame, list, visible, selected, view);
     let detail_block = Block::bordered().title(" Detail ");
     let detail_text = match selected {
         Some(i) => detail_lines(visible[i], app),
@@ -68,7 +106,6 @@ pub fn draw(frame: &mut Frame, app: &App, view: &mut ListView) {
             .wrap(Wrap { trim: false }),
         detail,
     );
-    draw_footer(frame, footer, app);
 }
 
 fn state_style(state: &ConnState) -> Style {
@@ -79,7 +116,7 @@ fn state_style(state: &ConnState) -> Style {
     }
 }
 
-pub fn header_lines(app: &App, shown: usize) -> Vec<Line<'static>> {
+fn header_lines(app: &App, shown: usize) -> Vec<Line<'static>> {
     let mut sources = vec![Span::styled("Drift Sentinel violations", BOLD)];
     for stream in &app.streams {
         sources.push(Span::raw(" · "));
@@ -117,7 +154,7 @@ pub fn header_lines(app: &App, shown: usize) -> Vec<Line<'static>> {
 }
 
 /// `01-15 08:00:00` (UTC) of a record, or its timestamp as it is when it is not RFC 3339.
-pub fn short_time(record: &Record) -> String {
+pub(crate) fn short_time(record: &Record) -> String {
     match record.time() {
         Some(time) => {
             let text = humantime::format_rfc3339_seconds(time).to_string();
@@ -137,7 +174,7 @@ fn action_style(action: &str) -> Style {
 }
 
 /// The cells of one list row: time, object, kind, rule, action, first denied path.
-pub fn row_cells(record: &Record) -> [String; 6] {
+pub(crate) fn row_cells(record: &Record) -> [String; 6] {
     let paths = &record.details.denied_paths;
     let denied = match paths.len() {
         0 => String::new(),
@@ -253,7 +290,7 @@ fn field(name: &str, value: impl Into<String>) -> Line<'static> {
 }
 
 /// The detail pane of one record.
-pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
+fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
     let r = &entry.record;
     let mut kind = vec![r.resource_api_version.to_string(), r.resource.to_string()];
     if !r.sub_resource.is_empty() {
@@ -337,15 +374,11 @@ pub fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
 fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
     match app.mode {
         Mode::Editing(field) => {
-            let value = match field {
-                super::app::Field::Text => &app.filters.text,
-                super::app::Field::Namespace => &app.filters.namespace,
-                super::app::Field::Rule => &app.filters.rule,
-            };
+            let value = app.value(field);
             let prompt = format!("{} filter: ", field.label());
             let line = Line::from(vec![
                 Span::styled(prompt.clone(), BOLD),
-                Span::raw(value.clone()),
+                Span::raw(value.to_owned()),
                 Span::styled("   Enter apply · Esc clear · Ctrl-U erase", DIM),
             ]);
             frame.render_widget(Paragraph::new(line), area);
@@ -357,7 +390,11 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
             frame.render_widget(
                 Paragraph::new(Line::styled(
                     format!(
-                        "q quit · ↑↓/jk select · p {pause} · / text · n namespace · r rule · s source ({}) · c clear · g/G first/last",
+                        "q quit · ↑↓/jk select · p {pause} · t {} · / text · n namespace · r rule · s source ({}) · c clear · g/G first/last",
+                        match app.view {
+                            View::List => "top",
+                            View::Top => "list",
+                        },
                         app.filters.source.as_str()
                     ),
                     DIM,
@@ -371,7 +408,8 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tail::app::Filters;
+    use crate::tail::app::Field;
+    use crate::tail::filters::Filters;
     use crate::tail::record::Record;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
@@ -381,7 +419,10 @@ mod tests {
     fn screen(app: &App, width: u16, height: u16) -> String {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         let mut view = ListView::default();
-        terminal.draw(|f| draw(f, app, &mut view)).unwrap();
+        let now = humantime::parse_rfc3339("2027-01-15T08:00:30Z").unwrap();
+        terminal
+            .draw(|f| draw(f, app, &mut view, now, true))
+            .unwrap();
         let buffer = terminal.backend().buffer().clone();
         let mut text = String::new();
         for y in 0..buffer.area.height {
@@ -391,6 +432,27 @@ mod tests {
             text.push('\n');
         }
         text
+    }
+
+    #[test]
+    fn without_colour_only_the_terminal_s_own_colours_are_used() {
+        let mut app = App::new(vec!["http://127.0.0.1:9090".into()], Filters::default());
+        app.push(0, Record::parse(LINE).unwrap());
+        let colours = |colour: bool| {
+            let mut terminal = Terminal::new(TestBackend::new(160, 40)).unwrap();
+            let now = humantime::parse_rfc3339("2027-01-15T08:00:30Z").unwrap();
+            terminal
+                .draw(|f| draw(f, &app, &mut ListView::default(), now, colour))
+                .unwrap();
+            let buffer = terminal.backend().buffer().clone();
+            buffer
+                .content
+                .iter()
+                .filter(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+                .count()
+        };
+        assert!(colours(true) > 0);
+        assert_eq!(colours(false), 0);
     }
 
     #[test]
@@ -453,7 +515,7 @@ mod tests {
         assert!(text.contains("p resume"), "{text}");
 
         app.filters.text = "nomatch".into();
-        app.mode = Mode::Editing(super::super::app::Field::Text);
+        app.mode = Mode::Editing(Field::Text);
         let text = screen(&app, 160, 30);
         assert!(text.contains("No record matches the filters"), "{text}");
         assert!(!text.contains("prod-eu/checkout"), "{text}");

@@ -1,0 +1,694 @@
+//! What to do ("low-level" arguments, ripgrep's term): the command line checked once, each
+//! command in the mode it runs in (offline or against the cluster), with every value parsed.
+//! A combination that cannot work is a usage error here, named in one line; the commands never
+//! look at flags again.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context as _, bail};
+use drift_api::violation::{Source, parse_rfc3339};
+use drift_engine::glob::Glob;
+
+use crate::cli::{
+    AgentPods, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags, Offline, Output,
+    PreviewArgs, Shell, StatusArgs, TailArgs, TailSource,
+};
+use crate::http::AdminUrl;
+
+/// The timeout of one API request when `--request-timeout` is not given.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The user an edit is judged for when none is given (offline) or known (cluster).
+pub(crate) const DEFAULT_USER: &str = "kubernetes-admin";
+
+/// How a result is printed: the format, and whether text is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Print {
+    pub output: Output,
+    pub colour: bool,
+}
+
+impl Print {
+    fn of(display: &Display) -> Self {
+        Print {
+            output: display.output,
+            colour: colour(display.color),
+        }
+    }
+}
+
+/// `--color`: `auto` colours a terminal unless `NO_COLOR` is set (to anything but empty);
+/// `always` and `never` win over both.
+pub(crate) fn colour(choice: ColorChoice) -> bool {
+    use std::io::IsTerminal;
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+/// How to reach the cluster, as kubectl would.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Kube {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    /// `-n`: the namespace of the objects asked about; `None` is the context's.
+    pub namespace: Option<String>,
+    /// Per API request; `None` is no limit (`--request-timeout 0`).
+    pub timeout: Option<Duration>,
+}
+
+impl Kube {
+    fn of(flags: &KubeFlags) -> anyhow::Result<Self> {
+        let timeout = match flags.request_timeout.as_deref() {
+            None => Some(DEFAULT_REQUEST_TIMEOUT),
+            Some(text) => parse_timeout(text)?,
+        };
+        Ok(Kube {
+            kubeconfig: flags.kubeconfig.clone(),
+            context: flags.context.clone(),
+            namespace: flags.namespace.clone(),
+            timeout,
+        })
+    }
+}
+
+/// `--request-timeout` as kubectl reads it: `0` no limit, a plain number seconds, else a
+/// duration with its unit (`5s`, `1m30s`, `500ms`).
+pub(crate) fn parse_timeout(text: &str) -> anyhow::Result<Option<Duration>> {
+    let text = text.trim();
+    let duration = match text.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => humantime::parse_duration(text).map_err(|_| {
+            anyhow::anyhow!(
+                "--request-timeout {text:?} is not a duration: use 0 (no limit), a number of seconds, or a duration such as 5s, 1m, 1h30m"
+            )
+        })?,
+    };
+    Ok((!duration.is_zero()).then_some(duration))
+}
+
+/// The agent pods of `status` and `tail`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Agents {
+    pub namespace: String,
+    pub selector: String,
+    pub port: u16,
+}
+
+impl Agents {
+    fn of(agents: &AgentPods) -> Self {
+        Agents {
+            namespace: agents.agent_namespace.clone(),
+            selector: agents.selector.clone(),
+            port: agents.admin_port,
+        }
+    }
+}
+
+/// A command, ready to run.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    Explain(Explain, Print),
+    Preview(Preview, Print),
+    Status(Status, Print),
+    Tail(Tail),
+    Completion(Shell),
+}
+
+/// Rules and namespaces from files.
+#[derive(Debug, Clone)]
+pub(crate) struct OfflineRules {
+    pub rules: Vec<PathBuf>,
+    pub namespace_file: Option<PathBuf>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Explain {
+    Offline(OfflineExplain),
+    Cluster(ClusterExplain),
+}
+
+/// `explain --rules PATH -f FILE`.
+#[derive(Debug)]
+pub(crate) struct OfflineExplain {
+    pub rules: OfflineRules,
+    pub file: PathBuf,
+    /// `-n`: the object's namespace when its file has none.
+    pub namespace: Option<String>,
+    pub user: String,
+}
+
+/// `explain KIND/NAME` or `explain -f FILE` against the cluster's rules.
+#[derive(Debug)]
+pub(crate) struct ClusterExplain {
+    pub kube: Kube,
+    pub object: ObjectRef,
+    pub user: Option<String>,
+}
+
+/// An object of the cluster, or of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ObjectRef {
+    Live { kind: String, name: String },
+    File(PathBuf),
+}
+
+#[derive(Debug)]
+pub(crate) enum Preview {
+    Offline(OfflinePreview),
+    Cluster(ClusterPreview),
+}
+
+/// `preview --rules PATH --old FILE --new FILE`.
+#[derive(Debug)]
+pub(crate) struct OfflinePreview {
+    pub rules: OfflineRules,
+    pub old: PathBuf,
+    pub new: PathBuf,
+    /// `-n`: the objects' namespace when their files have none.
+    pub namespace: Option<String>,
+    pub user: String,
+}
+
+/// `preview -f FILE` or `preview KIND/NAME` (through `$EDITOR`).
+#[derive(Debug)]
+pub(crate) struct ClusterPreview {
+    pub kube: Kube,
+    pub edit: Edit,
+    pub server_dry_run: bool,
+    pub user: Option<String>,
+}
+
+/// Where the edited object of a cluster preview comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Edit {
+    /// A file, as `kubectl apply -f` (or, `replace`, `kubectl replace -f`) would send it.
+    File { path: PathBuf, replace: bool },
+    /// The live object edited in `$EDITOR`.
+    Editor { kind: String, name: String },
+}
+
+#[derive(Debug)]
+pub(crate) struct Status {
+    pub kube: Kube,
+    pub agents: Agents,
+    pub connection: String,
+    pub webhook: Option<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Tail {
+    pub admins: Admins,
+    pub filters: TailFilters,
+    pub since: Option<SystemTime>,
+    /// The terminal UI, or lines in this format.
+    pub view: TailView,
+    pub colour: bool,
+}
+
+/// Where `tail` reads from.
+#[derive(Debug)]
+pub(crate) enum Admins {
+    /// `--url`: admin APIs reached directly.
+    Urls {
+        urls: Vec<AdminUrl>,
+        timeout: Option<Duration>,
+    },
+    /// The agent pods of the cluster, through port-forwarding.
+    Cluster { kube: Kube, agents: Agents },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailView {
+    Tui,
+    Lines(Output),
+}
+
+/// The filters `tail` starts with.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TailFilters {
+    pub namespace: Option<Glob>,
+    pub rule: Option<Glob>,
+    pub source: Option<Source>,
+}
+
+impl Plan {
+    /// Checks the command line and parses its values, as of `now` (for `--since 10m`).
+    pub(crate) fn of(cli: Cli, now: SystemTime) -> anyhow::Result<Plan> {
+        Ok(match cli.command {
+            Command::Explain(args) => Plan::Explain(explain(&args)?, Print::of(&args.display)),
+            Command::Preview(args) => Plan::Preview(preview(&args)?, Print::of(&args.display)),
+            Command::Status(args) => Plan::Status(status(&args)?, Print::of(&args.display)),
+            Command::Tail(args) => Plan::Tail(tail(&args, now)?),
+            Command::Completion(args) => Plan::Completion(args.shell),
+        })
+    }
+}
+
+/// Offline, the cluster's flags other than `-n` have nothing to act on.
+fn refuse_cluster_flags(kube: &KubeFlags, mode: &str) -> anyhow::Result<()> {
+    let given = [
+        ("--kubeconfig", kube.kubeconfig.is_some()),
+        ("--context", kube.context.is_some()),
+        ("--request-timeout", kube.request_timeout.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+        bail!("{flag} is for the cluster; {mode} reads no cluster");
+    }
+    Ok(())
+}
+
+fn offline_rules(offline: &Offline) -> OfflineRules {
+    OfflineRules {
+        rules: offline.rules.clone(),
+        namespace_file: offline.namespace_file.clone(),
+    }
+}
+
+/// `KIND/NAME` split in two.
+pub(crate) fn split_target(target: &str) -> anyhow::Result<(String, String)> {
+    match target.split_once('/') {
+        Some((kind, name)) if !kind.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((kind.to_owned(), name.to_owned()))
+        }
+        _ => bail!("expected KIND/NAME (e.g. deploy/web), got {target:?}"),
+    }
+}
+
+fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
+    if !args.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.kube, "offline explain (--rules)")?;
+        if args.target.is_some() {
+            bail!(
+                "offline explain (--rules) takes the object as -f FILE, not KIND/NAME; without --rules KIND/NAME is read from the cluster"
+            );
+        }
+        let Some(file) = args.file.clone() else {
+            bail!("offline explain needs the object: -f FILE");
+        };
+        return Ok(Explain::Offline(OfflineExplain {
+            rules: offline_rules(&args.offline),
+            file,
+            namespace: args.kube.namespace.clone(),
+            user: args.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned()),
+        }));
+    }
+    if args.offline.namespace_file.is_some() {
+        bail!(
+            "--namespace-file is for offline explain (with --rules); against a cluster the Namespace's annotation is read"
+        );
+    }
+    let object = match (&args.target, &args.file) {
+        (Some(_), Some(_)) => bail!("give KIND/NAME or -f FILE, not both"),
+        (None, None) => bail!(
+            "explain needs KIND/NAME of a live object (e.g. deploy/web) or -f FILE; offline: --rules PATH -f FILE"
+        ),
+        (Some(target), None) => {
+            let (kind, name) = split_target(target)?;
+            ObjectRef::Live { kind, name }
+        }
+        (None, Some(file)) => ObjectRef::File(file.clone()),
+    };
+    Ok(Explain::Cluster(ClusterExplain {
+        kube: Kube::of(&args.kube)?,
+        object,
+        user: args.user.clone(),
+    }))
+}
+
+fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
+    if !args.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.kube, "offline preview (--rules)")?;
+        if args.server_dry_run {
+            bail!(
+                "--server-dry-run needs the cluster; offline preview (--rules) has no API server"
+            );
+        }
+        if args.target.is_some() || args.file.is_some() {
+            bail!(
+                "offline preview (--rules) takes --old FILE and --new FILE, not {}; without --rules KIND/NAME opens the live object in $EDITOR",
+                if args.file.is_some() {
+                    "-f FILE"
+                } else {
+                    "KIND/NAME"
+                }
+            );
+        }
+        let (Some(old), Some(new)) = (&args.old, &args.new) else {
+            bail!("offline preview needs both --old FILE and --new FILE");
+        };
+        return Ok(Preview::Offline(OfflinePreview {
+            rules: offline_rules(&args.offline),
+            old: old.clone(),
+            new: new.clone(),
+            namespace: args.kube.namespace.clone(),
+            user: args.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned()),
+        }));
+    }
+    if args.offline.namespace_file.is_some() {
+        bail!(
+            "--namespace-file is for offline preview (with --rules); against a cluster the Namespace's annotation is read"
+        );
+    }
+    if args.old.is_some() || args.new.is_some() {
+        bail!(
+            "--old and --new are for offline preview (with --rules); against a cluster use -f FILE or KIND/NAME"
+        );
+    }
+    let edit = match (&args.file, &args.target) {
+        (Some(_), Some(_)) => bail!("give -f FILE or KIND/NAME, not both"),
+        (None, None) => bail!(
+            "preview needs -f FILE (the edited object) or KIND/NAME (to edit the live object in $EDITOR); offline: --rules PATH --old FILE --new FILE"
+        ),
+        (Some(path), None) => Edit::File {
+            path: path.clone(),
+            replace: args.replace,
+        },
+        (None, Some(target)) => {
+            let (kind, name) = split_target(target)?;
+            Edit::Editor { kind, name }
+        }
+    };
+    Ok(Preview::Cluster(ClusterPreview {
+        kube: Kube::of(&args.kube)?,
+        edit,
+        server_dry_run: args.server_dry_run,
+        user: args.user.clone(),
+    }))
+}
+
+fn status(args: &StatusArgs) -> anyhow::Result<Status> {
+    if let Some(namespace) = &args.kube.namespace {
+        bail!(
+            "status looks at the agent, not at objects: its namespace is --agent-namespace (default {}), not -n; try --agent-namespace {namespace}",
+            crate::cli::DEFAULT_AGENT_NAMESPACE
+        );
+    }
+    Ok(Status {
+        kube: Kube::of(&args.kube)?,
+        agents: Agents::of(&args.agents),
+        connection: args.connection.clone(),
+        webhook: args.webhook.clone(),
+    })
+}
+
+/// A glob of a filter flag.
+fn glob(flag: &str, text: Option<&str>) -> anyhow::Result<Option<Glob>> {
+    text.filter(|t| !t.is_empty())
+        .map(|t| Glob::new(t).with_context(|| format!("{flag} {t:?}")))
+        .transpose()
+}
+
+fn tail(args: &TailArgs, now: SystemTime) -> anyhow::Result<Tail> {
+    let admins = if args.url.is_empty() {
+        Admins::Cluster {
+            kube: Kube::of(&args.kube)?,
+            agents: Agents::of(&args.agents),
+        }
+    } else {
+        let given = [
+            ("--kubeconfig", args.kube.kubeconfig.is_some()),
+            ("--context", args.kube.context.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            bail!(
+                "{flag} finds the agent pods of a cluster; --url talks to an admin API directly (give one or the other)"
+            );
+        }
+        let urls = args
+            .url
+            .iter()
+            .map(|u| AdminUrl::parse(u))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Admins::Urls {
+            urls,
+            timeout: Kube::of(&args.kube)?.timeout,
+        }
+    };
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, now))
+        .transpose()?;
+    let view = match (args.no_tui, args.output) {
+        (false, None) => TailView::Tui,
+        (false, Some(Output::Text)) => {
+            bail!("-o text prints lines instead of the terminal UI: add --no-tui")
+        }
+        (true, None) => TailView::Lines(Output::Json),
+        (_, Some(output)) => TailView::Lines(output),
+    };
+    Ok(Tail {
+        admins,
+        filters: TailFilters {
+            namespace: glob("-n/--namespace", args.kube.namespace.as_deref())?,
+            rule: glob("--rule", args.rule.as_deref())?,
+            source: args.source.map(|s| match s {
+                TailSource::Webhook => Source::Webhook,
+                TailSource::Audit => Source::Audit,
+            }),
+        },
+        since,
+        view,
+        colour: colour(args.color),
+    })
+}
+
+/// `--since`: a duration before `now` (`10m`, `1h30m`, `2d`) or an RFC 3339 time.
+pub(crate) fn parse_since(text: &str, now: SystemTime) -> anyhow::Result<SystemTime> {
+    if let Some(time) = parse_rfc3339(text) {
+        return Ok(time);
+    }
+    let duration = humantime::parse_duration(text.trim()).map_err(|_| {
+        anyhow::anyhow!(
+            "--since {text:?} is neither a duration (10m, 1h30m) nor an RFC 3339 time (2027-01-15T08:00:00Z)"
+        )
+    })?;
+    Ok(now.checked_sub(duration).unwrap_or(SystemTime::UNIX_EPOCH))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn plan(args: &[&str]) -> anyhow::Result<Plan> {
+        let mut all = vec!["kubectl-drift"];
+        all.extend(args);
+        let now = humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+        Plan::of(Cli::try_parse_from(all)?, now)
+    }
+
+    fn error(args: &[&str]) -> String {
+        format!("{:#}", plan(args).unwrap_err())
+    }
+
+    #[test]
+    fn explain_and_preview_modes() {
+        match plan(&["explain", "deploy/web", "-n", "prod"]).unwrap() {
+            Plan::Explain(Explain::Cluster(ClusterExplain { kube, object, .. }), _) => {
+                assert_eq!(kube.namespace.as_deref(), Some("prod"));
+                assert_eq!(kube.timeout, Some(DEFAULT_REQUEST_TIMEOUT));
+                assert_eq!(
+                    object,
+                    ObjectRef::Live {
+                        kind: "deploy".into(),
+                        name: "web".into()
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            plan(&["explain", "--rules", "r", "-f", "o.yaml"]).unwrap(),
+            Plan::Explain(Explain::Offline(_), _)
+        ));
+        assert!(matches!(
+            plan(&[
+                "preview",
+                "-f",
+                "x.yaml",
+                "--replace",
+                "--request-timeout",
+                "0"
+            ])
+            .unwrap(),
+            Plan::Preview(
+                Preview::Cluster(ClusterPreview {
+                    kube: Kube { timeout: None, .. },
+                    edit: Edit::File { replace: true, .. },
+                    ..
+                }),
+                _
+            )
+        ));
+        assert!(matches!(
+            plan(&["preview", "sts/db", "-o", "json"]).unwrap(),
+            Plan::Preview(
+                Preview::Cluster(ClusterPreview {
+                    edit: Edit::Editor { .. },
+                    ..
+                }),
+                Print {
+                    output: Output::Json,
+                    ..
+                }
+            )
+        ));
+    }
+
+    #[test]
+    fn combinations_that_cannot_work_are_named() {
+        for (args, expected) in [
+            (&["explain"][..], "explain needs KIND/NAME"),
+            (&["explain", "deploy/web", "-f", "x"], "not both"),
+            (&["explain", "web"], "expected KIND/NAME"),
+            (
+                &["explain", "--rules", "r", "deploy/web"],
+                "-f FILE, not KIND/NAME",
+            ),
+            (
+                &["explain", "--rules", "r", "-f", "x", "--context", "c"],
+                "--context is for the cluster",
+            ),
+            (
+                &["explain", "--namespace-file", "n", "deploy/web"],
+                "--namespace-file is for offline",
+            ),
+            (
+                &["preview", "--rules", "r", "--old", "a"],
+                "both --old FILE and --new FILE",
+            ),
+            (
+                &[
+                    "preview",
+                    "--rules",
+                    "r",
+                    "--old",
+                    "a",
+                    "--new",
+                    "b",
+                    "--server-dry-run",
+                ],
+                "--server-dry-run needs the cluster",
+            ),
+            (
+                &["preview", "--old", "a", "--new", "b"],
+                "--old and --new are for offline",
+            ),
+            (&["preview"], "preview needs -f FILE"),
+            (
+                &["preview", "-f", "x", "--request-timeout", "soon"],
+                "--request-timeout \"soon\"",
+            ),
+            (
+                &["status", "-n", "drift-sentinel"],
+                "--agent-namespace drift-sentinel",
+            ),
+            (
+                &["tail", "--url", "http://127.0.0.1:9", "--context", "c"],
+                "--context finds the agent pods",
+            ),
+            (&["tail", "--url", "127.0.0.1:9"], "is not an http:// URL"),
+            (&["tail", "--since", "yesterday"], "--since \"yesterday\""),
+            (&["tail", "--rule", "[z-a]"], "--rule \"[z-a]\""),
+            (&["tail", "-o", "text"], "add --no-tui"),
+        ] {
+            let text = error(args);
+            assert!(text.contains(expected), "{args:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn tail_filters_views_and_sources() {
+        let Plan::Tail(tail) = plan(&[
+            "tail",
+            "--url",
+            "http://127.0.0.1:9090",
+            "-n",
+            "prod-?",
+            "--rule",
+            "strict",
+            "--source",
+            "audit",
+            "--since",
+            "10m",
+            "--no-tui",
+            "--request-timeout",
+            "3s",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert!(tail.filters.namespace.as_ref().unwrap().matches("prod-1"));
+        assert!(!tail.filters.namespace.as_ref().unwrap().matches("prod-eu"));
+        assert_eq!(tail.filters.source, Some(Source::Audit));
+        assert_eq!(tail.view, TailView::Lines(Output::Json));
+        assert_eq!(
+            tail.since,
+            Some(humantime::parse_rfc3339("2027-01-15T07:50:00Z").unwrap())
+        );
+        assert!(matches!(
+            tail.admins,
+            Admins::Urls { timeout: Some(t), .. } if t == Duration::from_secs(3)
+        ));
+        let Plan::Tail(tail) = plan(&["tail", "-o", "yaml", "--agent-namespace", "ops"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(tail.view, TailView::Lines(Output::Yaml));
+        assert!(
+            matches!(tail.admins, Admins::Cluster { agents: Agents { ref namespace, .. }, .. } if namespace == "ops")
+        );
+    }
+
+    #[test]
+    fn request_timeouts_as_kubectl_reads_them() {
+        assert_eq!(parse_timeout("0").unwrap(), None);
+        assert_eq!(parse_timeout("0s").unwrap(), None);
+        assert_eq!(parse_timeout("7").unwrap(), Some(Duration::from_secs(7)));
+        assert_eq!(parse_timeout("5s").unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(
+            parse_timeout("1m30s").unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_timeout("250ms").unwrap(),
+            Some(Duration::from_millis(250))
+        );
+        assert!(parse_timeout("-1").is_err());
+    }
+
+    #[test]
+    fn since_as_a_duration_or_a_time() {
+        let now = humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+        let t = |s: &str| humantime::parse_rfc3339(s).unwrap();
+        assert_eq!(parse_since("10m", now).unwrap(), t("2027-01-15T07:50:00Z"));
+        assert_eq!(
+            parse_since("1h 30m", now).unwrap(),
+            t("2027-01-15T06:30:00Z")
+        );
+        assert_eq!(
+            parse_since("2027-01-15T09:00:00+01:00", now).unwrap(),
+            t("2027-01-15T08:00:00Z")
+        );
+        assert_eq!(
+            parse_since("2027-01-14T08:00:00.5Z", now).unwrap(),
+            t("2027-01-14T08:00:00.5Z")
+        );
+        let error = parse_since("yesterday", now).unwrap_err().to_string();
+        assert!(error.contains("--since \"yesterday\""), "{error}");
+    }
+
+    #[test]
+    fn colour_choices() {
+        assert!(colour(ColorChoice::Always));
+        assert!(!colour(ColorChoice::Never));
+    }
+}

@@ -1,0 +1,269 @@
+//! What `explain` prints: every rule in priority order with why it matched or not, the winner,
+//! the mode and where it came from, include/exclude/mutable, the bypass annotation, the users.
+
+use std::fmt::Write as _;
+
+use drift_engine::evaluation::{Mismatch, Settled};
+use drift_engine::review::AdmissionRequest;
+use drift_engine::rule::Mode;
+use drift_engine::{CompiledRule, Context, Detail, Evaluation, PathPattern, evaluate};
+use serde_json::{Value, json};
+
+use super::{Style, emit, mode_source, object_line, object_summary};
+use crate::offline::LoadedRules;
+use crate::plan::Print;
+
+/// One rule as `explain` lists it.
+struct Considered<'r> {
+    rule: &'r CompiledRule,
+    matched: bool,
+    wins: bool,
+    reason: String,
+}
+
+/// Where the request stands with the winning rule.
+struct Standing<'e> {
+    bypass_value: Option<&'e str>,
+    in_scope: bool,
+    exempt: bool,
+    bypassed: bool,
+    /// Steps 2–3 settle a request before the bypass annotation is read.
+    settled_before_bypass: bool,
+}
+
+impl<'e> Standing<'e> {
+    fn of(evaluation: &'e Evaluation<'_>) -> Self {
+        let matched = evaluation.matched();
+        let settled = matched.map(|m| &m.settled);
+        Standing {
+            bypass_value: matched.and_then(|m| m.bypass_value),
+            in_scope: !matches!(settled, Some(Settled::UserNotInScope)),
+            exempt: matches!(settled, Some(Settled::UserExempt)),
+            bypassed: matches!(settled, Some(Settled::Bypassed)),
+            settled_before_bypass: matches!(
+                settled,
+                Some(Settled::UserNotInScope | Settled::UserExempt | Settled::BeingDeleted)
+            ),
+        }
+    }
+}
+
+fn mismatch_reason(request: &AdmissionRequest, rule: &CompiledRule, mismatch: &Mismatch) -> String {
+    let joined = |items: Vec<String>| items.join(", ");
+    match mismatch {
+        Mismatch::Namespace => format!(
+            "namespace {:?} matches none of {}",
+            request.namespace(),
+            joined(
+                rule.namespaces
+                    .iter()
+                    .map(|g| g.as_str().to_owned())
+                    .collect()
+            )
+        ),
+        Mismatch::Selector => format!(
+            "{}/{} matches none of the selectors {}",
+            if request.kind.group.is_empty() {
+                "core"
+            } else {
+                &request.kind.group
+            },
+            request.kind.kind,
+            joined(rule.selectors.iter().map(ToString::to_string).collect())
+        ),
+        Mismatch::Label(failed) => format!("label requirement {failed} does not hold"),
+        Mismatch::ParentLabelsUnknown => "labels of the scaled object are not known".to_owned(),
+        Mismatch::OtherNamespace => format!(
+            "a namespace rule applies only in its own namespace {:?}",
+            rule.id.namespace
+        ),
+        Mismatch::ClusterRuleMatched => "a namespace rule, and a cluster rule matches".to_owned(),
+    }
+}
+
+fn considered<'r>(request: &AdmissionRequest, evaluation: &Evaluation<'r>) -> Vec<Considered<'r>> {
+    let winner = evaluation.rule();
+    evaluation
+        .considered
+        .iter()
+        .map(|c| Considered {
+            rule: c.rule,
+            matched: c.matched.is_ok(),
+            wins: winner.is_some_and(|w| std::ptr::eq(w, c.rule)),
+            reason: match &c.matched {
+                Ok(()) => "matches: namespace, selector and labels".to_owned(),
+                Err(mismatch) => mismatch_reason(request, c.rule, mismatch),
+            },
+        })
+        .collect()
+}
+
+/// Explains `request` (an UPDATE that changes nothing) against `rules`.
+pub(crate) fn explain(
+    print: Print,
+    request: &AdmissionRequest,
+    namespace_mode: Option<&str>,
+    rules: &LoadedRules,
+) -> anyhow::Result<()> {
+    let context = Context {
+        namespace_mode,
+        parent_labels: None,
+    };
+    let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
+    let considered = considered(request, &evaluation);
+    let standing = Standing::of(&evaluation);
+    let document = document(
+        request,
+        &evaluation,
+        &considered,
+        &standing,
+        namespace_mode,
+        rules,
+    );
+    emit(print, &document, |style| {
+        text(request, &evaluation, &considered, &standing, rules, &style)
+    })
+}
+
+fn strings(patterns: &[PathPattern]) -> Vec<String> {
+    patterns.iter().map(ToString::to_string).collect()
+}
+
+fn document(
+    request: &AdmissionRequest,
+    evaluation: &Evaluation<'_>,
+    considered: &[Considered<'_>],
+    standing: &Standing<'_>,
+    namespace_mode: Option<&str>,
+    rules: &LoadedRules,
+) -> Value {
+    let winner = evaluation.rule();
+    json!({
+        "object": object_summary(request),
+        "rules": considered.iter().map(|c| json!({
+            "rule": c.rule.id.to_string(), "tier": c.rule.tier.as_str(), "priority": c.rule.priority, "mode": c.rule.mode.as_str(),
+            "matched": c.matched, "winner": c.wins, "reason": c.reason, "origin": c.rule.origin,
+        })).collect::<Vec<_>>(),
+        "winner": winner.map(|r| r.id.to_string()),
+        "mode": evaluation.mode().map(Mode::as_str),
+        "modeSource": evaluation.matched().map(|m| m.mode_source),
+        "namespaceModeAnnotation": namespace_mode,
+        "include": winner.map(|r| strings(&r.include)),
+        "exclude": winner.map(|r| strings(&r.exclude)),
+        "mutable": winner.map(|r| strings(&r.mutable)),
+        "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": standing.bypass_value, "active": standing.bypassed})),
+        "users": winner.map(|r| json!({"scoped": r.users, "inScope": standing.in_scope, "exempt": standing.exempt})),
+        "warnings": evaluation.warnings(),
+        "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
+    })
+}
+
+fn text(
+    request: &AdmissionRequest,
+    evaluation: &Evaluation<'_>,
+    considered: &[Considered<'_>],
+    standing: &Standing<'_>,
+    rules: &LoadedRules,
+    style: &Style,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Object:  {}\n", object_line(request));
+    let _ = writeln!(out, "RULES IN PRIORITY ORDER");
+    let width = considered
+        .iter()
+        .map(|c| c.rule.id.to_string().len())
+        .max()
+        .unwrap_or(4);
+    for c in considered {
+        let mark = if c.wins {
+            style.green("WINS   ")
+        } else if c.matched {
+            style.yellow("matches")
+        } else {
+            "no     ".to_owned()
+        };
+        let shadowed = if c.matched && !c.wins {
+            " (a higher-priority rule wins)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  {mark}  {:width$}  priority {:>5}  {}{shadowed}",
+            c.rule.id.to_string(),
+            c.rule.priority,
+            c.reason
+        );
+    }
+    match evaluation.rule() {
+        None => {
+            let _ = writeln!(
+                out,
+                "\nNo rule matches: every UPDATE of this object is allowed."
+            );
+        }
+        Some(rule) => winner_text(request, evaluation, rule, standing, style, &mut out),
+    }
+    for warning in &evaluation.warnings() {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
+    if !rules.set.invalid().is_empty() {
+        let _ = writeln!(out, "\n{}", style.yellow("Invalid rules (not applied):"));
+        for error in rules.set.invalid() {
+            let _ = writeln!(out, "  {error}");
+        }
+    }
+    out
+}
+
+fn winner_text(
+    request: &AdmissionRequest,
+    evaluation: &Evaluation<'_>,
+    rule: &CompiledRule,
+    standing: &Standing<'_>,
+    style: &Style,
+    out: &mut String,
+) {
+    let _ = writeln!(out, "\nWinner:  {}", style.bold(&rule.id.to_string()));
+    let _ = writeln!(
+        out,
+        "Mode:    {} (from {})",
+        evaluation.mode().map(Mode::as_str).unwrap_or(""),
+        mode_source(evaluation)
+    );
+    let list = |patterns: &[PathPattern], empty: &str| {
+        if patterns.is_empty() {
+            empty.to_owned()
+        } else {
+            strings(patterns).join(", ")
+        }
+    };
+    let _ = writeln!(out, "Include: {}", list(&rule.include, "(everything)"));
+    let _ = writeln!(out, "Exclude: {}", list(&rule.exclude, "(none)"));
+    let _ = writeln!(out, "Mutable: {}", list(&rule.mutable, "(none)"));
+    let state = match standing.bypass_value {
+        Some(v) if standing.bypassed => format!("set to {v:?}: every UPDATE is allowed"),
+        Some(v) if standing.settled_before_bypass => {
+            format!("set to {v:?} (not reached: an earlier step settles the request)")
+        }
+        Some(v) => format!("present but {v:?} (only \"true\" bypasses)"),
+        None => "not set".to_owned(),
+    };
+    let _ = writeln!(out, "Bypass:  annotation {} {state}", rule.bypass);
+    let user = &request.user_info.username;
+    if !rule.users.is_empty() {
+        let _ = writeln!(
+            out,
+            "Users:   only {} (user {user} {})",
+            rule.users.join(", "),
+            if standing.in_scope {
+                "is listed"
+            } else {
+                "is not listed: allowed"
+            }
+        );
+    }
+    if standing.exempt {
+        let _ = writeln!(out, "Exempt:  user {user} is exempt: allowed");
+    }
+}

@@ -1,0 +1,725 @@
+//! What is healthy, stale or a problem: the [`Report`] made of the [`Facts`] `status` read.
+//! Pure: no I/O, the time given — tested without a cluster.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use drift_api::Connection;
+use drift_api::status::AgentStatus;
+use drift_api::violation::parse_rfc3339;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingWebhook, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::Value;
+
+use super::fetch::{AdminAnswer, CHART_LABEL, Facts};
+use super::{
+    AdminReport, ConnectionReport, InvalidRule, PodEntry, PodReport, Report, SourceEntry,
+    SourceState, WebhookConfigReport, WebhookReport,
+};
+use crate::plan::Status;
+
+/// A source whose last success is older than this is stale (when it has been attempted since).
+pub(super) const STALE_AFTER: Duration = Duration::from_secs(120);
+
+/// The report of what was read, as of `now`.
+pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
+    let port = plan.agents.port;
+    let pods: Vec<PodReport> = facts
+        .pods
+        .into_iter()
+        .zip(facts.admins)
+        .map(|(pod, answer)| PodReport {
+            pod,
+            admin: answer.map(|a| admin_answer(a, port)),
+        })
+        .collect();
+    let connection = judge_connection(&plan.connection, facts.connection.as_ref(), &pods, now);
+    let webhook_configurations = facts
+        .webhook_configurations
+        .iter()
+        .map(|c| webhook_report(c, &plan.agents.namespace))
+        .collect();
+    let mut report = Report {
+        namespace: plan.agents.namespace.clone(),
+        selector: plan.agents.selector.clone(),
+        healthy: true,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+        pods,
+        connection,
+        webhook_configurations,
+    };
+    let mut findings = Findings::default();
+    pod_findings(&report, port, &mut findings);
+    connection_findings(&report, now, &mut findings);
+    webhook_findings(&report, plan.webhook.as_deref(), &mut findings);
+    report.healthy = findings.problems.is_empty();
+    report.problems = findings.problems;
+    report.warnings = findings.warnings;
+    report
+}
+
+/// What is wrong (each makes the exit code 1), and what is worth knowing.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// A pod's admin answer: its `/status` document, or why it could not be read.
+fn admin_answer(answer: AdminAnswer, port: u16) -> AdminReport {
+    let unreachable = |error: String| AdminReport {
+        reachable: false,
+        error: Some(error),
+        ..AdminReport::default()
+    };
+    let (status, body) = match answer {
+        Ok(answer) => answer,
+        Err(e) => return unreachable(e.to_string()),
+    };
+    if status != 200 {
+        let text = String::from_utf8_lossy(&body);
+        let first = text.lines().next().unwrap_or_default().trim();
+        return unreachable(format!(
+            "GET /status answered HTTP {status}{}{first} (is port {port} the agent's admin port? see --admin-port)",
+            if first.is_empty() { "" } else { ": " }
+        ));
+    }
+    match serde_json::from_slice::<AgentStatus>(&body) {
+        Ok(document) => admin_report(&document),
+        Err(e) => unreachable(format!(
+            "GET /status did not answer the agent's status document ({e}) (is port {port} the agent's admin port? see --admin-port)"
+        )),
+    }
+}
+
+fn admin_report(document: &AgentStatus) -> AdminReport {
+    let invalid_rules = document
+        .invalid_rules
+        .iter()
+        .map(|rule| InvalidRule {
+            rule: rule.rule.clone(),
+            message: rule.message.clone(),
+        })
+        .collect();
+    AdminReport {
+        reachable: true,
+        error: None,
+        ready: Some(document.ready),
+        rules_loaded: Some(document.rules_loaded as u64),
+        rules_invalid: Some(document.rules_invalid as u64),
+        invalid_rules,
+        // Each error's text, as the agent's log gives it: file, line and column, reason.
+        source_errors: document
+            .source_errors
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        export_enabled: Some(document.export.enabled),
+    }
+}
+
+/// How old `time` is at `now` (zero for a time in the future).
+pub(super) fn age(time: &str, now: SystemTime) -> Option<Duration> {
+    let at = parse_rfc3339(time)?;
+    Some(now.duration_since(at).unwrap_or_default())
+}
+
+fn source_state(
+    active: bool,
+    last_attempt: Option<&str>,
+    last_success: Option<&str>,
+    errors: &[String],
+    now: SystemTime,
+) -> SourceState {
+    if !errors.is_empty() {
+        return SourceState::Errors;
+    }
+    let parse = |t: Option<&str>| t.and_then(parse_rfc3339);
+    let (attempt, success) = (parse(last_attempt), parse(last_success));
+    let Some(success) = success else {
+        // Attempted and never succeeded; with no attempt either there is nothing to judge.
+        return if attempt.is_some() {
+            SourceState::Stale
+        } else {
+            SourceState::Ok
+        };
+    };
+    let old = now.duration_since(success).unwrap_or_default() > STALE_AFTER;
+    if !old {
+        return SourceState::Ok;
+    }
+    // The agent writes its entry only for windows with publish attempts: a last attempt that
+    // succeeded, long ago, is a source with nothing to export since.
+    let attempted_since = attempt.is_some_and(|a| a > success);
+    if active && !attempted_since {
+        SourceState::Idle
+    } else {
+        SourceState::Stale
+    }
+}
+
+fn judge_connection(
+    name: &str,
+    connection: Option<&Connection>,
+    pods: &[PodReport],
+    now: SystemTime,
+) -> ConnectionReport {
+    let Some(connection) = connection else {
+        return ConnectionReport {
+            name: name.to_owned(),
+            found: false,
+            by_pod: Vec::new(),
+        };
+    };
+    let status = connection.status.clone().unwrap_or_default();
+    let names: BTreeSet<&str> = pods.iter().map(|p| p.pod.name.as_str()).collect();
+    let by_pod = status
+        .by_pod
+        .iter()
+        .map(|entry| PodEntry {
+            pod: entry.id.clone(),
+            pod_found: names.contains(entry.id.as_str()),
+            connection_uid: entry.connection_uid.clone(),
+            connection_errors: entry
+                .connection_errors
+                .iter()
+                .map(|e| e.message.clone())
+                .collect(),
+            sources: entry
+                .publish_statuses
+                .iter()
+                .map(|s| {
+                    let errors: Vec<String> = s.errors.iter().map(|e| e.message.clone()).collect();
+                    SourceEntry {
+                        state: source_state(
+                            s.active,
+                            s.last_attempt_time.as_deref(),
+                            s.last_success_time.as_deref(),
+                            &errors,
+                            now,
+                        ),
+                        source: s.source.clone(),
+                        active: s.active,
+                        last_attempt_time: s.last_attempt_time.clone(),
+                        last_success_time: s.last_success_time.clone(),
+                        errors,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    ConnectionReport {
+        name: name.to_owned(),
+        found: true,
+        by_pod,
+    }
+}
+
+/// A label selector in one line, as `kubectl describe` writes it.
+fn selector_text(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "(all namespaces)".to_owned();
+    };
+    let mut terms: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default().join(",");
+        terms.push(match e.operator.as_str() {
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            op => format!("{} {} ({values})", e.key, op.to_ascii_lowercase()),
+        });
+    }
+    if terms.is_empty() {
+        "(all namespaces)".to_owned()
+    } else {
+        terms.join(", ")
+    }
+}
+
+/// Whether a namespace with only its name label matches `selector`.
+fn selects_namespace(selector: Option<&LabelSelector>, namespace: &str) -> bool {
+    let Some(selector) = selector else {
+        return true;
+    };
+    let label = |key: &str| (key == "kubernetes.io/metadata.name").then_some(namespace);
+    let labels_match = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| label(k) == Some(v.as_str()));
+    let expressions_match = selector.match_expressions.iter().flatten().all(|e| {
+        let value = label(&e.key);
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            "NotIn" => !value.is_some_and(|v| values.iter().any(|x| x == v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => true,
+        }
+    });
+    labels_match && expressions_match
+}
+
+fn webhook_target(webhook: &ValidatingWebhook) -> String {
+    let config = &webhook.client_config;
+    if let Some(service) = &config.service {
+        format!(
+            "service {}/{}:{}{}",
+            service.namespace,
+            service.name,
+            service.port.unwrap_or(443),
+            service.path.as_deref().unwrap_or("")
+        )
+    } else if let Some(url) = &config.url {
+        url.clone()
+    } else {
+        "(none)".to_owned()
+    }
+}
+
+fn webhook_report(
+    configuration: &ValidatingWebhookConfiguration,
+    agent_namespace: &str,
+) -> WebhookConfigReport {
+    WebhookConfigReport {
+        name: configuration.metadata.name.clone().unwrap_or_default(),
+        webhooks: configuration
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| WebhookReport {
+                name: w.name.clone(),
+                ca_bundle: w
+                    .client_config
+                    .ca_bundle
+                    .as_ref()
+                    .is_some_and(|b| !b.0.is_empty()),
+                // The API server's default.
+                failure_policy: w
+                    .failure_policy
+                    .clone()
+                    .unwrap_or_else(|| "Fail".to_owned()),
+                namespace_selector: w
+                    .namespace_selector
+                    .as_ref()
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .unwrap_or(Value::Null),
+                namespace_selector_text: selector_text(w.namespace_selector.as_ref()),
+                target: webhook_target(w),
+                intercepts_agent_namespace: selects_namespace(
+                    w.namespace_selector.as_ref(),
+                    agent_namespace,
+                ),
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn ago(time: Option<&str>, now: SystemTime) -> String {
+    match time {
+        None => "never".to_owned(),
+        Some(t) => match age(t, now) {
+            Some(age) => format!("{} ago", short_duration(age)),
+            None => t.to_owned(),
+        },
+    }
+}
+
+/// `45s`, `3m`, `2h5m`, `4d` — kubectl's way.
+pub(super) fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..3600 => format!("{}m", s / 60),
+        3600..86400 if s % 3600 >= 60 && s < 8 * 3600 => {
+            format!("{}h{}m", s / 3600, (s % 3600) / 60)
+        }
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// The invalid rules that the pods report, each with the pods that report it, in order.
+pub(super) fn invalid_rules(pods: &[PodReport]) -> Vec<(&InvalidRule, Vec<&str>)> {
+    let mut rules: Vec<(&InvalidRule, Vec<&str>)> = Vec::new();
+    for p in pods {
+        for rule in p.admin.iter().flat_map(|a| a.invalid_rules.iter()) {
+            match rules.iter_mut().find(|(r, _)| *r == rule) {
+                Some((_, names)) => names.push(&p.pod.name),
+                None => rules.push((rule, vec![&p.pod.name])),
+            }
+        }
+    }
+    rules
+}
+
+/// The pods: readiness, admin API, rules.
+fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
+    let Findings { problems, warnings } = found;
+    if report.pods.is_empty() {
+        problems.push(format!(
+            "no agent pods in namespace {} match the selector {} (see --agent-namespace, --selector)",
+            report.namespace, report.selector
+        ));
+    }
+    for p in &report.pods {
+        let pod = &p.pod;
+        if pod.deleting {
+            warnings.push(format!("pod {} is terminating", pod.name));
+        } else if !pod.ready {
+            problems.push(format!(
+                "pod {} is not ready (phase {})",
+                pod.name, pod.phase
+            ));
+        }
+        let Some(admin) = &p.admin else {
+            continue;
+        };
+        if let Some(error) = &admin.error {
+            problems.push(format!(
+                "pod {}: cannot read the admin API (port {port}) through port-forwarding: {error}",
+                pod.name
+            ));
+            continue;
+        }
+        if admin.ready == Some(false) {
+            problems.push(format!(
+                "pod {}: the agent is not ready (its rules are not synced)",
+                pod.name
+            ));
+        }
+        // Invalid rules are named below, once for all the pods that report them.
+        if admin.invalid_rules.is_empty() && admin.rules_invalid.unwrap_or(0) > 0 {
+            let count = admin.rules_invalid.unwrap_or_default();
+            problems.push(format!(
+                "pod {}: {count} invalid rule{}",
+                pod.name,
+                if count == 1 { "" } else { "s" },
+            ));
+        }
+        if !admin.source_errors.is_empty() {
+            problems.push(format!(
+                "pod {}: rule source errors: {}",
+                pod.name,
+                admin.source_errors.join("; ")
+            ));
+        }
+        if admin.rules_loaded == Some(0) {
+            warnings.push(format!(
+                "pod {} has no rules loaded: it allows every edit",
+                pod.name
+            ));
+        }
+    }
+    for (rule, pods) in invalid_rules(&report.pods) {
+        problems.push(format!(
+            "invalid rule {} (pod {}): {}",
+            rule.rule,
+            pods.join(", "),
+            rule.message
+        ));
+    }
+}
+
+/// The Connection: found when export is on, each current pod's entry and sources.
+fn connection_findings(report: &Report, now: SystemTime, found: &mut Findings) {
+    let export_on: Vec<&str> = report
+        .pods
+        .iter()
+        .filter(|p| {
+            p.admin
+                .as_ref()
+                .is_some_and(|a| a.export_enabled == Some(true))
+        })
+        .map(|p| p.pod.name.as_str())
+        .collect();
+    let connection = &report.connection;
+    let connection_name = format!("{}/{}", report.namespace, connection.name);
+    if !connection.found {
+        if !export_on.is_empty() {
+            found.problems.push(format!(
+                "Connection {connection_name} not found, but export is enabled on pod {}",
+                export_on.join(", ")
+            ));
+        } else {
+            found.warnings.push(format!(
+                "Connection {connection_name} not found (export is not enabled on the agent pods read; see --connection)"
+            ));
+        }
+    }
+    for entry in connection.by_pod.iter().filter(|e| e.pod_found) {
+        if !entry.connection_errors.is_empty() {
+            found.problems.push(format!(
+                "pod {}: Connection errors: {}",
+                entry.pod,
+                entry.connection_errors.join("; ")
+            ));
+        }
+        for source in &entry.sources {
+            source_finding(&entry.pod, source, now, found);
+        }
+    }
+    let entries: BTreeSet<&str> = connection.by_pod.iter().map(|e| e.pod.as_str()).collect();
+    if connection.found {
+        for name in export_on.iter().filter(|name| !entries.contains(*name)) {
+            found.warnings.push(format!(
+                "pod {name} has no entry in the status of Connection {connection_name} yet"
+            ));
+        }
+    }
+}
+
+/// One source of one pod's Connection entry.
+fn source_finding(pod: &str, source: &SourceEntry, now: SystemTime, found: &mut Findings) {
+    let minutes = STALE_AFTER.as_secs() / 60;
+    let success = ago(source.last_success_time.as_deref(), now);
+    match source.state {
+        SourceState::Ok => {}
+        // Flagged, not failed: the agent writes its entry only when it has something to
+        // publish, so a quiet cluster looks like this too.
+        SourceState::Idle => found.warnings.push(format!(
+            "pod {pod} source {}: stale: last success {success} (more than {minutes} minutes ago) and no publish attempt since — nothing to export, or the pod stopped reporting",
+            source.source,
+        )),
+        SourceState::Stale => found.problems.push(format!(
+            "pod {pod} source {}: stale: last success {success} (more than {minutes} minutes ago), last attempt {}",
+            source.source,
+            ago(source.last_attempt_time.as_deref(), now),
+        )),
+        SourceState::Errors => found.problems.push(format!(
+            "pod {pod} source {}: {} publish error{}: {}",
+            source.source,
+            source.errors.len(),
+            if source.errors.len() == 1 { "" } else { "s" },
+            source.errors.join("; ")
+        )),
+    }
+}
+
+/// The webhook configurations: found, caBundle, the agent's own namespace left alone.
+fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) {
+    if report.webhook_configurations.is_empty() {
+        found.problems.push(match named {
+            Some(name) => format!("ValidatingWebhookConfiguration {name} not found"),
+            None => format!(
+                "no ValidatingWebhookConfiguration of Drift Sentinel found (labelled {CHART_LABEL}, or with a webhook named {}); name it with --webhook",
+                crate::WEBHOOK_NAME
+            ),
+        });
+    }
+    for configuration in &report.webhook_configurations {
+        for webhook in &configuration.webhooks {
+            let which = format!("webhook {} of {}", webhook.name, configuration.name);
+            if !webhook.ca_bundle && webhook.target.starts_with("service ") {
+                found.problems.push(format!(
+                    "{which} has no caBundle: the API server cannot verify the agent's certificate"
+                ));
+            }
+            if webhook.intercepts_agent_namespace {
+                found.warnings.push(format!(
+                    "{which} may intercept the agent's own namespace {} (namespaceSelector: {})",
+                    report.namespace, webhook.namespace_selector_text
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn t(text: &str) -> SystemTime {
+        humantime::parse_rfc3339(text).unwrap()
+    }
+
+    #[test]
+    fn stale_idle_and_errors() {
+        let now = t("2027-01-15T08:10:00Z");
+        let state = |active, attempt: Option<&str>, success: Option<&str>, errors: &[&str]| {
+            let errors: Vec<String> = errors.iter().map(|e| (*e).to_owned()).collect();
+            source_state(active, attempt, success, &errors, now)
+        };
+        let recent = Some("2027-01-15T08:09:30Z");
+        let old = Some("2027-01-15T08:00:00Z");
+        assert_eq!(state(true, recent, recent, &[]), SourceState::Ok);
+        // Exactly 2 minutes is not yet stale.
+        let two = Some("2027-01-15T08:08:00Z");
+        assert_eq!(state(false, two, two, &[]), SourceState::Ok);
+        assert_eq!(state(false, recent, old, &[]), SourceState::Stale);
+        assert_eq!(state(true, recent, old, &[]), SourceState::Stale);
+        assert_eq!(state(false, old, old, &[]), SourceState::Stale);
+        assert_eq!(state(false, recent, None, &[]), SourceState::Stale);
+        // Nothing attempted since a success long ago: nothing to export, not stale.
+        assert_eq!(state(true, old, old, &[]), SourceState::Idle);
+        assert_eq!(state(true, recent, recent, &["boom"]), SourceState::Errors);
+        assert_eq!(state(false, None, None, &[]), SourceState::Ok);
+    }
+
+    fn selector(value: Value) -> LabelSelector {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn namespace_selectors() {
+        let chart = selector(json!({"matchExpressions": [
+            {"key": "drift-sentinel.k8s.io/enabled", "operator": "NotIn", "values": ["false"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["drift-sentinel", "kube-system"]}]}));
+        assert_eq!(
+            selector_text(Some(&chart)),
+            "drift-sentinel.k8s.io/enabled notin (false), kubernetes.io/metadata.name notin (drift-sentinel,kube-system)"
+        );
+        assert!(!selects_namespace(Some(&chart), "drift-sentinel"));
+        assert!(selects_namespace(Some(&chart), "prod"));
+        assert!(selects_namespace(None, "drift-sentinel"));
+        assert_eq!(selector_text(None), "(all namespaces)");
+        let labels = selector(json!({"matchLabels": {"team": "a"},
+            "matchExpressions": [{"key": "x", "operator": "Exists"}]}));
+        assert_eq!(selector_text(Some(&labels)), "team=a, x");
+        assert!(!selects_namespace(Some(&labels), "drift-sentinel"));
+    }
+
+    #[test]
+    fn durations_as_kubectl_writes_them() {
+        let d = Duration::from_secs;
+        assert_eq!(short_duration(d(45)), "45s");
+        assert_eq!(short_duration(d(119)), "119s");
+        assert_eq!(short_duration(d(600)), "10m");
+        assert_eq!(short_duration(d(3600 + 300)), "1h5m");
+        assert_eq!(short_duration(d(10 * 3600)), "10h");
+        assert_eq!(short_duration(d(3 * 86400)), "3d");
+    }
+
+    #[test]
+    fn admin_status_documents() {
+        let document: AgentStatus = serde_json::from_value(json!({
+            "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+            "rulesLoaded": 2, "rulesInvalid": 1,
+            "invalidRules": [{"rule": "ops/broken", "namespace": "ops", "name": "broken",
+                              "reason": "unknown field `mdoe`",
+                              "message": "ops/broken: unknown field `mdoe`"}],
+            "sourceErrors": [{"source": "rules/x.yaml", "line": 3, "column": 1, "reason": "bad"}],
+            "namespacesKnown": 1, "export": {"enabled": true}
+        }))
+        .unwrap();
+        let report = admin_report(&document);
+        // Source errors are shown as their text, not as JSON.
+        assert_eq!(report.source_errors, ["rules/x.yaml: line 3 column 1: bad"]);
+        assert!(report.reachable);
+        assert_eq!(report.rules_loaded, Some(2));
+        assert_eq!(report.rules_invalid, Some(1));
+        assert_eq!(
+            report.invalid_rules,
+            [InvalidRule {
+                rule: "ops/broken".into(),
+                message: "ops/broken: unknown field `mdoe`".into()
+            }]
+        );
+        assert_eq!(report.export_enabled, Some(true));
+    }
+
+    fn pod(name: &str, ready: bool) -> crate::cluster::pods::AgentPod {
+        crate::cluster::pods::AgentPod {
+            name: name.into(),
+            phase: "Running".into(),
+            ready,
+            restarts: 0,
+            created: None,
+            deleting: false,
+            node: None,
+        }
+    }
+
+    fn plan() -> Status {
+        Status {
+            kube: crate::plan::Kube::default(),
+            agents: crate::plan::Agents {
+                namespace: "drift-sentinel".into(),
+                selector: "app=agent".into(),
+                port: 9090,
+            },
+            connection: "audit-connection".into(),
+            webhook: None,
+        }
+    }
+
+    /// The whole judgement of what was read, without a cluster.
+    #[test]
+    fn facts_become_problems_and_warnings() {
+        use crate::cluster::forward::ForwardError;
+        let now = t("2027-01-15T08:10:00Z");
+        let status = |ready: bool, invalid: usize| {
+            serde_json::to_vec(&json!({
+                "ready": ready, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                "rulesLoaded": 1, "rulesInvalid": invalid, "namespacesKnown": 1,
+                "export": {"enabled": true}
+            }))
+            .unwrap()
+        };
+        let connection: Connection = serde_json::from_value(json!({
+            "apiVersion": "connection.drift-sentinel.io/v1alpha1", "kind": "Connection",
+            "metadata": {"name": "audit-connection", "namespace": "drift-sentinel"},
+            "spec": {"driver": "disk", "config": {"path": "tmp/violations/topics"}},
+            "status": {"byPod": [
+                {"id": "a", "publishStatuses": [{"source": "webhook", "active": true,
+                    "lastAttemptTime": "2027-01-15T08:09:00Z", "lastSuccessTime": "2027-01-15T08:00:00Z"}]},
+                {"id": "gone", "publishStatuses": [{"source": "webhook", "active": false,
+                    "lastAttemptTime": "2027-01-15T07:00:00Z"}]}]}
+        }))
+        .unwrap();
+        let facts = Facts {
+            pods: vec![
+                pod("a", true),
+                pod("b", false),
+                pod("c", true),
+                pod("d", true),
+            ],
+            admins: vec![
+                Some(Ok((200, status(true, 0)))),
+                Some(Ok((200, status(false, 2)))),
+                Some(Err(ForwardError::Http(
+                    "the admin API's answer: invalid chunk size".into(),
+                ))),
+                Some(Ok((404, b"404 page not found\n".to_vec()))),
+            ],
+            connection: Some(connection),
+            webhook_configurations: Vec::new(),
+        };
+        let report = judge(facts, &plan(), now);
+        assert!(!report.healthy);
+        let problems = report.problems.join("\n");
+        for expected in [
+            "pod b is not ready (phase Running)",
+            "pod b: the agent is not ready (its rules are not synced)",
+            "pod b: 2 invalid rules",
+            "pod c: cannot read the admin API (port 9090) through port-forwarding: the admin API's answer: invalid chunk size",
+            "pod d: cannot read the admin API (port 9090) through port-forwarding: GET /status answered HTTP 404: 404 page not found (is port 9090 the agent's admin port? see --admin-port)",
+            "pod a source webhook: stale: last success 10m ago (more than 2 minutes ago), last attempt 60s ago",
+            "no ValidatingWebhookConfiguration of Drift Sentinel found",
+        ] {
+            assert!(problems.contains(expected), "{expected:?} in\n{problems}");
+        }
+        // The entry of a pod that is gone is shown, not judged.
+        assert!(!problems.contains("gone"), "{problems}");
+        assert_eq!(
+            report.warnings,
+            ["pod b has no entry in the status of Connection drift-sentinel/audit-connection yet"]
+        );
+        assert_eq!(
+            report.connection.by_pod[0].sources[0].state,
+            SourceState::Stale
+        );
+        assert!(!report.connection.by_pod[1].pod_found);
+    }
+}
