@@ -3,6 +3,7 @@
 //! made by `drift-engine`.
 
 pub mod admin;
+pub mod audit;
 pub mod cli;
 pub mod cluster_source;
 pub mod connection_status;
@@ -28,22 +29,27 @@ use crate::server::ConnectionTimeouts;
 use crate::state::Shared;
 
 /// Idle timeout of admin connections (long-lived follow streams).
-const ADMIN_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+pub(crate) const ADMIN_IDLE_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// Runs a parsed command line to completion.
-pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
+/// Runs a parsed command line to completion: the process's exit code, or the error that
+/// stopped it.
+pub async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
+    let done = std::process::ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(*args).await,
-        Command::Review(args) => review_cmd::run(&args),
+        Command::Serve(args) => serve(*args).await.map(|()| done),
+        Command::Review(args) => review_cmd::run(&args).map(|()| done),
+        Command::Audit(args) => Ok(audit::command(*args).await),
         Command::Crd => {
             print!("{}", drift_api::connection_crd_yaml()?);
-            Ok(())
+            Ok(done)
         }
         Command::Reader(args) => {
             init_logging(tracing::Level::INFO);
             tokio::task::spawn_blocking(move || export::reader::run(&args))
                 .await
                 .context("the reader stopped unexpectedly")?
+                .map(|()| done)
         }
     }
 }
@@ -221,7 +227,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// This pod's name when `--pod-name` is not given: the host name (a pod's host name is its name).
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
@@ -371,7 +377,7 @@ async fn watch_connection_file(
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;

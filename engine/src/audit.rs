@@ -203,6 +203,48 @@ fn group_kind(object: &Value) -> Option<(&str, &str)> {
     Some((group, kind))
 }
 
+/// Whether a rule audits: its mode is `enforce`, `warn` or `dry-run` (§8 step 1).
+pub fn audits(rule: &CompiledRule) -> bool {
+    rule.mode != Mode::Off
+}
+
+/// Whether an auditing rule selects `object` — by namespace (and tier), kind and labels, as at
+/// admission: the objects a run audits (§8 step 1). The rule `object` is then judged under is
+/// the one [`audit`] finds, which may be another (a higher priority one, `off` included).
+pub fn is_selected(rules: &RuleSet, object: &Value) -> bool {
+    let Some((group, kind)) = group_kind(object) else {
+        return false;
+    };
+    let subject = Subject {
+        namespace: field(object, "metadata")
+            .and_then(|m| field(m, "namespace"))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        group,
+        kind,
+        labels: Labels::Known(evaluation::labels_of(Some(object))),
+    };
+    rules
+        .rules()
+        .iter()
+        .any(|rule| audits(rule) && evaluation::match_rule(rule, &subject).is_ok())
+}
+
+/// Whether an auditing rule selects objects of `(group, kind)`: a selector naming both, or — for
+/// a selector with a `*` — a resource the webhook intercepts (`webhook_resource`).
+pub fn selects_kind(rules: &RuleSet, group: &str, kind: &str, webhook_resource: bool) -> bool {
+    use crate::rule::NameMatch;
+    rules.rules().iter().filter(|r| audits(r)).any(|rule| {
+        rule.selectors.iter().any(|s| {
+            let literal = matches!(
+                (&s.group, &s.kind),
+                (NameMatch::Exactly(_), NameMatch::Exactly(_))
+            );
+            s.matches(group, kind) && (literal || webhook_resource)
+        })
+    })
+}
+
 /// Audits one live object against `rules`.
 pub fn audit<'a>(
     rules: &'a RuleSet,

@@ -394,7 +394,10 @@ pub(crate) struct Subject<'s> {
 
 /// Whether `rule` matches: namespace glob, selector, then labels (of the new object, or of the
 /// scaled parent).
-fn match_rule<'a>(rule: &'a CompiledRule, subject: &Subject<'_>) -> Result<(), Mismatch<'a>> {
+pub(crate) fn match_rule<'a>(
+    rule: &'a CompiledRule,
+    subject: &Subject<'_>,
+) -> Result<(), Mismatch<'a>> {
     if rule.tier == Tier::Namespace && rule.id.namespace != subject.namespace {
         return Err(Mismatch::OtherNamespace);
     }

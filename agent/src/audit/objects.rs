@@ -1,0 +1,201 @@
+//! Where audited objects come from: files as `kubectl get -o yaml` writes them (offline, for
+//! CI), or the cluster — the resources the auditing rules select, resolved through discovery,
+//! listed page by page (`--audit-chunk-size`) so that memory does not grow with the number of
+//! objects: each page is judged and dropped before the next is fetched.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use drift_engine::RuleSet;
+use kube::api::ListParams;
+use kube::discovery::{ApiResource, Discovery, verbs};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A resource to list.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// `group/resource` of the webhook's resources (`--audit-resources`; the core group is empty).
+pub fn parse_resources(texts: &[String]) -> Vec<(String, String)> {
+    texts
+        .iter()
+        .filter_map(|t| {
+            let t = t.trim();
+            let (group, resource) = t.rsplit_once('/').unwrap_or(("", t));
+            (!resource.is_empty()).then(|| (group.to_owned(), resource.to_owned()))
+        })
+        .collect()
+}
+
+/// The resources the auditing rules select, resolved through discovery (the preferred version
+/// of each group), that can be listed.
+pub async fn resolve(
+    client: &kube::Client,
+    rules: &RuleSet,
+    webhook_resources: &[(String, String)],
+) -> anyhow::Result<Vec<Listed>> {
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .context("API discovery failed")?;
+    let mut found = Vec::new();
+    for group in discovery.groups() {
+        for (resource, capabilities) in group.recommended_resources() {
+            if !capabilities.supports_operation(verbs::LIST) {
+                continue;
+            }
+            let webhook = webhook_resources
+                .iter()
+                .any(|(g, r)| *g == resource.group && *r == resource.plural);
+            if drift_engine::audit::selects_kind(rules, &resource.group, &resource.kind, webhook) {
+                found.push(Listed {
+                    namespaced: capabilities.scope == kube::discovery::Scope::Namespaced,
+                    resource,
+                });
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    metadata: PageMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct PageMeta {
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+fn collection_path(resource: &ApiResource) -> String {
+    if resource.group.is_empty() {
+        format!("/api/{}/{}", resource.version, resource.plural)
+    } else {
+        format!(
+            "/apis/{}/{}/{}",
+            resource.group, resource.version, resource.plural
+        )
+    }
+}
+
+/// Lists every object of `listed` across namespaces, `chunk` at a time, calling `each` with
+/// every object (its `apiVersion` and `kind` filled in: list items carry none). Stops at the
+/// first error `each` returns.
+pub async fn list<E>(
+    client: &kube::Client,
+    listed: &Listed,
+    chunk: u32,
+    mut each: impl FnMut(&Listed, Value) -> Result<(), E>,
+) -> anyhow::Result<Result<(), E>> {
+    let path = collection_path(&listed.resource);
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(chunk);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let request = kube::core::Request::new(&path)
+            .list(&params)
+            .context("cannot build a list request")?;
+        let page: Page = client
+            .request(request)
+            .await
+            .with_context(|| format!("cannot list {}", listed.resource.plural))?;
+        for mut item in page.items {
+            if let Some(map) = item.as_object_mut() {
+                map.insert(
+                    "apiVersion".into(),
+                    Value::String(listed.resource.api_version.clone()),
+                );
+                map.insert("kind".into(), Value::String(listed.resource.kind.clone()));
+            }
+            if let Err(e) = each(listed, item) {
+                return Ok(Err(e));
+            }
+        }
+        token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(Ok(()));
+        }
+    }
+}
+
+/// The object files of `--objects`: each file, or the `*.yaml`/`*.yml`/`*.json` files of each
+/// directory, in name order.
+pub fn object_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot read directory {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    matches!(
+                        p.extension().and_then(|e| e.to_str()),
+                        Some("yaml" | "yml" | "json")
+                    )
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else if path.exists() {
+            files.push(path.clone());
+        } else {
+            anyhow::bail!("{} does not exist", path.display());
+        }
+    }
+    Ok(files)
+}
+
+/// The objects of one file (YAML or JSON, several documents, `List`s flattened).
+pub fn read_objects(file: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let origin = file.display().to_string();
+    Ok(drift_engine::manifests::parse_documents(&text, &origin)?)
+}
+
+/// The plural resource name of a kind, for records of objects read from files (the API server
+/// is not there to say): `Deployment` → `deployments`, `Ingress` → `ingresses`, `NetworkPolicy`
+/// → `networkpolicies`.
+pub fn plural_of(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        return format!("{stem}ies");
+    }
+    if lower.ends_with('s') || lower.ends_with("x") || lower.ends_with("ch") {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_and_resources() {
+        assert_eq!(plural_of("Deployment"), "deployments");
+        assert_eq!(plural_of("Ingress"), "ingresses");
+        assert_eq!(plural_of("NetworkPolicy"), "networkpolicies");
+        assert_eq!(plural_of("Gateway"), "gateways");
+        assert_eq!(
+            parse_resources(&["apps/deployments".into(), "/pods".into(), "x/".into()]),
+            [
+                ("apps".to_owned(), "deployments".to_owned()),
+                (String::new(), "pods".to_owned())
+            ]
+        );
+    }
+}
