@@ -141,6 +141,9 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         let outcome = auditor.run().await;
         let _ = shutdown_tx.send(true);
         println!("{}", outcome.summary());
+        if let Some(error) = &outcome.error {
+            eprintln!("drift-sentinel audit: {error}");
+        }
         return Ok(ExitCode::from(
             match (&outcome.error, outcome.counts.drifted) {
                 (Some(_), _) => EXIT_ERROR,
