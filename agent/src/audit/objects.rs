@@ -62,18 +62,84 @@ pub async fn resolve(
     Ok(found)
 }
 
-#[derive(Deserialize)]
-struct Page {
-    #[serde(default)]
-    metadata: PageMeta,
-    #[serde(default)]
-    items: Vec<Value>,
-}
-
 #[derive(Deserialize, Default)]
 struct PageMeta {
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+}
+
+/// Reads a list response item by item: each item is handed to `each` as soon as it is parsed and
+/// dropped after, so a page never exists as a whole in parsed form (only its text does). Yields
+/// the continue token.
+struct PageVisitor<'f, F> {
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(Value)> serde::de::Visitor<'de> for PageVisitor<'_, F> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes list")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut token = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => token = map.next_value::<PageMeta>()?.continue_token,
+                "items" => map.next_value_seed(ItemsSeed {
+                    each: &mut *self.each,
+                })?,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(token)
+    }
+}
+
+struct ItemsSeed<'f, F> {
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(Value)> serde::de::DeserializeSeed<'de> for ItemsSeed<'_, F> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(Value)> serde::de::Visitor<'de> for ItemsSeed<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(()) // `items: null`
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<Value>()? {
+            (self.each)(item);
+        }
+        Ok(())
+    }
+}
+
+/// Parses one page, calling `each` per item; the continue token.
+fn read_page(
+    text: &str,
+    each: &mut impl FnMut(Value),
+) -> Result<Option<String>, serde_json::Error> {
+    use serde::Deserializer as _;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let token = (&mut deserializer).deserialize_map(PageVisitor { each })?;
+    deserializer.end()?;
+    Ok(token)
 }
 
 fn collection_path(resource: &ApiResource) -> String {
@@ -106,11 +172,15 @@ pub async fn list<E>(
         let request = kube::core::Request::new(&path)
             .list(&params)
             .context("cannot build a list request")?;
-        let page: Page = client
-            .request(request)
+        let text = client
+            .request_text(request)
             .await
             .with_context(|| format!("cannot list {}", listed.resource.plural))?;
-        for mut item in page.items {
+        let mut failed = None;
+        let next = read_page(&text, &mut |mut item: Value| {
+            if failed.is_some() {
+                return;
+            }
             if let Some(map) = item.as_object_mut() {
                 map.insert(
                     "apiVersion".into(),
@@ -119,10 +189,15 @@ pub async fn list<E>(
                 map.insert("kind".into(), Value::String(listed.resource.kind.clone()));
             }
             if let Err(e) = each(listed, item) {
-                return Ok(Err(e));
+                failed = Some(e);
             }
+        })
+        .with_context(|| format!("cannot read the list of {}", listed.resource.plural))?;
+        drop(text);
+        if let Some(e) = failed {
+            return Ok(Err(e));
         }
-        token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        token = next.filter(|t| !t.is_empty());
         if token.is_none() {
             return Ok(Ok(()));
         }
@@ -183,6 +258,21 @@ pub fn plural_of(kind: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_are_read_item_by_item() {
+        let text = r#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"9","continue":"abc"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#;
+        let mut names = Vec::new();
+        let token = read_page(text, &mut |item: Value| {
+            names.push(item["metadata"]["name"].as_str().unwrap().to_owned())
+        })
+        .unwrap();
+        assert_eq!(token.as_deref(), Some("abc"));
+        assert_eq!(names, ["a", "b"]);
+        let token = read_page(r#"{"items":null,"metadata":{}}"#, &mut |_| panic!()).unwrap();
+        assert_eq!(token, None);
+        assert!(read_page(r#"{"items":[{"a":1},"#, &mut |_| {}).is_err());
+    }
 
     #[test]
     fn plurals_and_resources() {

@@ -68,6 +68,19 @@ impl Reports {
             "warn"
         };
         let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        // Who changed the drifted fields imperatively (managers, not users: §8 step 3).
+        let mut changed_by: Vec<String> = Vec::new();
+        for change in audit.changes().iter().filter(|c| !c.mutable) {
+            if let Some(edit) = &change.edit {
+                let who = match &edit.time {
+                    Some(time) => format!("{} at {time}", edit.manager),
+                    None => edit.manager.to_string(),
+                };
+                if !changed_by.contains(&who) {
+                    changed_by.push(who);
+                }
+            }
+        }
         let entry = json!({
             "source": "drift-sentinel",
             "policy": rule.id.to_string(),
@@ -77,6 +90,7 @@ impl Reports {
             "properties": {
                 "paths": truncate_bytes(&drift.denied.join(", "), MAX_PATHS_BYTES),
                 "mode": audit.mode().map_or("", |m| m.as_str()),
+                "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
             },
             "resources": [{
                 "apiVersion": text("/apiVersion"),
