@@ -19,7 +19,7 @@ pub fn tests() -> Vec<Trial> {
     )]
 }
 
-const NS: &str = "e2e-audit";
+const NS: &str = "e2e-drift-audit";
 const CONNECTION: &str = "audit-e2e";
 const POD: &str = "e2e-audit-0";
 
