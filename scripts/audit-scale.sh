@@ -59,12 +59,12 @@ work, start, end, per_ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(
 def deployment(i):
     name = f"svc-{i:05d}"
     ns = f"scale-{i // per_ns}"
-    env = [{"name": f"SETTING_{k:02d}", "value": f"value-{k:02d}-" + "x" * 40} for k in range(40)]
+    env = [{"name": f"SETTING_{k:02d}", "value": f"value-{k:02d}-" + "x" * 30} for k in range(12)]
     container = lambda n, image: {
         "name": n, "image": image, "env": env if n == "app" else env[:5],
-        "ports": [{"containerPort": 8080 + j, "name": f"p{j}"} for j in range(3)],
+        "ports": [{"containerPort": (8080 if n == "app" else 9080) + j, "name": f"{n[:2]}{j}"} for j in range(3)],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080 if n == "app" else 9080}, "periodSeconds": 5},
         "volumeMounts": [{"name": "config", "mountPath": "/etc/config"}],
     }
     return {
@@ -102,7 +102,7 @@ create() {
   done
   generate "$from" "$to"
   for batch in "$work"/batch-*.yaml; do
-    "$kubectl" create --save-config -f "$batch" >/dev/null
+    "$kubectl" create --save-config -f "$batch" 2>&1 >/dev/null | { grep -v '^Warning:' || true; } >&2
   done
   # Some drift: every 100th object gets a new image by hand.
   for i in $(seq "$from" 100 $((to - 1))); do
@@ -138,7 +138,7 @@ echo "one Deployment as written: $size bytes (the stored object adds the last-ap
 echo "== creating $first Deployments"
 create 0 "$first"
 stored=$("$kubectl" -n scale-0 get deploy svc-00001 -o json | wc -c)
-echo "one Deployment as served: $stored bytes"
+echo "one Deployment as served (with its last-applied baseline, without managedFields): $stored bytes"
 measure "$first"
 echo "== creating $((total - first)) more"
 create "$first" "$total"

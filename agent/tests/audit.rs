@@ -242,3 +242,108 @@ fn the_export_file_of_a_run() {
     assert_eq!(scaled["details"]["changes"][0]["manager"], "kubectl");
     assert!(scaled["details"]["changes"][0].get("time").is_none());
 }
+
+/// Kills the periodic audit when the test ends, whatever happens.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+#[test]
+fn periodic_runs_serve_metrics_status_and_their_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let connection = dir.path().join("connection.yaml");
+    std::fs::write(
+        &connection,
+        format!(
+            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
+            dir.path().join("topics").display()
+        ),
+    )
+    .unwrap();
+    let (port, admin_port) = (free_port(), free_port());
+    let _audit = Running(
+        Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .arg("audit")
+            .args(["--rules", &rules(), "--objects", &dump()])
+            .args(["--audit-interval", "1s", "--enable-violation-export"])
+            .arg("--connection")
+            .arg(&connection)
+            .args(["--address", &format!("127.0.0.1:{port}")])
+            .args(["--admin-address", &format!("127.0.0.1:{admin_port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the audit"),
+    );
+    let client = reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let get = |url: String| -> Option<String> {
+        client
+            .get(url)
+            .send()
+            .ok()
+            .filter(|r| r.status().is_success())
+            .and_then(|r| r.text().ok())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status: Value = loop {
+        let status = get(format!("http://127.0.0.1:{admin_port}/status"))
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .filter(|s| s.get("audit").is_some());
+        if let Some(status) = status {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit run in /status"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        status["audit"]["counts"],
+        serde_json::json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0})
+    );
+    assert!(status["audit"]["id"].as_str().unwrap().ends_with('Z'));
+
+    let metrics = get(format!("http://127.0.0.1:{port}/metrics")).expect("/metrics");
+    for line in [
+        "drift_sentinel_audit_objects{result=\"drifted\"} 5",
+        "drift_sentinel_audit_objects{result=\"no_baseline\"} 1",
+        "drift_sentinel_audit_drifted_objects{rule=\"drift-system/workloads\"} 5",
+        "drift_sentinel_audit_duration_seconds ",
+        "drift_sentinel_audit_last_run_timestamp_seconds ",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    assert!(get(format!("http://127.0.0.1:{port}/readyz")).is_some());
+
+    let records = get(format!(
+        "http://127.0.0.1:{admin_port}/violations?source=audit"
+    ))
+    .expect("/violations");
+    let records: Vec<Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.len() >= 5, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["eventType"] == "violation_audited" && r.get("message").is_some()),
+        "no control records in the stream: {records:?}"
+    );
+}

@@ -130,13 +130,30 @@ impl<'de, F: FnMut(Value)> serde::de::Visitor<'de> for ItemsSeed<'_, F> {
     }
 }
 
+/// The body of a list response, as one buffer: the chunks are joined once and parsed from the
+/// bytes (no copy into a `String`), so a page costs about its size once, not three times.
+async fn fetch(
+    client: &kube::Client,
+    request: axum::http::Request<kube::client::Body>,
+) -> anyhow::Result<bytes::Bytes> {
+    use http_body_util::BodyExt as _;
+    let response = client.send(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(1024)]).into_owned();
+        anyhow::bail!("{status}: {text}");
+    }
+    Ok(body)
+}
+
 /// Parses one page, calling `each` per item; the continue token.
 fn read_page(
-    text: &str,
+    text: &[u8],
     each: &mut impl FnMut(Value),
 ) -> Result<Option<String>, serde_json::Error> {
     use serde::Deserializer as _;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let mut deserializer = serde_json::Deserializer::from_slice(text);
     let token = (&mut deserializer).deserialize_map(PageVisitor { each })?;
     deserializer.end()?;
     Ok(token)
@@ -172,8 +189,7 @@ pub async fn list<E>(
         let request = kube::core::Request::new(&path)
             .list(&params)
             .context("cannot build a list request")?;
-        let text = client
-            .request_text(request)
+        let text = fetch(client, request.map(kube::client::Body::from))
             .await
             .with_context(|| format!("cannot list {}", listed.resource.plural))?;
         let mut failed = None;
@@ -263,15 +279,15 @@ mod tests {
     fn pages_are_read_item_by_item() {
         let text = r#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"9","continue":"abc"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#;
         let mut names = Vec::new();
-        let token = read_page(text, &mut |item: Value| {
+        let token = read_page(text.as_bytes(), &mut |item: Value| {
             names.push(item["metadata"]["name"].as_str().unwrap().to_owned())
         })
         .unwrap();
         assert_eq!(token.as_deref(), Some("abc"));
         assert_eq!(names, ["a", "b"]);
-        let token = read_page(r#"{"items":null,"metadata":{}}"#, &mut |_| panic!()).unwrap();
+        let token = read_page(br#"{"items":null,"metadata":{}}"#, &mut |_| panic!()).unwrap();
         assert_eq!(token, None);
-        assert!(read_page(r#"{"items":[{"a":1},"#, &mut |_| {}).is_err());
+        assert!(read_page(br#"{"items":[{"a":1},"#, &mut |_| {}).is_err());
     }
 
     #[test]
