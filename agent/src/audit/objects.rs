@@ -130,24 +130,105 @@ impl<'de, F: FnMut(Value)> serde::de::Visitor<'de> for ItemsSeed<'_, F> {
     }
 }
 
-/// The body of a list response, as one buffer: the chunks are joined once and parsed from the
-/// bytes (no copy into a `String`), so a page costs about its size once, not three times.
-async fn fetch(
+/// Body chunks in flight between the response and the parser, at most.
+const CHUNKS_IN_FLIGHT: usize = 4;
+/// Parsed objects waiting to be judged, at most.
+const ITEMS_IN_FLIGHT: usize = 16;
+
+/// A `Read` over the body chunks a task receives from the response: the parser (on a blocking
+/// thread) reads the page as it arrives, so a page is never held whole — memory stays at a few
+/// chunks and objects whatever `--audit-chunk-size` and the objects' size.
+struct ChunkReader {
+    chunks: tokio::sync::mpsc::Receiver<Result<bytes::Bytes, String>>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        bytes::Buf::advance(&mut self.current, n);
+        Ok(n)
+    }
+}
+
+/// Sends one list request and streams its items to `each` as they are parsed; the continue
+/// token. An error of `each` stops the page (what was parsed is dropped).
+async fn stream_page<E>(
     client: &kube::Client,
     request: axum::http::Request<kube::client::Body>,
-) -> anyhow::Result<bytes::Bytes> {
+    mut each: impl FnMut(Value) -> Result<(), E>,
+) -> anyhow::Result<Result<Option<String>, E>> {
     use http_body_util::BodyExt as _;
     let response = client.send(request).await?;
     let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
+    let mut body = response.into_body();
     if !status.is_success() {
+        let body = body.collect().await?.to_bytes();
         let text = String::from_utf8_lossy(&body[..body.len().min(1024)]).into_owned();
         anyhow::bail!("{status}: {text}");
     }
-    Ok(body)
+    let (chunk_tx, chunks) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
+    let (item_tx, mut items) = tokio::sync::mpsc::channel::<Value>(ITEMS_IN_FLIGHT);
+    let pump = tokio::spawn(async move {
+        while let Some(frame) = body.frame().await {
+            let chunk = match frame {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => Ok(data),
+                    Err(_) => continue, // trailers
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            let failed = chunk.is_err();
+            if chunk_tx.send(chunk).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    let parser = tokio::task::spawn_blocking(move || {
+        use serde::Deserializer as _;
+        let reader = std::io::BufReader::with_capacity(
+            64 * 1024,
+            ChunkReader {
+                chunks,
+                current: bytes::Bytes::new(),
+            },
+        );
+        let mut deserializer = serde_json::Deserializer::from_reader(reader);
+        let mut send = |item: Value| {
+            // The receiver is gone only when the run stopped: the rest is skipped.
+            let _ = item_tx.blocking_send(item);
+        };
+        let token = (&mut deserializer).deserialize_map(PageVisitor { each: &mut send })?;
+        deserializer.end()?;
+        Ok::<_, serde_json::Error>(token)
+    });
+    let mut failed = None;
+    while let Some(item) = items.recv().await {
+        if let Err(e) = each(item) {
+            failed = Some(e);
+            break;
+        }
+    }
+    drop(items);
+    if let Some(e) = failed {
+        pump.abort();
+        return Ok(Err(e));
+    }
+    let token = parser.await.context("the list parser stopped")??;
+    let _ = pump.await;
+    Ok(Ok(token))
 }
 
-/// Parses one page, calling `each` per item; the continue token.
+/// Parses one page held whole, calling `each` per item; the continue token.
+#[cfg(test)]
 fn read_page(
     text: &[u8],
     each: &mut impl FnMut(Value),
@@ -189,14 +270,7 @@ pub async fn list<E>(
         let request = kube::core::Request::new(&path)
             .list(&params)
             .context("cannot build a list request")?;
-        let text = fetch(client, request.map(kube::client::Body::from))
-            .await
-            .with_context(|| format!("cannot list {}", listed.resource.plural))?;
-        let mut failed = None;
-        let next = read_page(&text, &mut |mut item: Value| {
-            if failed.is_some() {
-                return;
-            }
+        let page = stream_page(client, request.map(kube::client::Body::from), |mut item| {
             if let Some(map) = item.as_object_mut() {
                 map.insert(
                     "apiVersion".into(),
@@ -204,15 +278,14 @@ pub async fn list<E>(
                 );
                 map.insert("kind".into(), Value::String(listed.resource.kind.clone()));
             }
-            if let Err(e) = each(listed, item) {
-                failed = Some(e);
-            }
+            each(listed, item)
         })
-        .with_context(|| format!("cannot read the list of {}", listed.resource.plural))?;
-        drop(text);
-        if let Some(e) = failed {
-            return Ok(Err(e));
-        }
+        .await
+        .with_context(|| format!("cannot list {}", listed.resource.plural))?;
+        let next = match page {
+            Ok(next) => next,
+            Err(e) => return Ok(Err(e)),
+        };
         token = next.filter(|t| !t.is_empty());
         if token.is_none() {
             return Ok(Ok(()));
