@@ -299,8 +299,8 @@ fn admission_protocol_edges() {
         .text()
         .unwrap();
     for name in [
-        "drift_sentinel_admission_requests_total{namespace=\"prod\",resource=\"deployments\",result=\"denied\"}",
-        "drift_sentinel_violations_total{field=\"spec.replicas\",mode=\"enforce\",namespace=\"prod\",resource=\"deployments\"}",
+        "drift_sentinel_admission_requests_total{namespace=\"prod\",resource=\"apps/v1/deployments\",result=\"denied\"}",
+        "drift_sentinel_violations_total{field=\"spec.replicas\",mode=\"enforce\",namespace=\"prod\",resource=\"apps/v1/deployments\"}",
         "drift_sentinel_admission_duration_seconds_bucket",
         "drift_sentinel_rules_loaded_total 1",
         "drift_sentinel_rules_invalid 0",
