@@ -339,3 +339,58 @@ proptest! {
         prop_assert!(audit.changes().iter().all(|c| c.mutable));
     }
 }
+
+#[test]
+fn selection_is_by_auditing_rules_and_kinds() {
+    let off = "mode: off\nnamespaces: [quiet]\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
+    let any = "mode: dry-run\nnamespaces: [shop]\nselectors: [{apiGroup: '*', kind: '*'}]\n";
+    let rules = rules(&[("web", WEB), ("quiet", off), ("any", any)]);
+    let mut object = declared("web:1", 2);
+    assert!(is_selected(&rules, &object));
+    object["metadata"]["namespace"] = json!("quiet");
+    assert!(
+        is_selected(&rules, &object),
+        "web (enforce, '*') selects it"
+    );
+    let only_off = self::rules(&[("quiet", off)]);
+    assert!(
+        !is_selected(&only_off, &object),
+        "an off rule audits nothing"
+    );
+    assert!(!is_selected(&rules, &json!({"metadata": {}})), "no kind");
+
+    assert!(selects_kind(&rules, "apps", "Deployment", false));
+    assert!(
+        !selects_kind(&rules, "", "ConfigMap", false),
+        "'*' only selects the webhook's resources"
+    );
+    assert!(selects_kind(&rules, "", "ConfigMap", true));
+    assert!(!selects_kind(&only_off, "apps", "Deployment", true));
+}
+
+#[test]
+fn an_invalid_mode_annotation_is_ignored_and_reported() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let object = live(&declared("web:1", 2), "web:2", 2, json!([]));
+    let audit = super::audit(
+        &rules,
+        &object,
+        &AuditContext {
+            namespace_mode: Some("loud"),
+            drift_managers: &managers,
+        },
+        Detail::Full,
+    );
+    let matched = audit.matched.as_ref().unwrap();
+    assert_eq!(matched.mode, Mode::Enforce);
+    assert_eq!(matched.mode_source, ModeSource::Rule);
+    assert_eq!(
+        matched
+            .ignored_mode_annotation
+            .map(|i| (i.namespace, i.value)),
+        Some(("shop", "loud"))
+    );
+    assert_eq!(audit.considered.len(), 1);
+    assert!(audit.is_drifted());
+}

@@ -99,6 +99,8 @@ struct Progress<'s> {
     too_large: u64,
     print: bool,
     now_seconds: i64,
+    /// Namespaces whose invalid mode annotation was already logged this run.
+    warned: std::collections::BTreeSet<String>,
 }
 
 impl Progress<'_> {
@@ -119,6 +121,18 @@ impl Progress<'_> {
             drift_managers: self.managers,
         };
         let audit = drift_engine::audit(rules, object, &context, Detail::Verdict);
+        if let Some(ignored) = audit
+            .matched
+            .as_ref()
+            .and_then(|m| m.ignored_mode_annotation)
+            && self.warned.insert(ignored.namespace.to_owned())
+        {
+            tracing::warn!(
+                namespace = ignored.namespace,
+                value = ignored.value,
+                "invalid drift-sentinel.k8s.io/mode annotation ignored: the rule's mode applies"
+            );
+        }
         match audit.result_label() {
             "drifted" => self.counts.drifted += 1,
             "clean" => self.counts.clean += 1,
@@ -227,6 +241,7 @@ impl Auditor {
             now_seconds: start
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+            warned: std::collections::BTreeSet::new(),
         };
         let mut export_error = None;
         if let Some(files) = &files {
