@@ -28,9 +28,9 @@ pub enum Command {
     /// Print the AdmissionReview the API server would send for an UPDATE of one manifest into
     /// another, to try the webhook with curl.
     Review(ReviewArgs),
-    /// Audit live objects against what was declared for them (SPEC §8): periodically, or once
-    /// with `--audit-once` (exit 0 no drift, 1 drift, 2 error); offline with `--rules` and
-    /// `--objects` (for CI).
+    /// Audit live objects against what was declared for them (their last-applied configuration,
+    /// and imperative edits in managedFields): periodically, or once with `--audit-once` (exit 0
+    /// no drift, 1 drift, 2 error); offline with `--rules` and `--objects` (for CI).
     Audit(Box<AuditArgs>),
     /// Print the CustomResourceDefinition of Connection (the chart ships this output).
     Crd,

@@ -5,6 +5,45 @@
 //! ([`crate::baseline`]) and the fields that imperative edits own ([`crate::managed`]). The
 //! agent's audit, its export records, reports and metrics, and the plugin's `kubectl drift
 //! audit` all render this one value.
+//!
+//! Offline, as `kubectl drift audit --rules PATH -f OBJECTS` does it:
+//!
+//! ```
+//! use drift_engine::manifests::{parse_documents, rule_sources};
+//! use drift_engine::{AuditContext, DEFAULT_DRIFT_MANAGERS, Detail, RuleSet};
+//!
+//! let rule = r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: {name: web, namespace: ops, annotations: {drift-sentinel.k8s.io/rule: "true"}}
+//! data:
+//!   spec: |
+//!     mode: enforce
+//!     namespaces: ["*"]
+//!     selectors: [{apiGroup: apps, kind: Deployment}]
+//! "#;
+//! let rules = RuleSet::build(rule_sources(&parse_documents(rule, "rule.yaml").unwrap(), "rule.yaml"));
+//! let live = r#"
+//! apiVersion: apps/v1
+//! kind: Deployment
+//! metadata:
+//!   name: web
+//!   namespace: shop
+//!   annotations:
+//!     kubectl.kubernetes.io/last-applied-configuration: '{"spec":{"replicas":2}}'
+//! spec: {replicas: 5, strategy: {type: RollingUpdate}}
+//! "#;
+//! let managers: Vec<String> = DEFAULT_DRIFT_MANAGERS.iter().map(|m| m.to_string()).collect();
+//! let context = AuditContext { namespace_mode: None, drift_managers: &managers };
+//! for object in parse_documents(live, "live.yaml").unwrap() {
+//!     if !drift_engine::audit::is_selected(&rules, &object) {
+//!         continue;
+//!     }
+//!     let audit = drift_engine::audit(&rules, &object, &context, Detail::Verdict);
+//!     assert_eq!(audit.result_label(), "drifted");
+//!     assert_eq!(audit.drift().unwrap().denied, ["spec.replicas"]);
+//! }
+//! ```
 
 use std::borrow::Cow;
 
