@@ -251,5 +251,25 @@ mod tests {
         assert_eq!(first["result"], "warn");
         assert_eq!(first["properties"]["paths"], "spec.replicas");
         assert!(document.to_string().len() < 1024 * 1024);
+
+        // Cluster-scoped objects go to the ClusterReport, which has no namespace.
+        let mut cluster = Reports::default();
+        let audit = drift_engine::audit(
+            &rules,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}),
+            &AuditContext {
+                namespace_mode: None,
+                drift_managers: &managers,
+            },
+            Detail::Verdict,
+        );
+        cluster.add("", &json!({}), &audit, 0);
+        let (namespace, document) = cluster.documents().next().unwrap();
+        assert_eq!(
+            (namespace, &document["kind"]),
+            ("", &json!("ClusterReport"))
+        );
+        assert!(document["metadata"].get("namespace").is_none());
+        assert_eq!(document["summary"]["skip"], 1);
     }
 }
