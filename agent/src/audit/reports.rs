@@ -254,9 +254,11 @@ mod tests {
 
         // Cluster-scoped objects go to the ClusterReport, which has no namespace.
         let mut cluster = Reports::default();
+        let namespace_object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
         let audit = drift_engine::audit(
             &rules,
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}),
+            &namespace_object,
             &AuditContext {
                 namespace_mode: None,
                 drift_managers: &managers,
