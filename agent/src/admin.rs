@@ -33,6 +33,33 @@ pub fn router(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Router {
         .with_state(AdminState { shared, shutdown })
 }
 
+/// The admin API of the audit process: `/status` with its last run, and `/violations` of the
+/// channel directory its last run wrote to (`?source=audit` streams the runs' records).
+pub fn audit_router(
+    shared: Arc<Shared>,
+    dir: Arc<arc_swap::ArcSwapOption<std::path::PathBuf>>,
+    shutdown: watch::Receiver<bool>,
+) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route(
+            "/violations",
+            get(move |State(state): State<AdminState>, uri: Uri| {
+                let dir = dir.load_full().map(|d| d.as_ref().clone());
+                async move {
+                    crate::export::stream::response(
+                        dir,
+                        uri.query(),
+                        FOLLOW_POLL,
+                        state.shutdown.clone(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(AdminState { shared, shutdown })
+}
+
 async fn violations(State(state): State<AdminState>, uri: Uri) -> Response {
     let dir = state
         .shared
@@ -107,5 +134,6 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
         stale_rules: snapshot.stale_rules.clone(),
         namespaces_known: snapshot.namespaces.len(),
         export: export_state(shared),
+        audit: shared.last_audit(),
     }
 }

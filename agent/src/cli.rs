@@ -28,6 +28,10 @@ pub enum Command {
     /// Print the AdmissionReview the API server would send for an UPDATE of one manifest into
     /// another, to try the webhook with curl.
     Review(ReviewArgs),
+    /// Audit live objects against what was declared for them (their last-applied configuration,
+    /// and imperative edits in managedFields): periodically, or once with `--audit-once` (exit 0
+    /// no drift, 1 drift, 2 error); offline with `--rules` and `--objects` (for CI).
+    Audit(Box<AuditArgs>),
     /// Print the CustomResourceDefinition of Connection (the chart ships this output).
     Crd,
     /// The demonstration reader of admission export: logs each record of each completed
@@ -37,7 +41,7 @@ pub enum Command {
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
-const SUBCOMMANDS: &[&str] = &["serve", "review", "crd", "reader", "help"];
+const SUBCOMMANDS: &[&str] = &["serve", "review", "audit", "crd", "reader", "help"];
 
 #[derive(Debug, Clone, Args)]
 pub struct ReviewArgs {
@@ -286,6 +290,157 @@ fn parse_export_root(text: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(path.components().collect())
+}
+
+/// Where the audit writes OpenReports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportsMode {
+    /// One `openreports.io/v1alpha1` Report per namespace, a ClusterReport for cluster-scoped
+    /// objects.
+    Openreports,
+    None,
+}
+
+/// The resources a `*` selector audits by default: the webhook's (the chart's `webhook.rules`).
+pub const DEFAULT_AUDIT_RESOURCES: &str =
+    "apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts";
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Audit")]
+pub struct AuditArgs {
+    /// Run one audit and exit: 0 no drift, 1 drift found, 2 error.
+    #[arg(long, alias = "once", env = "DRIFT_SENTINEL_AUDIT_ONCE", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub audit_once: bool,
+
+    /// Time between the starts of two audit runs.
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_INTERVAL", default_value = "60s", value_parser = parse_period)]
+    pub audit_interval: Duration,
+
+    /// Objects per list request (pagination): memory does not grow with the number of objects.
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHUNK_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub audit_chunk_size: u32,
+
+    /// Field managers whose `Update`s are imperative edits (comma-separated). The default is
+    /// what kubectl writes for edit, patch, set, label, annotate, replace, rollout and scale.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_AUDIT_DRIFT_MANAGERS",
+        value_delimiter = ',',
+        default_value = "kubectl-edit,kubectl-patch,kubectl-set,kubectl-label,kubectl-annotate,kubectl-replace,kubectl-rollout,kubectl"
+    )]
+    pub audit_drift_managers: Vec<String>,
+
+    /// Resources (`group/resource`, the core group empty: `/pods`) a `*` selector audits: the
+    /// webhook's resources.
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_RESOURCES", value_delimiter = ',', default_value = DEFAULT_AUDIT_RESOURCES)]
+    pub audit_resources: Vec<String>,
+
+    /// Where results go besides the export: OpenReports (`openreports`, skipped with a warning
+    /// when its CRDs are not installed) or nowhere.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_AUDIT_REPORTS",
+        value_enum,
+        default_value = "openreports"
+    )]
+    pub audit_reports: ReportsMode,
+
+    /// Offline: objects to audit instead of the cluster's, as `kubectl get -o yaml` writes them
+    /// (`List` documents included). A file or a directory of `*.yaml`/`*.yml`/`*.json`;
+    /// repeatable. Needs `--rules`.
+    #[arg(
+        long = "objects",
+        env = "DRIFT_SENTINEL_OBJECTS",
+        value_delimiter = ',',
+        requires = "rules"
+    )]
+    pub objects: Vec<PathBuf>,
+
+    /// Rule ConfigMaps from files instead of the cluster (as for `serve`).
+    #[arg(long = "rules", env = "DRIFT_SENTINEL_RULES", value_delimiter = ',')]
+    pub rules: Vec<PathBuf>,
+
+    /// Namespace documents (their mode annotation) instead of the cluster's.
+    #[arg(
+        long = "namespaces",
+        env = "DRIFT_SENTINEL_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<PathBuf>,
+
+    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
+    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Longest wait for the first sync of the cluster's rules.
+    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub startup_sync_timeout: Duration,
+
+    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period)]
+    pub watch_resync: Duration,
+
+    /// Export each run's drifted objects to `<path>/<channel>/<run-id>.log` through the
+    /// Connection named by --audit-connection (SPEC §7, §8).
+    #[arg(long, env = "DRIFT_SENTINEL_ENABLE_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_violation_export: bool,
+
+    /// Name of the Connection resource (in the pod's namespace).
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
+        default_value = "audit-connection"
+    )]
+    pub audit_connection: String,
+
+    /// Channel: the subdirectory of the Connection's path the runs go to.
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel)]
+    pub audit_channel: String,
+
+    /// Read the Connection from this file instead of the cluster.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION")]
+    pub connection: Option<PathBuf>,
+
+    /// This pod's name (its entry in the Connection's status). Defaults to the host name.
+    #[arg(long, env = "DRIFT_SENTINEL_POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// This pod's namespace, where the Connection is looked up.
+    #[arg(long, env = "DRIFT_SENTINEL_POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+
+    /// Namespaces (globs) whose rule ConfigMaps are cluster rules, as for `serve`: the audit
+    /// judges each object under the rule that would win at admission.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub cluster_rule_namespaces: Vec<String>,
+
+    /// The webhook's ConfigMap of last good rule versions (read only, never written here).
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
+        default_value = "drift-sentinel-last-good-rules"
+    )]
+    pub last_good_configmap: String,
+
+    /// Every Connection path must lie inside this directory, as for `serve`.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root)]
+    pub export_root: PathBuf,
+
+    /// Periodic mode: address of the health, readiness and metrics listener (plain HTTP).
+    #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
+    pub address: SocketAddr,
+
+    /// Periodic mode: address of the admin API (`/status`, `/violations`); loopback only.
+    #[arg(long, env = "DRIFT_SENTINEL_ADMIN_ADDRESS", default_value = "127.0.0.1:9090", value_parser = parse_loopback_address)]
+    pub admin_address: SocketAddr,
+
+    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON on standard error.
+    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level)]
+    pub log_level: tracing::Level,
 }
 
 /// `:8080`, `0.0.0.0:8080`, `[::1]:8080` or `localhost:8080`.

@@ -171,6 +171,9 @@ pub struct ClusterOptions {
     pub resync: Duration,
     /// The agent's namespace and the name of its ConfigMap of last good rule versions.
     pub last_good: (String, String),
+    /// Whether this process keeps that ConfigMap written (the webhook's agents) or only reads
+    /// it (the audit).
+    pub keep_last_good: bool,
 }
 
 /// Reads the last good rule versions, and starts the task that keeps them written.
@@ -181,6 +184,9 @@ async fn start_last_good(
 ) -> (LastGoodMap, Option<watch::Sender<LastGoodMap>>) {
     let (namespace, name) = &options.last_good;
     let store = LastGoodStore::new(Api::namespaced(client.clone(), namespace), namespace, name);
+    if !options.keep_last_good {
+        return (store.read().await, None);
+    }
     let deadline = tokio::time::Instant::now() + options.startup_sync_timeout;
     let loaded = store.load(deadline).await;
     if !loaded.usable {

@@ -16,8 +16,10 @@ use serde_json::json;
 
 /// Most error entries in one list; the last says how many more were omitted.
 pub const MAX_ERRORS: usize = 500;
-/// The publisher source this agent reports.
+/// The publisher source the webhook reports.
 pub const WEBHOOK_SOURCE: &str = "webhook";
+/// The publisher source the audit reports.
+pub const AUDIT_SOURCE: &str = "audit";
 
 /// The class of an error: its text before the first colon.
 pub fn error_class(message: &str) -> &str {
@@ -162,6 +164,8 @@ pub struct ConnectionStatusReporter {
     last_written: Mutex<Option<(Instant, PublishStatus)>>,
     /// Whether the base entry still has to be written (a write failed).
     base_dirty: std::sync::atomic::AtomicBool,
+    /// The publisher source this reporter owns (`webhook` or `audit`).
+    source: &'static str,
 }
 
 /// Longest a field manager name may be.
@@ -174,7 +178,18 @@ fn manager(parts: &[&str]) -> String {
 
 impl ConnectionStatusReporter {
     pub fn new(pod: String, health: Arc<PublishHealth>, cluster: Option<ClusterTarget>) -> Self {
+        Self::for_source(pod, health, cluster, WEBHOOK_SOURCE)
+    }
+
+    /// A reporter of another publisher source: the audit writes `source: audit`.
+    pub fn for_source(
+        pod: String,
+        health: Arc<PublishHealth>,
+        cluster: Option<ClusterTarget>,
+        source: &'static str,
+    ) -> Self {
         Self {
+            source,
             entry: Mutex::new(PodConnectionStatus {
                 id: pod.clone(),
                 ..PodConnectionStatus::default()
@@ -252,7 +267,7 @@ impl ConnectionStatusReporter {
             return; // no new attempts: the previous entry stands
         }
         let status = PublishStatus {
-            source: WEBHOOK_SOURCE.to_owned(),
+            source: self.source.to_owned(),
             active: window.successes > 0,
             last_attempt_time: rfc3339(window.last_attempt),
             last_success_time: rfc3339(window.last_success),
@@ -293,7 +308,7 @@ impl ConnectionStatusReporter {
                 "publishStatuses": [status],
             }]}
         });
-        let params = PatchParams::apply(&manager(&[&self.pod, WEBHOOK_SOURCE])).force();
+        let params = PatchParams::apply(&manager(&[&self.pod, self.source])).force();
         match cluster
             .api
             .patch_status(&cluster.name, &params, &Patch::Apply(&body))
@@ -304,7 +319,8 @@ impl ConnectionStatusReporter {
                 tracing::warn!(
                     connection = %cluster.name,
                     error = %e,
-                    "cannot write the webhook publish status of the Connection; will retry"
+                    source = self.source,
+                    "cannot write the publish status of the Connection; will retry"
                 );
                 false
             }

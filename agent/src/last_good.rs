@@ -140,6 +140,23 @@ impl LastGoodStore {
         }
     }
 
+    /// Reads the ConfigMap without ever writing it (the audit process judges with the same
+    /// last good versions as the webhook, and leaves keeping them to the webhook's agents).
+    pub async fn read(&self) -> LastGoodMap {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.api.get_opt(&self.name)).await {
+            Ok(Ok(Some(config_map))) => decode(&config_map.data.unwrap_or_default()),
+            Ok(Ok(None)) => LastGoodMap::default(),
+            Ok(Err(e)) => {
+                tracing::warn!(configmap = %self.describe, error = %e, "cannot read the last good rule versions: rules that are invalid now are not audited");
+                LastGoodMap::default()
+            }
+            Err(_) => {
+                tracing::warn!(configmap = %self.describe, "no answer reading the last good rule versions: rules that are invalid now are not audited");
+                LastGoodMap::default()
+            }
+        }
+    }
+
     async fn create(&self) -> Loaded {
         let mut config_map = ConfigMap::default();
         config_map.metadata.name = Some(self.name.clone());

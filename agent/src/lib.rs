@@ -3,6 +3,7 @@
 //! made by `drift-engine`.
 
 pub mod admin;
+pub mod audit;
 pub mod cli;
 pub mod cluster_source;
 pub mod connection_status;
@@ -33,22 +34,27 @@ use crate::server::ConnectionTimeouts;
 use crate::state::Shared;
 
 /// Idle timeout of admin connections (long-lived follow streams).
-const ADMIN_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+pub(crate) const ADMIN_IDLE_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// Runs a parsed command line to completion.
-pub async fn run(cli: cli::Cli) -> anyhow::Result<()> {
+/// Runs a parsed command line to completion: the process's exit code, or the error that
+/// stopped it.
+pub async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
+    let done = std::process::ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(*args).await,
-        Command::Review(args) => review_cmd::run(&args),
+        Command::Serve(args) => serve(*args).await.map(|()| done),
+        Command::Review(args) => review_cmd::run(&args).map(|()| done),
+        Command::Audit(args) => Ok(audit::command(*args).await),
         Command::Crd => {
             print!("{}", drift_api::connection_crd_yaml()?);
-            Ok(())
+            Ok(done)
         }
         Command::Reader(args) => {
             init_logging(tracing::Level::INFO);
             tokio::task::spawn_blocking(move || export::reader::run(&args))
                 .await
                 .context("the reader stopped unexpectedly")?
+                .map(|()| done)
         }
     }
 }
@@ -124,6 +130,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 startup_sync_timeout: args.startup_sync_timeout,
                 resync: args.watch_resync,
                 last_good: (namespace, args.last_good_configmap.clone()),
+                keep_last_good: true,
             },
             shutdown_rx.clone(),
         ));
@@ -242,14 +249,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// `--cluster-rule-namespaces`; by default, in cluster mode, the agent's own namespace, and
 /// offline every rule file.
 fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<drift_engine::rule::TierPolicy> {
+    tier_policy_of(
+        &args.cluster_rule_namespaces,
+        offline,
+        agent_namespace(args.pod_namespace.as_deref()),
+    )
+}
+
+/// The tier policy of `--cluster-rule-namespaces` (see [`tier_policy`]), shared with the audit.
+pub(crate) fn tier_policy_of(
+    globs: &[String],
+    offline: bool,
+    agent_namespace: String,
+) -> anyhow::Result<drift_engine::rule::TierPolicy> {
     use drift_engine::rule::TierPolicy;
-    let mut globs = args.cluster_rule_namespaces.clone();
+    let mut globs = globs.to_vec();
     globs.retain(|g| !g.trim().is_empty());
     if globs.is_empty() {
         if offline {
             return Ok(TierPolicy::all_cluster());
         }
-        globs.push(agent_namespace(args));
+        globs.push(agent_namespace);
     }
     if globs.iter().any(|g| g == "*") {
         tracing::warn!(
@@ -263,9 +283,9 @@ fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<drift_engine::
 }
 
 /// The agent's own namespace: `--pod-namespace`, the service account's, or `default`.
-fn agent_namespace(args: &ServeArgs) -> String {
-    args.pod_namespace
-        .clone()
+pub(crate) fn agent_namespace(pod_namespace: Option<&str>) -> String {
+    pod_namespace
+        .map(str::to_owned)
         .or_else(|| {
             std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
                 .ok()
@@ -276,7 +296,7 @@ fn agent_namespace(args: &ServeArgs) -> String {
 }
 
 /// This pod's name when `--pod-name` is not given: the host name (a pod's host name is its name).
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
@@ -429,7 +449,7 @@ async fn watch_connection_file(
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;

@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(drift_sentinel::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("drift-sentinel: {e:#}");
             ExitCode::FAILURE

@@ -23,6 +23,10 @@ pub struct Metrics {
     pub export_queue_bytes: IntGauge,
     pub export_spool_segments: IntGauge,
     pub export_spool_bytes: IntGauge,
+    pub audit_last_run: prometheus::Gauge,
+    pub audit_duration: prometheus::Gauge,
+    pub audit_objects: prometheus::IntGaugeVec,
+    pub audit_drifted: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -112,6 +116,32 @@ impl Metrics {
             "drift_sentinel_export_spool_bytes",
             "Bytes of admission segments in the spool directory, the open one included (limit 20 MiB).",
         )?;
+        let audit_last_run = prometheus::Gauge::new(
+            "drift_sentinel_audit_last_run_timestamp_seconds",
+            "When the last completed audit run started (Unix time).",
+        )?;
+        let audit_duration = prometheus::Gauge::new(
+            "drift_sentinel_audit_duration_seconds",
+            "How long the last completed audit run took.",
+        )?;
+        let audit_objects = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "drift_sentinel_audit_objects",
+                "Objects of the last completed audit run, by result (drifted, clean, no_baseline, skipped).",
+            ),
+            &["result"],
+        )?;
+        let audit_drifted = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "drift_sentinel_audit_drifted_objects",
+                "Drifted objects of the last completed audit run, by rule (namespace/name).",
+            ),
+            &["rule"],
+        )?;
+        registry.register(Box::new(audit_last_run.clone()))?;
+        registry.register(Box::new(audit_duration.clone()))?;
+        registry.register(Box::new(audit_objects.clone()))?;
+        registry.register(Box::new(audit_drifted.clone()))?;
         registry.register(Box::new(export_published.clone()))?;
         registry.register(Box::new(export_dropped.clone()))?;
         registry.register(Box::new(export_queue_messages.clone()))?;
@@ -144,6 +174,10 @@ impl Metrics {
             export_queue_bytes,
             export_spool_segments,
             export_spool_bytes,
+            audit_last_run,
+            audit_duration,
+            audit_objects,
+            audit_drifted,
         })
     }
 

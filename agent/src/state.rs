@@ -78,6 +78,8 @@ pub struct Shared {
     export: std::sync::OnceLock<ExportHandle>,
     /// Which rule ConfigMaps are cluster rules (SPEC §2); set once at startup.
     tier_policy: std::sync::OnceLock<drift_engine::rule::TierPolicy>,
+    /// The audit process: its last completed run, for `/status`.
+    last_audit: std::sync::Mutex<Option<drift_api::status::AuditRun>>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.
@@ -98,6 +100,7 @@ impl Shared {
             parents: std::sync::OnceLock::new(),
             export: std::sync::OnceLock::new(),
             tier_policy: std::sync::OnceLock::new(),
+            last_audit: std::sync::Mutex::new(None),
         });
         shared.install(initial);
         shared
@@ -144,6 +147,17 @@ impl Shared {
 
     pub fn export(&self) -> Option<&ExportHandle> {
         self.export.get()
+    }
+
+    /// The audit process: records its last completed run.
+    pub fn set_last_audit(&self, run: drift_api::status::AuditRun) {
+        if let Ok(mut last) = self.last_audit.lock() {
+            *last = Some(run);
+        }
+    }
+
+    pub fn last_audit(&self) -> Option<drift_api::status::AuditRun> {
+        self.last_audit.lock().ok().and_then(|l| l.clone())
     }
 
     /// Marks the agent not ready and says why.

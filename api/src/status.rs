@@ -36,6 +36,35 @@ pub struct AgentStatus {
     pub stale_rules: Vec<StaleRule>,
     pub namespaces_known: usize,
     pub export: ExportState,
+    /// The audit process only: its last completed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditRun>,
+}
+
+/// One completed audit run (SPEC §8), as `/status` of the audit process shows it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRun {
+    /// The run id: also the name of its export file and the `id` of its records.
+    pub id: String,
+    /// When the run started (RFC 3339).
+    pub start: String,
+    pub duration_seconds: f64,
+    /// Objects by result.
+    pub counts: AuditCounts,
+    /// Why the run failed, when it did (its counts are then partial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Audited objects by result: the `result` label of `drift_sentinel_audit_objects`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditCounts {
+    pub drifted: u64,
+    pub clean: u64,
+    pub no_baseline: u64,
+    pub skipped: u64,
 }
 
 /// Where the rules come from.
@@ -234,6 +263,18 @@ mod tests {
                     publish_statuses: vec![],
                 }),
             },
+            audit: Some(AuditRun {
+                id: "2026-07-28T12:00:00Z".into(),
+                start: "2026-07-28T12:00:00Z".into(),
+                duration_seconds: 1.5,
+                counts: AuditCounts {
+                    drifted: 1,
+                    clean: 2,
+                    no_baseline: 3,
+                    skipped: 4,
+                },
+                error: None,
+            }),
         };
         let text = serde_json::to_string(&status).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -244,6 +285,7 @@ mod tests {
             "rules/broken.yaml: line 3 column 7: did not find expected key"
         );
         assert_eq!(value["source"]["kind"], "files");
+        assert_eq!(value["audit"]["counts"]["noBaseline"], 3);
         let back: AgentStatus = serde_json::from_str(&text).unwrap();
         assert_eq!(back, status);
     }

@@ -131,6 +131,25 @@ pub fn diff<'a>(
     walker.changes
 }
 
+/// The part of `value`, found at `path`, that `scope` compares; `None` when nothing of it is.
+/// For the audit's changes that do not come out of [`diff`] (fields owned by an imperative
+/// edit), so that they are scoped exactly as the diff scopes its own.
+pub fn scoped_value<'a>(
+    scope: &Scope,
+    path: &'a FieldPath,
+    value: &'a Value,
+) -> Option<Cow<'a, Value>> {
+    let segments: Vec<SegmentRef<'a>> = path.segments().iter().map(|s| s.as_segment()).collect();
+    let coverage = scope.coverage(&segments);
+    let mut walker = Walker {
+        scope,
+        descend: &[],
+        path: segments,
+        changes: Vec::new(),
+    };
+    walker.scoped(value, coverage)
+}
+
 /// Walks both objects at once. The path is kept as borrowed keys, so visiting a node costs no
 /// allocation; a path is copied only when a change is recorded.
 struct Walker<'s, 'a> {

@@ -171,6 +171,29 @@ pub struct JudgedChange<'a> {
     /// The rendered path (`spec.template.spec.containers[0].image`).
     pub path: String,
     pub mutable: bool,
+    /// The audit only: the imperative edit (field manager and time) that changed the path.
+    pub edit: Option<ImperativeEdit<'a>>,
+}
+
+impl<'a> JudgedChange<'a> {
+    /// A change not yet judged against `mutable`.
+    pub fn new(change: Change<'a>) -> Self {
+        Self {
+            path: change.path.to_string(),
+            change,
+            mutable: false,
+            edit: None,
+        }
+    }
+}
+
+/// Who changed a field imperatively, as `metadata.managedFields` says (SPEC §8 step 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImperativeEdit<'a> {
+    /// The field manager (`kubectl-edit`, `kubectl`…): managedFields name managers, not users.
+    pub manager: Cow<'a, str>,
+    /// When the manager last wrote the object (`time` of the entry), when it says.
+    pub time: Option<Cow<'a, str>>,
 }
 
 /// Which step settled the request, as one word (for logs and documents).
@@ -351,30 +374,45 @@ pub fn target_of(request: &AdmissionRequest) -> Option<Target<'_>> {
     })
 }
 
+/// The labels rules are matched against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Labels<'v> {
+    /// The object's labels (or the scaled parent's), `None` when it has none.
+    Known(Option<&'v Map<String, Value>>),
+    /// A `/scale` request whose parent's labels are not known.
+    ParentUnknown,
+}
+
+/// What rules are matched with: the same for an admission request and an audited object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Subject<'s> {
+    pub namespace: &'s str,
+    pub group: &'s str,
+    pub kind: &'s str,
+    pub labels: Labels<'s>,
+}
+
 /// Whether `rule` matches: namespace glob, selector, then labels (of the new object, or of the
 /// scaled parent).
-fn match_rule<'a>(
+pub(crate) fn match_rule<'a>(
     rule: &'a CompiledRule,
-    request: &AdmissionRequest,
-    target: &Target<'_>,
-    context: &Context<'_>,
+    subject: &Subject<'_>,
 ) -> Result<(), Mismatch<'a>> {
-    if rule.tier == Tier::Namespace && rule.id.namespace != request.namespace() {
+    if rule.tier == Tier::Namespace && rule.id.namespace != subject.namespace {
         return Err(Mismatch::OtherNamespace);
     }
-    if !rule.matches_namespace(request.namespace()) {
+    if !rule.matches_namespace(subject.namespace) {
         return Err(Mismatch::Namespace);
     }
-    if !rule.matches_kind(&target.group, &target.kind) {
+    if !rule.matches_kind(subject.group, subject.kind) {
         return Err(Mismatch::Selector);
     }
     if rule.labels.is_empty() {
         return Ok(());
     }
-    let labels = if target.scale {
-        Some(context.parent_labels.ok_or(Mismatch::ParentLabelsUnknown)?)
-    } else {
-        labels_of(request.object.as_ref())
+    let labels = match subject.labels {
+        Labels::Known(labels) => labels,
+        Labels::ParentUnknown => return Err(Mismatch::ParentLabelsUnknown),
     };
     match rule.labels.iter().find(|l| !l.matches(labels)) {
         Some(failed) => Err(Mismatch::Label(failed)),
@@ -382,11 +420,113 @@ fn match_rule<'a>(
     }
 }
 
-fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
+/// Step 1, shared by admission and the audit: the rules tried in match order and the winner.
+/// With [`Detail::Verdict`] the rules after the winner are not tried.
+pub(crate) fn find_winner<'a>(
+    rules: &'a RuleSet,
+    subject: &Subject<'_>,
+    detail: Detail,
+) -> (Vec<Considered<'a>>, Option<&'a CompiledRule>) {
+    let mut considered = Vec::new();
+    let mut winner = None;
+    for rule in rules.rules() {
+        // Rules come cluster tier first: a namespace rule is only tried when no cluster rule
+        // matched (SPEC §2), so it can never override, switch off or weaken one.
+        let shadowed = rule.tier == Tier::Namespace
+            && winner.is_some_and(|w: &CompiledRule| w.tier == Tier::Cluster);
+        let matched = if shadowed {
+            Err(Mismatch::ClusterRuleMatched)
+        } else {
+            match_rule(rule, subject)
+        };
+        let wins = matched.is_ok() && winner.is_none();
+        considered.push(Considered { rule, matched });
+        if wins {
+            winner = Some(rule);
+            if detail == Detail::Verdict {
+                break;
+            }
+        }
+    }
+    (considered, winner)
+}
+
+/// Step 5: the namespace annotation if it names a mode, else the rule's mode (an annotation
+/// naming no mode is ignored and reported).
+pub(crate) fn effective_mode<'a>(
+    rule: &CompiledRule,
+    namespace_mode: Option<&'a str>,
+    namespace: &'a str,
+) -> (Mode, ModeSource, Option<IgnoredModeAnnotation<'a>>) {
+    match namespace_mode {
+        Some(value) => match Mode::from_name(value) {
+            Some(mode) => (mode, ModeSource::NamespaceAnnotation, None),
+            None => (
+                rule.mode,
+                ModeSource::Rule,
+                Some(IgnoredModeAnnotation { namespace, value }),
+            ),
+        },
+        None => (rule.mode, ModeSource::Rule, None),
+    }
+}
+
+/// Steps 3–5, shared by admission and the audit: an object being deleted, the bypass
+/// annotation set to `true`, and mode `off` each settle before anything is compared.
+pub(crate) fn settle_before_diff(
+    object: &Value,
+    bypass_value: Option<&str>,
+    mode: Mode,
+) -> Option<Settled<'static>> {
+    let deleting = field(object, "metadata")
+        .and_then(|m| field(m, "deletionTimestamp"))
+        .is_some_and(|t| !diff::is_absent(t) && t.as_str() != Some(""));
+    if deleting {
+        return Some(Settled::BeingDeleted);
+    }
+    if bypass_value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Some(Settled::Bypassed);
+    }
+    if mode == Mode::Off {
+        return Some(Settled::ModeOff);
+    }
+    None
+}
+
+/// Steps 8–9, shared by admission and the audit: each change judged against `mutable`, sorted
+/// by rendered path; the uncovered ones make the violation, whose reason starts with `prefix`.
+pub(crate) fn judge<'a>(
+    rule: &CompiledRule,
+    mut judged: Vec<JudgedChange<'a>>,
+    excluded: Option<Vec<Change<'a>>>,
+    prefix: &str,
+) -> Comparison<'a> {
+    for change in &mut judged {
+        change.mutable = rule.is_mutable(change.change.path.segments());
+    }
+    judged.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut denied: Vec<String> = judged
+        .iter()
+        .filter(|c| !c.mutable)
+        .map(|c| c.path.clone())
+        .collect();
+    denied.dedup();
+    let violation = (!denied.is_empty()).then(|| Violation {
+        reason: crate::message::violation_reason(rule, &judged, &denied, prefix),
+        denied,
+    });
+    Comparison {
+        changes: judged,
+        excluded,
+        violation,
+    }
+}
+
+pub(crate) fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
     field(field(object?, "metadata")?, "labels")?.as_object()
 }
 
-fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+pub(crate) fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     field(field(field(object, "metadata")?, "annotations")?, key)?.as_str()
 }
 
@@ -423,27 +563,20 @@ pub fn evaluate<'a>(
             request.resource.resource.clone(),
         )));
     };
-    let mut considered = Vec::new();
-    let mut winner = None;
-    for rule in rules.rules() {
-        // Rules come cluster tier first: a namespace rule is only tried when no cluster rule
-        // matched (SPEC §2), so it can never override, switch off or weaken one.
-        let shadowed = rule.tier == Tier::Namespace
-            && winner.is_some_and(|w: &CompiledRule| w.tier == Tier::Cluster);
-        let matched = if shadowed {
-            Err(Mismatch::ClusterRuleMatched)
-        } else {
-            match_rule(rule, request, &target, context)
-        };
-        let wins = matched.is_ok() && winner.is_none();
-        considered.push(Considered { rule, matched });
-        if wins {
-            winner = Some(rule);
-            if detail == Detail::Verdict {
-                break;
-            }
-        }
-    }
+    let labels = if target.scale {
+        context
+            .parent_labels
+            .map_or(Labels::ParentUnknown, |l| Labels::Known(Some(l)))
+    } else {
+        Labels::Known(labels_of(request.object.as_ref()))
+    };
+    let subject = Subject {
+        namespace: request.namespace(),
+        group: &target.group,
+        kind: &target.kind,
+        labels,
+    };
+    let (considered, winner) = find_winner(rules, &subject, detail);
     let Some(rule) = winner else {
         return Evaluation {
             considered,
@@ -452,20 +585,8 @@ pub fn evaluate<'a>(
     };
 
     // 5 (computed first: it is reported for every matched request).
-    let (mode, mode_source, ignored_mode_annotation) = match context.namespace_mode {
-        Some(value) => match Mode::from_name(value) {
-            Some(mode) => (mode, ModeSource::NamespaceAnnotation, None),
-            None => (
-                rule.mode,
-                ModeSource::Rule,
-                Some(IgnoredModeAnnotation {
-                    namespace: request.namespace(),
-                    value,
-                }),
-            ),
-        },
-        None => (rule.mode, ModeSource::Rule, None),
-    };
+    let (mode, mode_source, ignored_mode_annotation) =
+        effective_mode(rule, context.namespace_mode, request.namespace());
     let bypass_value = annotation(new, &rule.bypass);
     let settled = settle(rule, request, old, new, mode, bypass_value, &target, detail);
     Evaluation {
@@ -501,20 +622,9 @@ fn settle<'a>(
     if rule.user_exempt(user) {
         return Settled::UserExempt;
     }
-    // 3. Deletion in progress.
-    let deleting = field(old, "metadata")
-        .and_then(|m| field(m, "deletionTimestamp"))
-        .is_some_and(|t| !diff::is_absent(t) && t.as_str() != Some(""));
-    if deleting {
-        return Settled::BeingDeleted;
-    }
-    // 4. Bypass.
-    if bypass_value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-        return Settled::Bypassed;
-    }
-    // 5. Mode off decides before the diff.
-    if mode == Mode::Off {
-        return Settled::ModeOff;
+    // 3–5. Deletion in progress, bypass, mode off.
+    if let Some(settled) = settle_before_diff(old, bypass_value, mode) {
+        return settled;
     }
     // 6–7. Scope and diff.
     let changes = if target.scale {
@@ -524,32 +634,14 @@ fn settle<'a>(
     };
     let excluded =
         (detail == Detail::Full && !target.scale).then(|| excluded_changes(rule, old, new));
-    // 8. Partition.
-    let mut judged: Vec<JudgedChange<'a>> = changes
-        .into_iter()
-        .map(|change| JudgedChange {
-            path: change.path.to_string(),
-            mutable: rule.is_mutable(change.path.segments()),
-            change,
-        })
-        .collect();
-    judged.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let mut denied: Vec<String> = judged
-        .iter()
-        .filter(|c| !c.mutable)
-        .map(|c| c.path.clone())
-        .collect();
-    denied.dedup();
-    // 9. Violation.
-    let violation = (!denied.is_empty()).then(|| Violation {
-        reason: crate::message::violation_reason(rule, &judged, &denied),
-        denied,
-    });
-    Settled::Compared(Comparison {
-        changes: judged,
+    // 8–9. Partition; violation.
+    let judged = changes.into_iter().map(JudgedChange::new).collect();
+    Settled::Compared(judge(
+        rule,
+        judged,
         excluded,
-        violation,
-    })
+        crate::message::VIOLATION_PREFIX,
+    ))
 }
 
 /// The changes that `rule` does not compare because of its `include` / `exclude` (the system

@@ -7,16 +7,20 @@
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
 
 pub mod apply;
+pub mod audit;
+pub mod baseline;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
 pub mod lint;
+pub mod managed;
 pub mod manifests;
 pub mod message;
 pub mod path;
 pub mod review;
 pub mod rule;
 
+pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};
 pub use path::{FieldPath, PathPattern, PathSegment};
 pub use review::{AdmissionRequest, AdmissionResponse, ReviewVersion, parse_review};

@@ -13,6 +13,9 @@ use crate::rule::{CompiledRule, MODE_ANNOTATION};
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
+/// The fixed beginning of every audit finding (SPEC §8): the live object differs from what was
+/// declared for it.
+pub const DRIFT_PREFIX: &str = "Drift Sentinel: drift from the declared state: ";
 /// How many uncovered paths a reason names.
 pub const MAX_PATHS_NAMED: usize = 20;
 /// How many changes a reason shows values for.
@@ -33,9 +36,10 @@ pub(crate) fn violation_reason(
     rule: &CompiledRule,
     judged: &[JudgedChange<'_>],
     denied: &[String],
+    prefix: &str,
 ) -> String {
     let mut message = String::with_capacity(256);
-    message.push_str(VIOLATION_PREFIX);
+    message.push_str(prefix);
     message.push_str(&denied[..denied.len().min(MAX_PATHS_NAMED)].join(", "));
     if denied.len() > MAX_PATHS_NAMED {
         let _ = write!(message, " … and {} more", denied.len() - MAX_PATHS_NAMED);
@@ -51,6 +55,13 @@ pub(crate) fn violation_reason(
             display_value(change.change.old.as_deref()),
             display_value(change.change.new.as_deref())
         );
+        if let Some(edit) = &change.edit {
+            let _ = write!(message, " (by {}", edit.manager);
+            if let Some(time) = &edit.time {
+                let _ = write!(message, " at {time}");
+            }
+            message.push(')');
+        }
     }
     let remaining = uncovered.count() - shown;
     if remaining > 0 {

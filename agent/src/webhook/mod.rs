@@ -66,6 +66,20 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
     }
 }
 
+/// Health, readiness and metrics only: the listener of the audit process, which answers no
+/// admission request.
+pub fn probe_router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
+    let state = AppState {
+        shared,
+        config: Arc::new(config.clone()),
+    };
+    Router::new()
+        .route(&config.health_path, get(|| async { "ok\n" }))
+        .route(&config.ready_path, get(ready))
+        .route(&config.metrics_path, get(metrics))
+        .with_state(state)
+}
+
 async fn ready(State(state): State<AppState>) -> Response {
     if state.shared.is_ready() {
         (StatusCode::OK, "ok\n").into_response()

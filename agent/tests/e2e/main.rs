@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod audit;
 mod chart;
 mod controllers;
 mod env;
@@ -46,6 +47,7 @@ fn main() {
     }
     let mut tests = Vec::new();
     tests.extend(webhook::tests());
+    tests.extend(audit::tests());
     tests.extend(rules::tests());
     tests.extend(controllers::tests());
     tests.extend(plugin::tests());

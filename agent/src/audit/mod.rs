@@ -1,0 +1,309 @@
+//! `drift-sentinel audit` (SPEC §8): finds the drift that slipped past the webhook by comparing
+//! live objects with what was declared for them. Every `--audit-interval`, or once with
+//! `--audit-once` (exit 0 no drift, 1 drift, 2 error); offline with `--rules` and `--objects`.
+//!
+//! The judgement is the engine's ([`drift_engine::audit()`]); this module finds the objects
+//! ([`objects`]), and renders each run: export files ([`files`]) through the Connection (the
+//! export module's validation and status reporting), OpenReports ([`reports`]), metrics,
+//! `/status`, and — run once — a summary on standard output.
+
+pub mod files;
+pub mod objects;
+pub mod reports;
+mod run;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::cli::{AuditArgs, ReportsMode};
+use crate::connection_status::{
+    AUDIT_SOURCE, ClusterTarget, ConnectionStatusReporter, PublishHealth,
+};
+use crate::rules_source::FileSource;
+use crate::state::{Shared, Snapshot, SourceKind};
+pub use run::{Auditor, ConnectionSource, RunOutcome};
+
+/// Exit code of a run once: drift found.
+pub const EXIT_DRIFT: u8 = 1;
+/// Exit code of a run once: the audit could not be completed.
+pub const EXIT_ERROR: u8 = 2;
+
+/// Runs the command; errors are printed and exit with code 2.
+pub async fn command(args: AuditArgs) -> ExitCode {
+    init_logging(args.log_level);
+    match run_command(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "audit failed");
+            eprintln!("drift-sentinel audit: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Logs go to standard error: standard output is the summary of a run once.
+fn init_logging(level: tracing::Level) {
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let metrics = crate::metrics::Metrics::new().context("cannot register metrics")?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let offline = !args.objects.is_empty();
+    let cluster_configured =
+        args.kubeconfig.is_some() || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let client = if offline || !cluster_configured {
+        None
+    } else {
+        Some(crate::cluster_source::client(args.kubeconfig.as_deref()).await?)
+    };
+    if !offline && client.is_none() {
+        anyhow::bail!(
+            "no objects to audit: give --objects FILE (with --rules) to audit files, or a cluster (--kubeconfig, or run in a pod)"
+        );
+    }
+    let shared = rules(&args, client.as_ref(), metrics, &shutdown_rx).await?;
+
+    let export = match (args.enable_violation_export, &args.connection, &client) {
+        (false, _, _) => None,
+        (true, Some(file), _) => Some(ConnectionSource::File(file.clone())),
+        (true, None, Some(client)) => {
+            let namespace = args
+                .pod_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            Some(ConnectionSource::Cluster(
+                Box::new(kube::Api::namespaced(client.clone(), &namespace)),
+                namespace,
+            ))
+        }
+        (true, None, None) => anyhow::bail!(
+            "--enable-violation-export needs a Connection: without a cluster, give --connection FILE"
+        ),
+    };
+    let health = Arc::new(PublishHealth::default());
+    let pod = args.pod_name.clone().unwrap_or_else(crate::host_name);
+    let cluster_target = match &export {
+        Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
+            api: api.as_ref().clone(),
+            name: args.audit_connection.clone(),
+        }),
+        _ => None,
+    };
+    let status = Arc::new(ConnectionStatusReporter::for_source(
+        pod,
+        health.clone(),
+        cluster_target,
+        AUDIT_SOURCE,
+    ));
+    let reports = match (&client, args.audit_reports) {
+        (Some(client), ReportsMode::Openreports) => {
+            if reports::installed(client).await {
+                true
+            } else {
+                tracing::warn!(
+                    "the OpenReports CRDs (openreports.io) are not installed: no reports are written (--audit-reports none silences this)"
+                );
+                false
+            }
+        }
+        _ => false,
+    };
+    let auditor = Auditor {
+        shared: shared.clone(),
+        client: client.clone(),
+        objects: args.objects.clone(),
+        managers: args.audit_drift_managers.clone(),
+        webhook_resources: objects::parse_resources(&args.audit_resources),
+        chunk: args.audit_chunk_size,
+        export,
+        connection_name: args.audit_connection.clone(),
+        target: crate::export::connection::Target {
+            root: args.export_root.clone(),
+            channel: args.audit_channel.clone(),
+        },
+        status,
+        health,
+        reports,
+        print: args.audit_once,
+        last_dir: Arc::default(),
+    };
+
+    if args.audit_once {
+        let outcome = auditor.run().await;
+        let _ = shutdown_tx.send(true);
+        println!("{}", outcome.summary());
+        if let Some(error) = &outcome.error {
+            eprintln!("drift-sentinel audit: {error}");
+        }
+        return Ok(ExitCode::from(
+            match (&outcome.error, outcome.counts.drifted) {
+                (Some(_), _) => EXIT_ERROR,
+                (None, 0) => 0,
+                (None, _) => EXIT_DRIFT,
+            },
+        ));
+    }
+    periodic(&args, auditor, shared, shutdown_tx, shutdown_rx).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rule snapshot: from files (re-read when they change), or the cluster's watches.
+async fn rules(
+    args: &AuditArgs,
+    client: Option<&kube::Client>,
+    metrics: crate::metrics::Metrics,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Arc<Shared>> {
+    if !args.rules.is_empty() {
+        let tier_policy =
+            crate::tier_policy_of(&args.cluster_rule_namespaces, true, String::new())?;
+        let source = FileSource {
+            rules: args.rules.clone(),
+            namespaces: args.namespaces.clone(),
+            tier_policy: tier_policy.clone(),
+        };
+        source.check().map_err(anyhow::Error::msg)?;
+        let interval = std::time::Duration::from_secs(2);
+        let files = source.load(interval);
+        let snapshot = source.build(&files);
+        let shared = Shared::new(metrics, snapshot);
+        shared.set_tier_policy(tier_policy);
+        shared.set_ready(true);
+        if !args.audit_once {
+            tokio::spawn(crate::rules_source::watch_files(
+                source,
+                files,
+                shared.clone(),
+                interval,
+                shutdown.clone(),
+            ));
+        }
+        return Ok(shared);
+    }
+    let client = client.context("--rules is required without a cluster")?;
+    let namespace = args
+        .pod_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let shared = Shared::new(metrics, Snapshot::empty(SourceKind::Cluster));
+    shared.set_tier_policy(crate::tier_policy_of(
+        &args.cluster_rule_namespaces,
+        false,
+        namespace.clone(),
+    )?);
+    tokio::spawn(crate::cluster_source::run(
+        client.clone(),
+        shared.clone(),
+        crate::cluster_source::ClusterOptions {
+            startup_sync_timeout: args.startup_sync_timeout,
+            resync: args.watch_resync,
+            last_good: (namespace, args.last_good_configmap.clone()),
+            keep_last_good: false,
+        },
+        shutdown.clone(),
+    ));
+    let deadline = tokio::time::Instant::now() + args.startup_sync_timeout;
+    while !shared.is_ready() {
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the cluster's rules did not sync within {:?}: {}",
+                args.startup_sync_timeout,
+                shared.not_ready_reason()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(shared)
+}
+
+/// Runs every `--audit-interval` until SIGTERM, with the probe/metrics and admin listeners.
+async fn periodic(
+    args: &AuditArgs,
+    auditor: Auditor,
+    shared: Arc<Shared>,
+    shutdown_tx: watch::Sender<bool>,
+    shutdown_rx: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let probes = TcpListener::bind(args.address)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.address))?;
+    let admin = TcpListener::bind(args.admin_address)
+        .await
+        .with_context(|| format!("cannot listen on admin address {}", args.admin_address))?;
+    tracing::info!(
+        address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        admin_address = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        interval = ?args.audit_interval,
+        "audit listening"
+    );
+    let timeouts = crate::server::ConnectionTimeouts {
+        read_header: std::time::Duration::from_secs(5),
+        idle: std::time::Duration::from_secs(60),
+        shutdown: std::time::Duration::from_secs(10),
+    };
+    let config = crate::webhook::WebhookConfig {
+        validate_path: "/validate".into(),
+        validate_rule_path: "/validate-rule".into(),
+        health_path: "/healthz".into(),
+        ready_path: "/readyz".into(),
+        metrics_path: "/metrics".into(),
+        read_timeout: std::time::Duration::from_secs(15),
+        write_timeout: std::time::Duration::from_secs(15),
+    };
+    let admin_dir = auditor.admin_dir();
+    tokio::spawn(crate::server::serve(
+        probes,
+        crate::webhook::probe_router(shared.clone(), config),
+        None,
+        timeouts,
+        shutdown_rx.clone(),
+    ));
+    tokio::spawn(crate::server::serve(
+        admin,
+        crate::admin::audit_router(shared.clone(), admin_dir, shutdown_rx.clone()),
+        None,
+        crate::server::ConnectionTimeouts {
+            idle: crate::ADMIN_IDLE_TIMEOUT,
+            ..timeouts
+        },
+        shutdown_rx.clone(),
+    ));
+    let mut ticker = tokio::time::interval(args.audit_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let signal = crate::wait_for_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            result = &mut signal => {
+                result?;
+                break;
+            }
+        }
+        // A run in progress is abandoned on SIGTERM: its file is removed as an aborted run's.
+        tokio::select! {
+            outcome = auditor.run() => {
+                tracing::info!(summary = %outcome.summary(), "audit run finished");
+            }
+            result = &mut signal => {
+                result?;
+                break;
+            }
+        }
+    }
+    tracing::info!("shutting down");
+    let _ = shutdown_tx.send(true);
+    Ok(())
+}

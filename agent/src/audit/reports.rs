@@ -1,0 +1,277 @@
+//! OpenReports (SPEC §8 "Reports"): one `openreports.io/v1alpha1` `Report` per namespace (a
+//! `ClusterReport` for cluster-scoped objects) named [`REPORT_NAME`], written by server-side apply
+//! with one field manager and replaced whole every run, so that an object no longer drifting
+//! leaves it; reports of namespaces the run found nothing in are deleted. `results[]` holds one
+//! entry per drifted object (policy = rule `namespace/name`, `fail` for enforce and `warn`
+//! otherwise, message = the reason, properties = the drifted paths), `summary` counts every
+//! audited object. A report stays under 1 MiB: past [`MAX_RESULTS`] results (or
+//! [`MAX_REPORT_BYTES`]) the first ones are kept and an annotation says how many more there were.
+
+use std::collections::BTreeMap;
+
+use drift_engine::message::truncate_bytes;
+use drift_engine::{Audit, rule::Mode};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+/// The name of every report the audit writes.
+pub const REPORT_NAME: &str = "drift-sentinel-audit";
+/// The field manager of the reports.
+pub const FIELD_MANAGER: &str = "drift-sentinel-audit";
+/// The label that marks the audit's reports.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "drift-sentinel-audit");
+/// The annotation that says how many results were left out.
+pub const OMITTED_ANNOTATION: &str = "drift-sentinel.k8s.io/omitted-results";
+pub const MAX_RESULTS: usize = 500;
+/// Results are kept while the report stays below this size (the API server's limit is ~1.5 MiB;
+/// the SPEC's 1 MiB with room for metadata and summary).
+pub const MAX_REPORT_BYTES: usize = 900 * 1024;
+const MAX_MESSAGE_BYTES: usize = 1024;
+const MAX_PATHS_BYTES: usize = 1024;
+pub const GROUP: &str = "openreports.io";
+pub const VERSION: &str = "v1alpha1";
+
+/// One namespace's report, as the run builds it.
+#[derive(Debug, Default)]
+struct Pending {
+    pass: u64,
+    fail: u64,
+    warn: u64,
+    skip: u64,
+    results: Vec<Value>,
+    bytes: usize,
+    omitted: u64,
+}
+
+/// The reports of one run.
+#[derive(Debug, Default)]
+pub struct Reports {
+    by_namespace: BTreeMap<String, Pending>,
+}
+
+impl Reports {
+    /// Counts an audited object and, when it drifted, adds its result.
+    pub fn add(&mut self, namespace: &str, object: &Value, audit: &Audit<'_>, seconds: i64) {
+        let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
+        let (Some(drift), Some(rule)) = (audit.drift(), audit.rule()) else {
+            match audit.result_label() {
+                "skipped" | "no_baseline" => pending.skip += 1,
+                _ => pending.pass += 1,
+            }
+            return;
+        };
+        let result = if audit.mode() == Some(Mode::Enforce) {
+            pending.fail += 1;
+            "fail"
+        } else {
+            pending.warn += 1;
+            "warn"
+        };
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        // Who changed the drifted fields imperatively (managers, not users: §8 step 3).
+        let mut changed_by: Vec<String> = Vec::new();
+        for change in audit.changes().iter().filter(|c| !c.mutable) {
+            if let Some(edit) = &change.edit {
+                let who = match &edit.time {
+                    Some(time) => format!("{} at {time}", edit.manager),
+                    None => edit.manager.to_string(),
+                };
+                if !changed_by.contains(&who) {
+                    changed_by.push(who);
+                }
+            }
+        }
+        let entry = json!({
+            "source": "drift-sentinel",
+            "policy": rule.id.to_string(),
+            "result": result,
+            "scored": true,
+            "message": truncate_bytes(&drift.reason, MAX_MESSAGE_BYTES),
+            "properties": {
+                "paths": truncate_bytes(&drift.denied.join(", "), MAX_PATHS_BYTES),
+                "mode": audit.mode().map_or("", |m| m.as_str()),
+                "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
+            },
+            "resources": [{
+                "apiVersion": text("/apiVersion"),
+                "kind": text("/kind"),
+                "namespace": text("/metadata/namespace"),
+                "name": text("/metadata/name"),
+                "uid": text("/metadata/uid"),
+            }],
+            "timestamp": {"seconds": seconds, "nanos": 0},
+        });
+        let size = entry.to_string().len();
+        if pending.results.len() >= MAX_RESULTS || pending.bytes + size > MAX_REPORT_BYTES {
+            pending.omitted += 1;
+        } else {
+            pending.bytes += size;
+            pending.results.push(entry);
+        }
+    }
+
+    /// The report documents of the run: `(namespace, document)`, `""` for the ClusterReport.
+    pub fn documents(&self) -> impl Iterator<Item = (&str, Value)> {
+        self.by_namespace.iter().map(|(namespace, p)| {
+            let cluster = namespace.is_empty();
+            let mut metadata = json!({
+                "name": REPORT_NAME,
+                "labels": {MANAGED_BY.0: MANAGED_BY.1},
+                "annotations": {OMITTED_ANNOTATION: p.omitted.to_string()},
+            });
+            if !cluster {
+                metadata["namespace"] = json!(namespace);
+            }
+            let document = json!({
+                "apiVersion": format!("{GROUP}/{VERSION}"),
+                "kind": if cluster { "ClusterReport" } else { "Report" },
+                "metadata": metadata,
+                "source": "drift-sentinel",
+                "summary": {"pass": p.pass, "fail": p.fail, "warn": p.warn, "error": 0, "skip": p.skip},
+                "results": p.results,
+            });
+            (namespace.as_str(), document)
+        })
+    }
+}
+
+fn api_resource(cluster: bool) -> ApiResource {
+    let (kind, plural) = if cluster {
+        ("ClusterReport", "clusterreports")
+    } else {
+        ("Report", "reports")
+    };
+    ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Whether the OpenReports CRDs are served.
+pub async fn installed(client: &kube::Client) -> bool {
+    kube::discovery::group(client, GROUP).await.is_ok()
+}
+
+/// Applies every report of the run and deletes the audit's reports of namespaces it no longer
+/// has one for. Returns how many were written.
+pub async fn publish(client: &kube::Client, reports: &Reports) -> anyhow::Result<usize> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut written = 0;
+    for (namespace, document) in reports.documents() {
+        let cluster = namespace.is_empty();
+        let resource = api_resource(cluster);
+        let api: Api<DynamicObject> = if cluster {
+            Api::all_with(client.clone(), &resource)
+        } else {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        };
+        api.patch(REPORT_NAME, &params, &Patch::Apply(&document))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot apply the report of {namespace:?}: {e}"))?;
+        written += 1;
+    }
+    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    for cluster in [false, true] {
+        let resource = api_resource(cluster);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let listed = api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot list the audit's reports: {e}"))?;
+        for item in listed.items {
+            let namespace = item.metadata.namespace.clone().unwrap_or_default();
+            if reports.by_namespace.contains_key(&namespace) {
+                continue;
+            }
+            let name = item.metadata.name.clone().unwrap_or_default();
+            let target: Api<DynamicObject> = if cluster {
+                Api::all_with(client.clone(), &resource)
+            } else {
+                Api::namespaced_with(client.clone(), &namespace, &resource)
+            };
+            if let Err(e) = target.delete(&name, &DeleteParams::default()).await {
+                tracing::warn!(namespace, name, error = %e, "cannot delete a stale audit report");
+            }
+        }
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drift_engine::{AuditContext, Detail, RuleSet};
+
+    #[test]
+    fn results_are_bounded_and_counted() {
+        let rules = RuleSet::build(drift_engine::manifests::rule_sources(
+            &drift_engine::manifests::parse_documents(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: r, namespace: ops, annotations: {drift-sentinel.k8s.io/rule: 'true'}}\ndata:\n  spec: |\n    mode: warn\n    namespaces: ['*']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n",
+                "r.yaml",
+            )
+            .unwrap(),
+            "r.yaml",
+        ));
+        let managers: Vec<String> = vec!["kubectl-set".into()];
+        let mut reports = Reports::default();
+        for i in 0..1200 {
+            let object = json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": format!("d{i}"), "namespace": "shop", "labels": {"x": "y"},
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                        "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":{\"replicas\":1}}"}},
+                "spec": {"replicas": if i % 2 == 0 { 2 } else { 1 }}
+            });
+            let audit = drift_engine::audit(
+                &rules,
+                &object,
+                &AuditContext {
+                    namespace_mode: None,
+                    drift_managers: &managers,
+                },
+                Detail::Verdict,
+            );
+            reports.add("shop", &object, &audit, 1_800_000_000);
+        }
+        let (namespace, document) = reports.documents().next().unwrap();
+        assert_eq!(namespace, "shop");
+        assert_eq!(document["kind"], "Report");
+        assert_eq!(document["summary"]["warn"], 600);
+        assert_eq!(document["summary"]["pass"], 600);
+        assert_eq!(document["results"].as_array().unwrap().len(), MAX_RESULTS);
+        assert_eq!(
+            document["metadata"]["annotations"][OMITTED_ANNOTATION],
+            "100"
+        );
+        let first = &document["results"][0];
+        assert_eq!(first["policy"], "ops/r");
+        assert_eq!(first["result"], "warn");
+        assert_eq!(first["properties"]["paths"], "spec.replicas");
+        assert!(document.to_string().len() < 1024 * 1024);
+
+        // Cluster-scoped objects go to the ClusterReport, which has no namespace.
+        let mut cluster = Reports::default();
+        let namespace_object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+        let audit = drift_engine::audit(
+            &rules,
+            &namespace_object,
+            &AuditContext {
+                namespace_mode: None,
+                drift_managers: &managers,
+            },
+            Detail::Verdict,
+        );
+        cluster.add("", &json!({}), &audit, 0);
+        let (namespace, document) = cluster.documents().next().unwrap();
+        assert_eq!(
+            (namespace, &document["kind"]),
+            ("", &json!("ClusterReport"))
+        );
+        assert!(document["metadata"].get("namespace").is_none());
+        assert_eq!(document["summary"]["skip"], 1);
+    }
+}

@@ -1,0 +1,471 @@
+//! One audit run: every selected object judged by the engine, the drifted ones written to the
+//! run's export file as they are found (never accumulated), counted for metrics, `/status` and
+//! the reports, and — run once — printed.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use drift_api::status::{AuditCounts, AuditRun};
+use drift_api::violation::format_rfc3339;
+use drift_engine::message::display_value;
+use drift_engine::{Audit, AuditContext, Detail};
+use serde_json::Value;
+
+use super::files::{AuditFileError, AuditFiles, RunFile};
+use super::objects;
+use super::reports::{self, Reports};
+use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
+use crate::export::record::{AuditedObject, audit_record};
+use crate::export::spool::{Limits, StatvfsFreeSpace};
+use crate::state::{Shared, Snapshot};
+
+/// Where the Connection is read from.
+pub enum ConnectionSource {
+    File(PathBuf),
+    /// The Connection API of the pod's namespace (and that namespace).
+    Cluster(Box<kube::Api<drift_api::Connection>>, String),
+}
+
+/// Everything a run needs; built once by the command.
+pub struct Auditor {
+    pub shared: Arc<Shared>,
+    /// `None` offline.
+    pub client: Option<kube::Client>,
+    /// Offline: the object files.
+    pub objects: Vec<PathBuf>,
+    pub managers: Vec<String>,
+    pub webhook_resources: Vec<(String, String)>,
+    pub chunk: u32,
+    pub export: Option<ConnectionSource>,
+    pub connection_name: String,
+    /// The export root and the channel directory's name.
+    pub target: crate::export::connection::Target,
+    pub status: Arc<ConnectionStatusReporter>,
+    pub health: Arc<PublishHealth>,
+    /// Write OpenReports.
+    pub reports: bool,
+    /// Print drifted objects on standard output.
+    pub print: bool,
+    /// The channel directory of the last run (what the admin `/violations` reads).
+    pub last_dir: Arc<arc_swap::ArcSwapOption<PathBuf>>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub id: String,
+    pub start: SystemTime,
+    pub duration: std::time::Duration,
+    pub counts: AuditCounts,
+    pub drifted_by_rule: BTreeMap<String, u64>,
+    /// The export file, when the run was exported.
+    pub file: Option<PathBuf>,
+    pub error: Option<String>,
+}
+
+impl RunOutcome {
+    /// One line: the run, its counts, and its error.
+    pub fn summary(&self) -> String {
+        let c = &self.counts;
+        let mut text = format!(
+            "audit {}: {} objects: {} drifted, {} clean, {} no_baseline, {} skipped",
+            self.id,
+            c.drifted + c.clean + c.no_baseline + c.skipped,
+            c.drifted,
+            c.clean,
+            c.no_baseline,
+            c.skipped
+        );
+        if let Some(error) = &self.error {
+            text.push_str("; error: ");
+            text.push_str(error);
+        }
+        text
+    }
+}
+
+/// The state of a run in progress.
+struct Progress<'s> {
+    snapshot: &'s Snapshot,
+    managers: &'s [String],
+    id: String,
+    file: Option<RunFile>,
+    reports: Option<Reports>,
+    counts: AuditCounts,
+    drifted_by_rule: BTreeMap<String, u64>,
+    published: u64,
+    too_large: u64,
+    print: bool,
+    now_seconds: i64,
+    /// Namespaces whose invalid mode annotation was already logged this run.
+    warned: std::collections::BTreeSet<String>,
+}
+
+impl Progress<'_> {
+    /// Judges one object; a failed export write aborts the run.
+    fn judge(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
+        let rules = &self.snapshot.rules;
+        if !drift_engine::audit::is_selected(rules, object) {
+            return Ok(());
+        }
+        let identity = AuditedObject::of(object, resource);
+        let namespace_mode = self
+            .snapshot
+            .namespaces
+            .get(identity.namespace)
+            .and_then(|n| n.mode_annotation.as_deref());
+        let context = AuditContext {
+            namespace_mode,
+            drift_managers: self.managers,
+        };
+        let audit = drift_engine::audit(rules, object, &context, Detail::Verdict);
+        if let Some(ignored) = audit
+            .matched
+            .as_ref()
+            .and_then(|m| m.ignored_mode_annotation)
+            && self.warned.insert(ignored.namespace.to_owned())
+        {
+            tracing::warn!(
+                namespace = ignored.namespace,
+                value = ignored.value,
+                "invalid drift-sentinel.k8s.io/mode annotation ignored: the rule's mode applies"
+            );
+        }
+        match audit.result_label() {
+            "drifted" => self.counts.drifted += 1,
+            "clean" => self.counts.clean += 1,
+            "no_baseline" => self.counts.no_baseline += 1,
+            _ => self.counts.skipped += 1,
+        }
+        if let Some(reports) = &mut self.reports {
+            reports.add(identity.namespace, object, &audit, self.now_seconds);
+        }
+        if !audit.is_drifted() {
+            return Ok(());
+        }
+        if let Some(rule) = audit.rule() {
+            *self.drifted_by_rule.entry(rule.id.to_string()).or_default() += 1;
+        }
+        if self.print {
+            print_drift(&identity, &audit);
+        }
+        if let Some(file) = &mut self.file
+            && let Some(record) = audit_record(&self.id, &identity, &audit, SystemTime::now())
+            && let Ok(encoded) = record.encode()
+        {
+            if encoded.len() > Limits::default().record_bytes {
+                self.too_large += 1;
+                return Ok(());
+            }
+            file.write_record(&encoded)?;
+            self.published += 1;
+        }
+        Ok(())
+    }
+}
+
+/// `drifted apps/v1 Deployment shop/web (rule ops/web, enforce)` and one indented line per
+/// drifted path, declared → live, and who changed it.
+fn print_drift(identity: &AuditedObject<'_>, audit: &Audit<'_>) {
+    let mut out = String::new();
+    let object = if identity.namespace.is_empty() {
+        identity.name.to_owned()
+    } else {
+        format!("{}/{}", identity.namespace, identity.name)
+    };
+    out.push_str(&format!(
+        "drifted {} {} {object} (rule {}, {})\n",
+        identity.api_version,
+        identity.kind,
+        audit.rule().map(|r| r.id.to_string()).unwrap_or_default(),
+        audit.mode().map_or("", |m| m.as_str()),
+    ));
+    for change in audit.changes().iter().filter(|c| !c.mutable) {
+        out.push_str(&format!(
+            "  {}: {} → {}",
+            change.path,
+            display_value(change.change.old.as_deref()),
+            display_value(change.change.new.as_deref())
+        ));
+        if let Some(edit) = &change.edit {
+            out.push_str(&format!(" (by {}", edit.manager));
+            if let Some(time) = &edit.time {
+                out.push_str(&format!(" at {time}"));
+            }
+            out.push(')');
+        }
+        out.push('\n');
+    }
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+}
+
+impl Auditor {
+    /// The channel directory the admin `/violations` reads (the last run's).
+    pub fn admin_dir(&self) -> Arc<arc_swap::ArcSwapOption<PathBuf>> {
+        self.last_dir.clone()
+    }
+
+    /// Runs one audit; never fails — the outcome says what went wrong.
+    pub async fn run(&self) -> RunOutcome {
+        let started = Instant::now();
+        let start = SystemTime::now();
+        let snapshot = self.shared.snapshot();
+        let base_id = humantime::format_rfc3339_seconds(start).to_string();
+        let mut errors: Vec<String> = Vec::new();
+        let files = match &self.export {
+            Some(source) => match self.channel_files(source).await {
+                Ok(files) => Some(files),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let id = files
+            .as_ref()
+            .map_or_else(|| base_id.clone(), |f| f.unused_id(&base_id));
+        let mut progress = Progress {
+            snapshot: &snapshot,
+            managers: &self.managers,
+            id: id.clone(),
+            file: None,
+            reports: self.reports.then(Reports::default),
+            counts: AuditCounts::default(),
+            drifted_by_rule: BTreeMap::new(),
+            published: 0,
+            too_large: 0,
+            print: self.print,
+            now_seconds: start
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+            warned: std::collections::BTreeSet::new(),
+        };
+        let mut export_error = None;
+        if let Some(files) = &files {
+            match files.start(&id) {
+                Ok(file) => progress.file = Some(file),
+                Err(e) => export_error = Some(e.to_string()),
+            }
+        }
+        if export_error.is_none()
+            && let Err(e) = self.each_object(&mut progress).await
+        {
+            match e {
+                RunError::Export(e) => export_error = Some(e.to_string()),
+                RunError::Source(e) => errors.push(e),
+            }
+        }
+        let mut file_path = None;
+        if let Some(mut file) = progress.file.take() {
+            if export_error.is_some() || !errors.is_empty() {
+                file.abort();
+            } else {
+                match file.complete() {
+                    Ok(path) => file_path = Some(path),
+                    Err(e) => export_error = Some(e.to_string()),
+                }
+            }
+        }
+        if let Some(files) = &files {
+            self.finish_export(
+                files,
+                &progress,
+                file_path.is_some(),
+                export_error.as_deref(),
+            )
+            .await;
+        }
+        errors.extend(export_error);
+        if errors.is_empty()
+            && let (Some(reports), Some(client)) = (&progress.reports, &self.client)
+            && let Err(e) = reports::publish(client, reports).await
+        {
+            errors.push(format!("{e:#}"));
+        }
+        let outcome = RunOutcome {
+            id,
+            start,
+            duration: started.elapsed(),
+            counts: progress.counts,
+            drifted_by_rule: progress.drifted_by_rule,
+            file: file_path,
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+        };
+        self.record(&outcome);
+        outcome
+    }
+
+    /// The Connection's channel directory, validated and created as the export module does.
+    async fn channel_files(&self, source: &ConnectionSource) -> Result<AuditFiles, String> {
+        let (found, uid) = match source {
+            ConnectionSource::File(path) => {
+                let found =
+                    crate::export::connection::read_file(path).map_err(|e| format!("{e:#}"))?;
+                (found, None)
+            }
+            ConnectionSource::Cluster(api, namespace) => {
+                match api.get_opt(&self.connection_name).await {
+                    Ok(Some(found)) => {
+                        let uid = found.metadata.uid.clone();
+                        (found, uid)
+                    }
+                    Ok(None) => {
+                        let error = format!(
+                            "Connection {namespace}/{} not found: create it (the chart does when enableViolationExport is true)",
+                            self.connection_name
+                        );
+                        self.status
+                            .set_connection(None, std::slice::from_ref(&error))
+                            .await;
+                        return Err(error);
+                    }
+                    Err(e) => {
+                        return Err(format!(
+                            "cannot read Connection {namespace}/{}: {e}",
+                            self.connection_name
+                        ));
+                    }
+                }
+            }
+        };
+        let checked = crate::export::connection::check(&found, &self.target);
+        self.status.set_connection(uid, &checked.errors).await;
+        let dir = checked
+            .channel_dir
+            .ok_or_else(|| checked.errors.join("; "))?;
+        self.last_dir.store(Some(Arc::new(dir.clone())));
+        let max = found.spec.config.max_audit_results.unwrap_or(3);
+        Ok(AuditFiles::new(
+            dir,
+            usize::try_from(max).unwrap_or(usize::MAX),
+            Arc::new(StatvfsFreeSpace),
+        ))
+    }
+
+    /// Retention, export metrics and the Connection's `source: audit` status, at the end of
+    /// every exported run.
+    async fn finish_export(
+        &self,
+        files: &AuditFiles,
+        progress: &Progress<'_>,
+        completed: bool,
+        error: Option<&str>,
+    ) {
+        let metrics = &self.shared.metrics;
+        metrics
+            .export_published
+            .with_label_values(&["audit"])
+            .inc_by(if completed { progress.published } else { 0 });
+        metrics
+            .export_dropped
+            .with_label_values(&["audit", "message_too_large"])
+            .inc_by(progress.too_large);
+        if !completed {
+            metrics
+                .export_dropped
+                .with_label_values(&["audit", "publish_error"])
+                .inc_by(progress.published);
+        }
+        let now = SystemTime::now();
+        let mut problem = error.map(str::to_owned);
+        if completed && let Err(e) = files.enforce_retention() {
+            // After the rename: reported, the completed run stays.
+            problem = Some(format!(
+                "cannot remove old audit runs in {}: {e}",
+                files.dir().display()
+            ));
+        }
+        self.health
+            .record_attempt(now, completed, problem.as_deref());
+        if let Some(problem) = &problem {
+            tracing::error!(error = %problem, "audit export failed");
+        }
+        self.status
+            .report(Instant::now(), std::time::Duration::ZERO)
+            .await;
+    }
+
+    /// Metrics and `/status` of a run.
+    fn record(&self, outcome: &RunOutcome) {
+        let metrics = &self.shared.metrics;
+        let seconds = outcome
+            .start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if outcome.error.is_none() {
+            metrics.audit_last_run.set(seconds);
+            metrics.audit_duration.set(outcome.duration.as_secs_f64());
+            let c = outcome.counts;
+            for (label, count) in [
+                ("drifted", c.drifted),
+                ("clean", c.clean),
+                ("no_baseline", c.no_baseline),
+                ("skipped", c.skipped),
+            ] {
+                metrics
+                    .audit_objects
+                    .with_label_values(&[label])
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+            // Rules that no longer drift go back to zero rather than keeping an old value.
+            metrics.audit_drifted.reset();
+            for (rule, count) in &outcome.drifted_by_rule {
+                metrics
+                    .audit_drifted
+                    .with_label_values(&[rule])
+                    .set(i64::try_from(*count).unwrap_or(i64::MAX));
+            }
+        }
+        self.shared.set_last_audit(AuditRun {
+            id: outcome.id.clone(),
+            start: format_rfc3339(outcome.start),
+            duration_seconds: outcome.duration.as_secs_f64(),
+            counts: outcome.counts,
+            error: outcome.error.clone(),
+        });
+    }
+
+    /// Every object: the files' offline, the listed resources' in a cluster.
+    async fn each_object(&self, progress: &mut Progress<'_>) -> Result<(), RunError> {
+        if !self.objects.is_empty() {
+            let files = objects::object_files(&self.objects)
+                .map_err(|e| RunError::Source(format!("{e:#}")))?;
+            for file in files {
+                let documents =
+                    objects::read_objects(&file).map_err(|e| RunError::Source(format!("{e:#}")))?;
+                for object in documents {
+                    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+                    let resource = objects::plural_of(kind);
+                    progress
+                        .judge(&object, &resource)
+                        .map_err(RunError::Export)?;
+                }
+            }
+            return Ok(());
+        }
+        let Some(client) = &self.client else {
+            return Ok(());
+        };
+        let listed = objects::resolve(client, &progress.snapshot.rules, &self.webhook_resources)
+            .await
+            .map_err(|e| RunError::Source(format!("{e:#}")))?;
+        for resource in &listed {
+            objects::list(client, resource, self.chunk, |listed, object| {
+                progress.judge(&object, &listed.resource.plural)
+            })
+            .await
+            .map_err(|e| RunError::Source(format!("{e:#}")))?
+            .map_err(RunError::Export)?;
+        }
+        Ok(())
+    }
+}
+
+enum RunError {
+    Export(AuditFileError),
+    Source(String),
+}

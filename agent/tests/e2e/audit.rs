@@ -1,0 +1,278 @@
+//! The audit (SPEC §8) against the real API server: Deployments edited with the real kubectl in
+//! a namespace the webhook does not intercept (`drift-sentinel.k8s.io/enabled: "false"`) show up
+//! in the next run's export file and in the namespace's OpenReports `Report`, with the field
+//! manager that changed them; an object put back as declared leaves the report at the next run;
+//! the Connection's status gets the audit's `source: audit` entry.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use libtest_mimic::Trial;
+use serde_json::Value;
+
+use crate::env::{AGENT_NAMESPACE, Env, deployment, shared, stderr, stdout, workspace};
+use crate::trial;
+
+pub fn tests() -> Vec<Trial> {
+    vec![trial!(
+        imperative_edits_show_up_in_the_run_files_and_the_report
+    )]
+}
+
+const NS: &str = "e2e-drift-audit";
+const CONNECTION: &str = "audit-e2e";
+const POD: &str = "e2e-audit-0";
+
+fn kubectl_ok(env: &Env, args: &[&str]) {
+    let output = env.kubectl(args);
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        stderr(&output)
+    );
+}
+
+/// `kubectl edit` with an EDITOR script that rewrites one value.
+fn kubectl_edit(env: &Env, dir: &Path, object: &str, from: &str, to: &str) {
+    let editor = dir.join("editor.sh");
+    std::fs::write(
+        &editor,
+        format!("#!/bin/sh\nsed -i 's/{from}/{to}/' \"$1\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = env
+        .cluster
+        .kubectl_command()
+        .args(["edit", object, "-n", NS])
+        .env("EDITOR", &editor)
+        .output()
+        .expect("kubectl edit");
+    assert!(output.status.success(), "kubectl edit: {}", stderr(&output));
+}
+
+fn run_audit(env: &Env) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .args(["audit", "--once", "--kubeconfig"])
+        .arg(env.cluster.admin_kubeconfig())
+        .args([
+            "--pod-namespace",
+            AGENT_NAMESPACE,
+            "--pod-name",
+            POD,
+            "--enable-violation-export",
+            "--audit-connection",
+            CONNECTION,
+            // Small pages: the run must follow continue tokens.
+            "--audit-chunk-size",
+            "2",
+        ])
+        .output()
+        .expect("run drift-sentinel audit")
+}
+
+/// The audit records of this test's namespace in the newest completed run.
+fn last_run_records(channel: &Path) -> Vec<Value> {
+    let mut runs: Vec<_> = std::fs::read_dir(channel)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    runs.sort();
+    let last = runs.last().expect("a completed run");
+    std::fs::read_to_string(last)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["resourceNamespace"] == NS)
+        .collect()
+}
+
+fn namespace_report(env: &Env) -> Value {
+    env.get(&["reports.openreports.io", "drift-sentinel-audit", "-n", NS])
+        .expect("the namespace's Report")
+}
+
+fn reported_objects(report: &Value) -> Vec<String> {
+    let mut names: Vec<String> = report["results"]
+        .as_array()
+        .map(|r| r.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .map(|r| r["resources"][0]["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn imperative_edits_show_up_in_the_run_files_and_the_report() {
+    let env = shared();
+    let dir = tempfile::tempdir().unwrap();
+    env.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n  labels:\n    drift-sentinel.k8s.io/enabled: \"false\"\n"
+    ));
+    let crds = std::fs::read_to_string(workspace().join("testkit/crds/openreports.yaml")).unwrap();
+    env.apply(&crds);
+    env.rule(
+        "audit-e2e",
+        &format!(
+            "mode: enforce\npriority: 1000\nnamespaces: [{NS}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: [\"spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']\"]\n"
+        ),
+    );
+    let channel_root = dir.path().join("topics");
+    env.apply(&format!(
+        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: {CONNECTION}\n  namespace: {AGENT_NAMESPACE}\nspec:\n  driver: disk\n  config:\n    path: {}\n    maxAuditResults: 2\n",
+        channel_root.display()
+    ));
+    for name in ["image", "scaled", "sidecar", "clean"] {
+        let manifest = deployment(NS, name, 2, "nginx:1.0");
+        env.apply(&manifest);
+    }
+    // Imperative edits, none of them seen by the webhook.
+    kubectl_ok(
+        &env,
+        &[
+            "set",
+            "image",
+            "deployment/image",
+            "app=nginx:2.0",
+            "-n",
+            NS,
+        ],
+    );
+    kubectl_ok(
+        &env,
+        &["scale", "deployment/scaled", "--replicas=5", "-n", NS],
+    );
+    // An env var the manifest declares, edited by hand.
+    env.apply(&deployment(NS, "env", 2, "nginx:1.0").replace(
+        "          image: nginx:1.0\n",
+        "          image: nginx:1.0\n          env:\n            - name: MODE\n              value: prod\n",
+    ));
+    kubectl_edit(
+        &env,
+        dir.path(),
+        "deployment/env",
+        "value: prod",
+        "value: debug",
+    );
+    kubectl_ok(
+        &env,
+        &[
+            "patch",
+            "deployment/sidecar",
+            "-n",
+            NS,
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"proxy","image":"envoy:1"}]}}}}"#,
+        ],
+    );
+
+    let output = run_audit(&env);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let channel = channel_root.join("audit-channel");
+    let records = last_run_records(&channel);
+    let mut found: Vec<(String, String, String)> = records
+        .iter()
+        .flat_map(|r| {
+            let name = r["resourceName"].as_str().unwrap_or("").to_owned();
+            r["details"]["changes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |c| {
+                    (
+                        name.clone(),
+                        c["path"].as_str().unwrap_or("").to_owned(),
+                        c["manager"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+        })
+        .collect();
+    found.sort();
+    let want = |n: &str, p: &str, m: &str| (n.to_owned(), p.to_owned(), m.to_owned());
+    assert_eq!(
+        found,
+        [
+            want(
+                "env",
+                "spec.template.spec.containers[0].env[0].value",
+                "kubectl-edit"
+            ),
+            want(
+                "image",
+                "spec.template.spec.containers[0].image",
+                "kubectl-set"
+            ),
+            want("scaled", "spec.replicas", "kubectl"),
+            want(
+                "sidecar",
+                "spec.template.spec.containers[0]",
+                "kubectl-patch"
+            ),
+        ],
+        "{}",
+        stdout(&output)
+    );
+
+    let report = namespace_report(&env);
+    assert_eq!(
+        reported_objects(&report),
+        ["env", "image", "scaled", "sidecar"]
+    );
+    assert_eq!(report["summary"]["fail"], 4);
+    assert_eq!(report["summary"]["pass"], 1);
+    let image = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"][0]["name"] == "image")
+        .unwrap();
+    assert_eq!(image["policy"], format!("{AGENT_NAMESPACE}/audit-e2e"));
+    assert_eq!(image["result"], "fail");
+    assert!(
+        image["properties"]["changedBy"]
+            .as_str()
+            .unwrap()
+            .starts_with("kubectl-set at "),
+        "{image}"
+    );
+
+    let connection = env
+        .get(&[
+            "connections.connection.drift-sentinel.io",
+            CONNECTION,
+            "-n",
+            AGENT_NAMESPACE,
+        ])
+        .expect("the Connection");
+    let entry = connection["status"]["byPod"]
+        .as_array()
+        .and_then(|pods| pods.iter().find(|p| p["id"] == POD))
+        .cloned()
+        .unwrap_or_else(|| panic!("no status entry for {POD}: {connection}"));
+    assert_eq!(entry["publishStatuses"][0]["source"], "audit", "{entry}");
+    assert_eq!(entry["publishStatuses"][0]["active"], true, "{entry}");
+
+    // Put back as declared: the object leaves the report and the next run's file.
+    env.apply(&deployment(NS, "image", 2, "nginx:1.0"));
+    let output = run_audit(&env);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(
+        reported_objects(&namespace_report(&env)),
+        ["env", "scaled", "sidecar"]
+    );
+    assert!(
+        !last_run_records(&channel)
+            .iter()
+            .any(|r| r["resourceName"] == "image")
+    );
+}

@@ -1,0 +1,459 @@
+//! The audit evaluation (SPEC §8): one live object judged under the rule that would win for it at
+//! admission — the same matching and priority, tiers, namespace mode annotation, bypass
+//! annotation, deletion in progress and mode `off` (the functions of [`crate::evaluation`], not
+//! copies) — against what was declared for it: its `last-applied-configuration` baseline
+//! ([`crate::baseline`]) and the fields that imperative edits own ([`crate::managed`]). The
+//! agent's audit, its export records, reports and metrics, and the plugin's `kubectl drift
+//! audit` all render this one value.
+//!
+//! Offline, as `kubectl drift audit --rules PATH -f OBJECTS` does it:
+//!
+//! ```
+//! use drift_engine::manifests::{parse_documents, rule_sources};
+//! use drift_engine::{AuditContext, DEFAULT_DRIFT_MANAGERS, Detail, RuleSet};
+//!
+//! let rule = r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: {name: web, namespace: ops, annotations: {drift-sentinel.k8s.io/rule: "true"}}
+//! data:
+//!   spec: |
+//!     mode: enforce
+//!     namespaces: ["*"]
+//!     selectors: [{apiGroup: apps, kind: Deployment}]
+//! "#;
+//! let rules = RuleSet::build(rule_sources(&parse_documents(rule, "rule.yaml").unwrap(), "rule.yaml"));
+//! let live = r#"
+//! apiVersion: apps/v1
+//! kind: Deployment
+//! metadata:
+//!   name: web
+//!   namespace: shop
+//!   annotations:
+//!     kubectl.kubernetes.io/last-applied-configuration: '{"spec":{"replicas":2}}'
+//! spec: {replicas: 5, strategy: {type: RollingUpdate}}
+//! "#;
+//! let managers: Vec<String> = DEFAULT_DRIFT_MANAGERS.iter().map(|m| m.to_string()).collect();
+//! let context = AuditContext { namespace_mode: None, drift_managers: &managers };
+//! for object in parse_documents(live, "live.yaml").unwrap() {
+//!     if !drift_engine::audit::is_selected(&rules, &object) {
+//!         continue;
+//!     }
+//!     let audit = drift_engine::audit(&rules, &object, &context, Detail::Verdict);
+//!     assert_eq!(audit.result_label(), "drifted");
+//!     assert_eq!(audit.drift().unwrap().denied, ["spec.replicas"]);
+//! }
+//! ```
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::baseline::{self, BaselineError, LAST_APPLIED_ANNOTATION};
+use crate::diff::{self, Change, ChangeKind, Coverage, field};
+use crate::evaluation::{
+    self, Comparison, Considered, Detail, IgnoredModeAnnotation, ImperativeEdit, JudgedChange,
+    Labels, ModeSource, Settled, Subject, Violation,
+};
+use crate::managed::{self, OwnedField};
+use crate::path::{FieldPath, PathSegment};
+use crate::rule::{CompiledRule, Mode, RuleSet};
+
+/// The field managers whose `Update`s are imperative edits by default: what kubectl 1.37 writes
+/// for `edit`, `patch`, `set` (env, image, resources …), `label`, `annotate`, `replace`,
+/// `rollout` and — plain `kubectl` — `scale` (SPEC §8, seen on a real API server; docs/audit.md).
+pub const DEFAULT_DRIFT_MANAGERS: &[&str] = &[
+    "kubectl-edit",
+    "kubectl-patch",
+    "kubectl-set",
+    "kubectl-label",
+    "kubectl-annotate",
+    "kubectl-replace",
+    "kubectl-rollout",
+    "kubectl",
+];
+
+/// What the audit knows besides the object.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditContext<'a> {
+    /// Value of `drift-sentinel.k8s.io/mode` on the object's namespace, if any.
+    pub namespace_mode: Option<&'a str>,
+    /// Field managers whose `Update`s are imperative edits (`--audit-drift-managers`).
+    pub drift_managers: &'a [String],
+}
+
+/// One audited object.
+#[derive(Debug, Clone)]
+pub struct Audit<'a> {
+    /// The rules tried, in priority order (up to the winner with [`Detail::Verdict`]).
+    pub considered: Vec<Considered<'a>>,
+    /// The winning rule and the mode it applies, when a rule matched.
+    pub matched: Option<AuditMatch<'a>>,
+    pub result: AuditResult<'a>,
+}
+
+/// The rule an object is judged under.
+#[derive(Debug, Clone)]
+pub struct AuditMatch<'a> {
+    pub rule: &'a CompiledRule,
+    pub mode: Mode,
+    pub mode_source: ModeSource,
+    pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
+}
+
+/// What the audit made of an object: the four results of the metric
+/// `drift_sentinel_audit_objects{result}`.
+#[derive(Debug, Clone)]
+pub enum AuditResult<'a> {
+    /// Not judged, and why.
+    Skipped(SkipReason),
+    /// Neither a baseline nor a field owned by an imperative edit: nothing to compare with.
+    NoBaseline,
+    /// Compared; nothing drifted (or only what `mutable` covers).
+    Clean(AuditComparison<'a>),
+    /// Compared; `comparison.violation` names the drifted paths and the reason.
+    Drifted(AuditComparison<'a>),
+}
+
+/// What an object was compared with, and what came of it.
+#[derive(Debug, Clone)]
+pub struct AuditComparison<'a> {
+    /// Whether the object has a `last-applied-configuration` baseline.
+    pub has_baseline: bool,
+    /// Every change (old = declared, new = live), judged against `mutable`; the violation is
+    /// the drift.
+    pub comparison: Comparison<'a>,
+}
+
+/// Why an object was not judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The object has no `kind`: no rule can be matched.
+    NoKind,
+    /// No valid rule matches it.
+    NoMatchingRule,
+    /// `metadata.deletionTimestamp` is set.
+    BeingDeleted,
+    /// The rule's bypass annotation is `true`.
+    Bypassed,
+    /// The effective mode is `off`.
+    ModeOff,
+    /// The baseline annotation cannot be read.
+    InvalidBaseline(BaselineError),
+}
+
+impl SkipReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SkipReason::NoKind => "no-kind",
+            SkipReason::NoMatchingRule => "no-matching-rule",
+            SkipReason::BeingDeleted => "being-deleted",
+            SkipReason::Bypassed => "bypassed",
+            SkipReason::ModeOff => "mode-off",
+            SkipReason::InvalidBaseline(_) => "invalid-baseline",
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::NoKind => f.write_str("the object has no kind"),
+            SkipReason::NoMatchingRule => f.write_str("no matching rule"),
+            SkipReason::BeingDeleted => f.write_str("object is being deleted"),
+            SkipReason::Bypassed => f.write_str("bypass annotation present"),
+            SkipReason::ModeOff => f.write_str("mode off"),
+            SkipReason::InvalidBaseline(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<'a> Audit<'a> {
+    /// `drifted`, `clean`, `no_baseline` or `skipped`: the label of the metric.
+    pub fn result_label(&self) -> &'static str {
+        match self.result {
+            AuditResult::Skipped(_) => "skipped",
+            AuditResult::NoBaseline => "no_baseline",
+            AuditResult::Clean(_) => "clean",
+            AuditResult::Drifted(_) => "drifted",
+        }
+    }
+
+    pub fn rule(&self) -> Option<&'a CompiledRule> {
+        self.matched.as_ref().map(|m| m.rule)
+    }
+
+    pub fn mode(&self) -> Option<Mode> {
+        self.matched.as_ref().map(|m| m.mode)
+    }
+
+    /// The comparison, when the object was compared.
+    pub fn comparison(&self) -> Option<&Comparison<'a>> {
+        match &self.result {
+            AuditResult::Clean(c) | AuditResult::Drifted(c) => Some(&c.comparison),
+            _ => None,
+        }
+    }
+
+    /// The drift: drifted paths (byte order) and the reason.
+    pub fn drift(&self) -> Option<&Violation> {
+        match &self.result {
+            AuditResult::Drifted(c) => c.comparison.violation.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn is_drifted(&self) -> bool {
+        self.drift().is_some()
+    }
+
+    /// Every change compared (empty when nothing was).
+    pub fn changes(&self) -> &[JudgedChange<'a>] {
+        self.comparison().map_or(&[], |c| &c.changes)
+    }
+
+    /// The reason: the drift's, or what the result says.
+    pub fn reason(&self) -> String {
+        match &self.result {
+            AuditResult::Skipped(why) => format!("skipped: {why}"),
+            AuditResult::NoBaseline => format!(
+                "no baseline: no {LAST_APPLIED_ANNOTATION} annotation and no field changed by an imperative edit"
+            ),
+            AuditResult::Clean(c) if c.comparison.changes.is_empty() => {
+                "no drift from the declared state".to_owned()
+            }
+            AuditResult::Clean(_) => "only mutable fields drifted".to_owned(),
+            AuditResult::Drifted(c) => c
+                .comparison
+                .violation
+                .as_ref()
+                .map_or_else(String::new, |v| v.reason.clone()),
+        }
+    }
+}
+
+/// `(group, kind)` of an object from its `apiVersion` and `kind`.
+fn group_kind(object: &Value) -> Option<(&str, &str)> {
+    let kind = field(object, "kind")?.as_str().filter(|k| !k.is_empty())?;
+    let api_version = field(object, "apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    Some((group, kind))
+}
+
+/// Whether a rule audits: its mode is `enforce`, `warn` or `dry-run` (§8 step 1).
+pub fn audits(rule: &CompiledRule) -> bool {
+    rule.mode != Mode::Off
+}
+
+/// Whether an auditing rule selects `object` — by namespace (and tier), kind and labels, as at
+/// admission: the objects a run audits (§8 step 1). The rule `object` is then judged under is
+/// the one [`audit`] finds, which may be another (a higher priority one, `off` included).
+pub fn is_selected(rules: &RuleSet, object: &Value) -> bool {
+    let Some((group, kind)) = group_kind(object) else {
+        return false;
+    };
+    let subject = Subject {
+        namespace: field(object, "metadata")
+            .and_then(|m| field(m, "namespace"))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        group,
+        kind,
+        labels: Labels::Known(evaluation::labels_of(Some(object))),
+    };
+    rules
+        .rules()
+        .iter()
+        .any(|rule| audits(rule) && evaluation::match_rule(rule, &subject).is_ok())
+}
+
+/// Whether an auditing rule selects objects of `(group, kind)`: a selector naming both, or — for
+/// a selector with a `*` — a resource the webhook intercepts (`webhook_resource`).
+pub fn selects_kind(rules: &RuleSet, group: &str, kind: &str, webhook_resource: bool) -> bool {
+    use crate::rule::NameMatch;
+    rules.rules().iter().filter(|r| audits(r)).any(|rule| {
+        rule.selectors.iter().any(|s| {
+            let literal = matches!(
+                (&s.group, &s.kind),
+                (NameMatch::Exactly(_), NameMatch::Exactly(_))
+            );
+            s.matches(group, kind) && (literal || webhook_resource)
+        })
+    })
+}
+
+/// Audits one live object against `rules`.
+pub fn audit<'a>(
+    rules: &'a RuleSet,
+    object: &'a Value,
+    context: &AuditContext<'a>,
+    detail: Detail,
+) -> Audit<'a> {
+    let skipped = |why| Audit {
+        considered: Vec::new(),
+        matched: None,
+        result: AuditResult::Skipped(why),
+    };
+    let Some((group, kind)) = group_kind(object) else {
+        return skipped(SkipReason::NoKind);
+    };
+    let namespace = field(object, "metadata")
+        .and_then(|m| field(m, "namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let subject = Subject {
+        namespace,
+        group,
+        kind,
+        labels: Labels::Known(evaluation::labels_of(Some(object))),
+    };
+    let (considered, winner) = evaluation::find_winner(rules, &subject, detail);
+    let Some(rule) = winner else {
+        return Audit {
+            considered,
+            matched: None,
+            result: AuditResult::Skipped(SkipReason::NoMatchingRule),
+        };
+    };
+    let (mode, mode_source, ignored_mode_annotation) =
+        evaluation::effective_mode(rule, context.namespace_mode, namespace);
+    let bypass_value = evaluation::annotation(object, &rule.bypass);
+    let result = match evaluation::settle_before_diff(object, bypass_value, mode) {
+        Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),
+        Some(Settled::Bypassed) => AuditResult::Skipped(SkipReason::Bypassed),
+        Some(_) => AuditResult::Skipped(SkipReason::ModeOff),
+        None => compare(rule, object, context.drift_managers),
+    };
+    Audit {
+        considered,
+        matched: Some(AuditMatch {
+            rule,
+            mode,
+            mode_source,
+            ignored_mode_annotation,
+        }),
+        result,
+    }
+}
+
+/// Steps 2–3 and the judgement: the baseline's changes, the imperative edits, `mutable`.
+fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> AuditResult<'a> {
+    let declared = match baseline::baseline_of(object) {
+        None => None,
+        Some(Ok(declared)) => Some(declared),
+        Some(Err(e)) => return AuditResult::Skipped(SkipReason::InvalidBaseline(e)),
+    };
+    let owned = managed::imperative_fields(object, managers);
+    if declared.is_none() && owned.is_empty() {
+        return AuditResult::NoBaseline;
+    }
+    let mut judged: Vec<JudgedChange<'a>> = match &declared {
+        Some(declared) => baseline::changes(declared, object, &rule.scope, &rule.mutable)
+            .into_iter()
+            .map(JudgedChange::new)
+            .collect(),
+        None => Vec::new(),
+    };
+    // Who changed a declared field: the latest imperative edit that owns it (or a part of it).
+    for change in &mut judged {
+        change.edit = latest_edit(&owned, change.change.path.segments(), |owned, changed| {
+            changed.starts_with(owned) || owned.starts_with(changed)
+        });
+    }
+    // Fields the baseline does not declare (or, without one, every field) that an imperative
+    // edit owns are changes too; declared ones are drift only when their value differs, which
+    // the baseline comparison above already says.
+    let mut extra: Vec<JudgedChange<'a>> = Vec::new();
+    for field in &owned {
+        let path = field.path.segments();
+        if is_last_applied(path)
+            || judged
+                .iter()
+                .any(|c| related(c.change.path.segments(), path))
+            || extra.iter().any(|c| c.change.path == field.path)
+            || declared
+                .as_ref()
+                .is_some_and(|d| baseline::declares(d, object, path))
+        {
+            continue;
+        }
+        if let Some(change) = owned_change(rule, object, field, &owned) {
+            extra.push(change);
+        }
+    }
+    judged.extend(extra);
+    let comparison = evaluation::judge(rule, judged, None, crate::message::DRIFT_PREFIX);
+    let comparison = AuditComparison {
+        has_baseline: declared.is_some(),
+        comparison,
+    };
+    if comparison.comparison.violation.is_some() {
+        AuditResult::Drifted(comparison)
+    } else {
+        AuditResult::Clean(comparison)
+    }
+}
+
+fn related(a: &[PathSegment], b: &[PathSegment]) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn is_last_applied(path: &[PathSegment]) -> bool {
+    matches!(path, [PathSegment::Key(m), PathSegment::Key(a), PathSegment::Key(k)]
+        if m == "metadata" && a == "annotations" && k == LAST_APPLIED_ANNOTATION)
+}
+
+/// The edit with the latest `time` among the owned fields `relates` to `path` (an entry without
+/// a time counts as oldest).
+fn latest_edit<'a>(
+    owned: &[OwnedField<'a>],
+    path: &[PathSegment],
+    relates: impl Fn(&[PathSegment], &[PathSegment]) -> bool,
+) -> Option<ImperativeEdit<'a>> {
+    owned
+        .iter()
+        .filter(|f| relates(f.path.segments(), path))
+        .max_by(|a, b| a.time.cmp(&b.time))
+        .map(|f| ImperativeEdit {
+            manager: Cow::Borrowed(f.manager),
+            time: f.time.map(Cow::Borrowed),
+        })
+}
+
+/// A field an imperative edit owns that nothing declares: a change from absent to its live
+/// value, scoped by the rule as the diff scopes its own changes.
+fn owned_change<'a>(
+    rule: &CompiledRule,
+    object: &'a Value,
+    owned_field: &OwnedField<'a>,
+    owned: &[OwnedField<'a>],
+) -> Option<JudgedChange<'a>> {
+    let path = owned_field.path.segments();
+    if rule.scope.coverage(path) == Coverage::Out {
+        return None;
+    }
+    let live = value_at(object, path).filter(|v| !diff::is_absent(v))?;
+    let scoped = diff::scoped_value(&rule.scope, &owned_field.path, live)?.into_owned();
+    let mut change = JudgedChange::new(Change {
+        path: FieldPath::from(path.to_vec()),
+        kind: ChangeKind::Added,
+        old: None,
+        new: Some(Cow::Owned(scoped)),
+    });
+    change.edit = latest_edit(owned, path, |owned, wanted| owned == wanted);
+    Some(change)
+}
+
+fn value_at<'v>(object: &'v Value, path: &[PathSegment]) -> Option<&'v Value> {
+    path.iter()
+        .try_fold(object, |value, segment| match segment {
+            PathSegment::Key(key) => field(value, key),
+            PathSegment::Index(index) => value.as_array()?.get(*index),
+        })
+}
+
+#[cfg(test)]
+#[path = "audit_tests.rs"]
+mod tests;

@@ -1,0 +1,396 @@
+//! The audit evaluation: matching shared with admission, every result, imperative edits.
+
+use super::*;
+use crate::rule::{RuleId, RuleSource, TierPolicy};
+use proptest::prelude::*;
+use serde_json::json;
+
+fn rule_source(namespace: &str, name: &str, spec: &str) -> RuleSource {
+    RuleSource {
+        id: RuleId {
+            namespace: namespace.into(),
+            name: name.into(),
+        },
+        spec: Some(spec.into()),
+        origin: None,
+    }
+}
+
+fn rules(specs: &[(&str, &str)]) -> RuleSet {
+    RuleSet::build(
+        specs
+            .iter()
+            .map(|(name, spec)| rule_source("ops", name, spec)),
+    )
+}
+
+const WEB: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [spec.replicas]\n";
+
+fn managers() -> Vec<String> {
+    DEFAULT_DRIFT_MANAGERS
+        .iter()
+        .map(|m| m.to_string())
+        .collect()
+}
+
+fn declared(image: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": image}]}}}
+    })
+}
+
+/// A live Deployment applied from `applied`, now running `image` with `replicas`.
+fn live(applied: &Value, image: &str, replicas: i64, managed: Value) -> Value {
+    let mut live = declared(image, replicas);
+    live["metadata"]["annotations"] = json!({LAST_APPLIED_ANNOTATION: applied.to_string(), "deployment.kubernetes.io/revision": "2"});
+    live["metadata"]["managedFields"] = managed;
+    live["metadata"]["uid"] = json!("u");
+    live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+    live["status"] = json!({"replicas": replicas});
+    live
+}
+
+fn set_image_entry() -> Value {
+    json!({"manager": "kubectl-set", "operation": "Update", "time": "2026-07-28T12:00:00Z",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"app\"}": {"f:image": {}}}}}}}})
+}
+
+fn run<'a>(rules: &'a RuleSet, object: &'a Value, managers: &'a [String]) -> Audit<'a> {
+    audit(
+        rules,
+        object,
+        &AuditContext {
+            namespace_mode: None,
+            drift_managers: managers,
+        },
+        Detail::Verdict,
+    )
+}
+
+#[test]
+fn drift_from_the_baseline_names_the_manager() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let object = live(
+        &declared("web:1", 2),
+        "web:2",
+        2,
+        json!([set_image_entry()]),
+    );
+    let audit = run(&rules, &object, &managers);
+    assert_eq!(audit.result_label(), "drifted");
+    assert_eq!(audit.rule().unwrap().id.to_string(), "ops/web");
+    let drift = audit.drift().unwrap();
+    assert_eq!(drift.denied, ["spec.template.spec.containers[0].image"]);
+    assert!(
+        drift.reason.starts_with("Drift Sentinel: drift from the declared state: spec.template.spec.containers[0].image; spec.template.spec.containers[0].image: \"web:1\" → \"web:2\" (by kubectl-set at 2026-07-28T12:00:00Z); rule ops/web"),
+        "{}",
+        drift.reason
+    );
+    let change = &audit.changes()[0];
+    assert_eq!(change.change.old.as_deref(), Some(&json!("web:1")));
+    assert_eq!(change.change.new.as_deref(), Some(&json!("web:2")));
+    assert_eq!(change.edit.as_ref().unwrap().manager, "kubectl-set");
+}
+
+#[test]
+fn results_of_every_kind() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let applied = declared("web:1", 2);
+    let scaled = json!({"manager": "kubectl", "operation": "Update", "subresource": "scale",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}});
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut o = live(&applied, "web:1", 2, json!([]));
+        f(&mut o);
+        o
+    };
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "clean",
+            with(&|_| {}),
+            "clean",
+            "no drift from the declared state",
+        ),
+        (
+            "mutable drift is clean",
+            live(&applied, "web:1", 5, json!([scaled.clone()])),
+            "clean",
+            "only mutable fields drifted",
+        ),
+        (
+            "scaled 2 → 5 → 2 is not drift",
+            live(&applied, "web:1", 2, json!([scaled.clone()])),
+            "clean",
+            "no drift",
+        ),
+        (
+            "no baseline, no imperative edit",
+            with(&|o| {
+                o["metadata"]["annotations"] = json!({});
+            }),
+            "no_baseline",
+            "no baseline",
+        ),
+        (
+            "being deleted",
+            with(&|o| o["metadata"]["deletionTimestamp"] = json!("2026-07-28T12:00:00Z")),
+            "skipped",
+            "object is being deleted",
+        ),
+        (
+            "bypassed",
+            with(&|o| o["metadata"]["annotations"]["drift-sentinel.k8s.io/bypass"] = json!("TRUE")),
+            "skipped",
+            "bypass annotation present",
+        ),
+        (
+            "no matching rule",
+            with(&|o| o["kind"] = json!("StatefulSet")),
+            "skipped",
+            "no matching rule",
+        ),
+        (
+            "no kind",
+            with(&|o| {
+                o.as_object_mut().unwrap().remove("kind");
+            }),
+            "skipped",
+            "no kind",
+        ),
+        (
+            "unreadable baseline",
+            with(&|o| o["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] = json!("{nope")),
+            "skipped",
+            "is not JSON",
+        ),
+    ];
+    for (name, object, label, reason) in cases {
+        let audit = run(&rules, &object, &managers);
+        assert_eq!(audit.result_label(), label, "{name}: {}", audit.reason());
+        assert!(
+            audit.reason().contains(reason),
+            "{name}: {}",
+            audit.reason()
+        );
+    }
+}
+
+#[test]
+fn matching_mode_and_tiers_are_those_of_admission() {
+    let off = "mode: off\npriority: 10\nnamespaces: [shop]\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
+    let rules = rules(&[("web", WEB), ("quiet", off)]);
+    let managers = managers();
+    let object = live(&declared("web:1", 2), "web:2", 2, json!([]));
+    let audit = run(&rules, &object, &managers);
+    assert_eq!(audit.rule().unwrap().id.name, "quiet", "priority wins");
+    assert_eq!(audit.reason(), "skipped: mode off");
+
+    // The namespace annotation switches the mode, as at admission.
+    let audit = super::audit(
+        &rules,
+        &object,
+        &AuditContext {
+            namespace_mode: Some("warn"),
+            drift_managers: &managers,
+        },
+        Detail::Verdict,
+    );
+    assert_eq!(audit.mode(), Some(Mode::Warn));
+    assert!(audit.is_drifted());
+
+    // A namespace rule never applies where a cluster rule matches.
+    let tiered = RuleSet::build_with(
+        [
+            rule_source("ops", "web", WEB),
+            rule_source("shop", "mine", off),
+        ],
+        &TierPolicy::cluster_namespaces(&["ops"]).unwrap(),
+    );
+    let audit = run(&tiered, &object, &managers);
+    assert_eq!(audit.rule().unwrap().id.name, "web");
+    // Labels select as at admission.
+    let labelled = rules_with_labels();
+    assert_eq!(run(&labelled, &object, &managers).result_label(), "skipped");
+}
+
+fn rules_with_labels() -> RuleSet {
+    rules(&[(
+        "tiered",
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nlabels: [tier=gold]\n",
+    )])
+}
+
+#[test]
+fn imperative_edits_without_a_baseline() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let mut object = declared("web:2", 5);
+    object["metadata"]["managedFields"] = json!([
+        {"manager": "argocd-controller", "operation": "Apply", "time": "2026-07-28T11:00:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}},
+        set_image_entry(),
+        {"manager": "kubectl", "operation": "Update", "subresource": "scale",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        {"manager": "kubectl-replace", "operation": "Update", "time": "2026-07-28T13:00:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {".": {},
+            "f:kubectl.kubernetes.io/last-applied-configuration": {}}}}},
+    ]);
+    object["metadata"]["annotations"] = json!({LAST_APPLIED_ANNOTATION: ""});
+    let audit = run(&rules, &object, &managers);
+    assert_eq!(audit.result_label(), "drifted", "{}", audit.reason());
+    assert_eq!(
+        audit.drift().unwrap().denied,
+        ["spec.template.spec.containers[0].image"]
+    );
+    let replicas = audit
+        .changes()
+        .iter()
+        .find(|c| c.path == "spec.replicas")
+        .expect("replicas owned by kubectl scale");
+    assert!(replicas.mutable);
+    assert_eq!(replicas.edit.as_ref().unwrap().manager, "kubectl");
+    assert_eq!(replicas.edit.as_ref().unwrap().time, None);
+    assert!(
+        !audit
+            .changes()
+            .iter()
+            .any(|c| c.path.contains("last-applied")),
+        "the baseline annotation itself is never drift"
+    );
+
+    // Only the managers named count.
+    let only_edit = vec!["kubectl-edit".to_owned()];
+    assert_eq!(
+        run(&rules, &object, &only_edit).result_label(),
+        "no_baseline"
+    );
+}
+
+#[test]
+fn an_undeclared_field_an_edit_added_drifts_a_declared_one_only_when_changed() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let applied = declared("web:1", 2);
+    let mut object = live(
+        &applied,
+        "web:1",
+        2,
+        json!([{"manager": "kubectl-label", "operation": "Update", "time": "2026-07-28T12:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:tier": {}, "f:app": {}}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-07-28T12:30:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"sidecar\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}}}]),
+    );
+    object["metadata"]["labels"]["tier"] = json!("gold");
+    object["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "sidecar", "image": "s:1", "imagePullPolicy": "Always"}));
+    let audit = run(&rules, &object, &managers);
+    assert_eq!(
+        audit.drift().unwrap().denied,
+        ["metadata.labels.tier", "spec.template.spec.containers[1]"],
+        "app is declared and unchanged: not drift"
+    );
+    let sidecar = &audit.changes()[1];
+    assert_eq!(sidecar.change.old, None);
+    assert_eq!(sidecar.edit.as_ref().unwrap().manager, "kubectl-edit");
+}
+
+#[test]
+fn scope_applies_to_imperative_edits() {
+    let rules = rules(&[(
+        "web",
+        "mode: warn\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nexclude: [metadata.labels]\ninclude: [metadata, spec.replicas]\n",
+    )]);
+    let managers = managers();
+    let mut object = declared("web:9", 2);
+    object["metadata"]["labels"]["tier"] = json!("gold");
+    object["metadata"]["managedFields"] = json!([set_image_entry(),
+        {"manager": "kubectl-label", "operation": "Update",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:tier": {}}}}}]);
+    let audit = run(&rules, &object, &managers);
+    assert_eq!(audit.result_label(), "clean", "{:?}", audit.changes());
+}
+
+proptest! {
+    /// Whatever drifted, a change covered by `mutable` is never drift.
+    #[test]
+    fn a_change_covered_by_mutable_is_never_drift(
+        image in "[a-z]{1,3}", replicas in 0i64..5, label in "[a-z]{1,3}", sidecar in any::<bool>()
+    ) {
+        let rules = rules(&[(
+            "web",
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [spec.replicas, 'spec.template.spec.containers[*]', metadata.labels]\n",
+        )]);
+        let managers = managers();
+        let mut object = live(&declared("web:1", 2), &image, replicas, json!([set_image_entry()]));
+        object["metadata"]["labels"]["x"] = json!(label);
+        if sidecar {
+            object["spec"]["template"]["spec"]["containers"].as_array_mut().unwrap()
+                .insert(0, json!({"name": "side", "image": "s"}));
+        }
+        let audit = run(&rules, &object, &managers);
+        prop_assert!(!audit.is_drifted(), "{}", audit.reason());
+        prop_assert!(audit.changes().iter().all(|c| c.mutable));
+    }
+}
+
+#[test]
+fn selection_is_by_auditing_rules_and_kinds() {
+    let off = "mode: off\nnamespaces: [quiet]\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
+    let any = "mode: dry-run\nnamespaces: [shop]\nselectors: [{apiGroup: '*', kind: '*'}]\n";
+    let rules = rules(&[("web", WEB), ("quiet", off), ("any", any)]);
+    let mut object = declared("web:1", 2);
+    assert!(is_selected(&rules, &object));
+    object["metadata"]["namespace"] = json!("quiet");
+    assert!(
+        is_selected(&rules, &object),
+        "web (enforce, '*') selects it"
+    );
+    let only_off = self::rules(&[("quiet", off)]);
+    assert!(
+        !is_selected(&only_off, &object),
+        "an off rule audits nothing"
+    );
+    assert!(!is_selected(&rules, &json!({"metadata": {}})), "no kind");
+
+    assert!(selects_kind(&rules, "apps", "Deployment", false));
+    assert!(
+        !selects_kind(&rules, "", "ConfigMap", false),
+        "'*' only selects the webhook's resources"
+    );
+    assert!(selects_kind(&rules, "", "ConfigMap", true));
+    assert!(!selects_kind(&only_off, "apps", "Deployment", true));
+}
+
+#[test]
+fn an_invalid_mode_annotation_is_ignored_and_reported() {
+    let rules = rules(&[("web", WEB)]);
+    let managers = managers();
+    let object = live(&declared("web:1", 2), "web:2", 2, json!([]));
+    let audit = super::audit(
+        &rules,
+        &object,
+        &AuditContext {
+            namespace_mode: Some("loud"),
+            drift_managers: &managers,
+        },
+        Detail::Full,
+    );
+    let matched = audit.matched.as_ref().unwrap();
+    assert_eq!(matched.mode, Mode::Enforce);
+    assert_eq!(matched.mode_source, ModeSource::Rule);
+    assert_eq!(
+        matched
+            .ignored_mode_annotation
+            .map(|i| (i.namespace, i.value)),
+        Some(("shop", "loud"))
+    );
+    assert_eq!(audit.considered.len(), 1);
+    assert!(audit.is_drifted());
+}

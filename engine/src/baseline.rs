@@ -1,0 +1,187 @@
+//! The audit's comparison of a live object with its declared state (SPEC §8 step 2).
+//!
+//! The declared state is the `kubectl.kubernetes.io/last-applied-configuration` annotation. Only
+//! what it declares is compared: a declared field whose live value differs is a change; a field
+//! it does not declare (a server default, a controller's field) never is. Keyed lists (the §4
+//! merge keys) are compared element by element — a declared element missing live, or differing
+//! in a declared field, is a change at that element's path, and elements that exist only live
+//! are not drift — while lists of scalars and lists without keys compare whole.
+//!
+//! Rather than a second diff, the comparison builds the object *as declared*: the live object
+//! with every declared value laid over it ([`expected`]). Everything the baseline does not
+//! declare is then equal on both sides by construction, so the one diff of §4 — with the rule's
+//! own scope (system fields, `include`, `exclude`) and its `mutable` descent — reports exactly the
+//! declared fields that differ, at the live object's paths.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::diff::{self, Change, Scope, element_keys, is_absent, merge_key_for};
+use crate::path::PathPattern;
+
+/// The annotation `kubectl apply` keeps the declared object in.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Why a baseline cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaselineError {
+    #[error("the {LAST_APPLIED_ANNOTATION} annotation is not JSON: {0}")]
+    NotJson(String),
+    #[error("the {LAST_APPLIED_ANNOTATION} annotation does not hold a JSON object")]
+    NotAnObject,
+}
+
+/// The baseline of `object`: `None` without the annotation (or with an empty one).
+pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
+    let text = crate::evaluation::annotation(object, LAST_APPLIED_ANNOTATION)?;
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(BaselineError::NotAnObject),
+        Err(e) => Err(BaselineError::NotJson(e.to_string())),
+    })
+}
+
+/// The live object as declared: `live` with every value `declared` declares laid over it.
+/// Maps keep the live keys (in the live order) and gain the declared ones; keyed lists keep the
+/// live elements in the live order, each overlaid with the declared element of the same key,
+/// and gain the declared elements missing live at their declared position; anything else
+/// (a scalar, a list of scalars, a list without keys, a value of another type) is the declared
+/// value. A declared `null`, `{}` or `[]` declares nothing (§4: they are all "absent").
+pub fn expected(declared: &Value, live: &Value) -> Value {
+    overlay(Some(live), declared, None)
+}
+
+fn overlay(live: Option<&Value>, declared: &Value, list_name: Option<&str>) -> Value {
+    match (live, declared) {
+        (Some(Value::Object(live)), Value::Object(declared)) => overlay_map(live, declared),
+        (Some(Value::Array(live)), Value::Array(declared)) => {
+            overlay_list(live, declared, list_name)
+        }
+        _ => declared.clone(),
+    }
+}
+
+fn overlay_map(live: &Map<String, Value>, declared: &Map<String, Value>) -> Value {
+    let mut out = Map::with_capacity(live.len().max(declared.len()));
+    for (key, value) in live {
+        let merged = match declared.get(key) {
+            Some(d) if !is_absent(d) => overlay(Some(value), d, Some(key)),
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), merged);
+    }
+    for (key, value) in declared {
+        if !live.contains_key(key) && !is_absent(value) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+fn overlay_list(live: &[Value], declared: &[Value], list_name: Option<&str>) -> Value {
+    let keys = merge_key_for(list_name, declared, live)
+        .and_then(|key| Some((element_keys(key, declared)?, element_keys(key, live)?)));
+    let Some((declared_keys, live_keys)) = keys else {
+        // A list of scalars, or one whose elements lack a unique key: compared whole.
+        return Value::Array(declared.to_vec());
+    };
+    let declared_at: HashMap<&str, usize> = declared_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_ref(), i))
+        .collect();
+    let mut out = Vec::with_capacity(live.len() + declared.len());
+    for (item, key) in live.iter().zip(&live_keys) {
+        match declared_at.get(key.as_ref()) {
+            Some(&i) => out.push(overlay(Some(item), &declared[i], None)),
+            None => out.push(item.clone()),
+        }
+    }
+    let live_set: std::collections::HashSet<&str> = live_keys.iter().map(|k| k.as_ref()).collect();
+    for (i, key) in declared_keys.iter().enumerate() {
+        if !live_set.contains(key.as_ref()) && !is_absent(&declared[i]) {
+            // At its declared position, so that the change names the element's declared index;
+            // inserting never changes the relative order of the live elements.
+            out.insert(i.min(out.len()), declared[i].clone());
+        }
+    }
+    Value::Array(out)
+}
+
+/// The declared fields of `live` whose value differs from `declared`, within `scope`, with
+/// `descend` (the rule's `mutable`) looking inside added or removed maps as at admission.
+/// `old` is the declared value and `new` the live one.
+pub fn changes(
+    declared: &Value,
+    live: &Value,
+    scope: &Scope,
+    descend: &[PathPattern],
+) -> Vec<Change<'static>> {
+    let expected = expected(declared, live);
+    diff::diff(&expected, live, scope, descend)
+        .into_iter()
+        .map(|change| Change {
+            path: change.path,
+            kind: change.kind,
+            old: change.old.map(|v| Cow::Owned(v.into_owned())),
+            new: change.new.map(|v| Cow::Owned(v.into_owned())),
+        })
+        .collect()
+}
+
+/// Whether the declared state says anything about the live field at `path`: the baseline
+/// declares it (followed through keyed lists by merge key), or it lies in a list the baseline
+/// declares whole (a list of scalars or without keys), which [`changes`] compares whole.
+pub fn declares(declared: &Value, live: &Value, path: &[crate::path::PathSegment]) -> bool {
+    use crate::path::PathSegment;
+    let (mut d, mut l) = (declared, Some(live));
+    let mut list_name: Option<&str> = None;
+    for segment in path {
+        match segment {
+            PathSegment::Key(key) => {
+                let Some(next) = diff::field(d, key).filter(|v| !is_absent(v)) else {
+                    return false;
+                };
+                d = next;
+                l = l.and_then(|l| diff::field(l, key));
+                list_name = Some(key);
+            }
+            PathSegment::Index(index) => {
+                let (Some(declared_items), Some(live_items)) =
+                    (d.as_array(), l.and_then(Value::as_array))
+                else {
+                    return false;
+                };
+                let Some(item) = live_items.get(*index) else {
+                    return false;
+                };
+                let key = merge_key_for(list_name, declared_items, live_items).filter(|&key| {
+                    element_keys(key, declared_items).is_some()
+                        && element_keys(key, live_items).is_some()
+                });
+                let Some(key) = key else {
+                    return true; // compared whole
+                };
+                let wanted = diff::element_key(key, item);
+                let Some(next) = declared_items
+                    .iter()
+                    .find(|e| wanted.is_some() && diff::element_key(key, e) == wanted)
+                else {
+                    return false;
+                };
+                d = next;
+                l = Some(item);
+                list_name = None;
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests;
