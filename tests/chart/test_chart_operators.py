@@ -538,7 +538,7 @@ def notes(*sets: str, values=()) -> str:
 
 def test_notes_tell_how_to_check_the_webhook_and_how_to_get_out(helm):
     text = notes()
-    assert (f"kubectl drift status -n {NAMESPACE} -l app.kubernetes.io/name=drift-sentinel,"
+    assert (f"kubectl drift status --agent-namespace {NAMESPACE} -l app.kubernetes.io/name=drift-sentinel,"
             f"app.kubernetes.io/instance=ds,app.kubernetes.io/component=webhook --webhook {FULLNAME}") in text
     assert "kubectl apply --dry-run=server -f -" in text
     assert "denied the request: Drift Sentinel: immutable fields changed: spec.replicas" in text

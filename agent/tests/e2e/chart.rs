@@ -318,7 +318,7 @@ fn install_with_defaults_shows_notes_that_work() {
     let names: Vec<&str> = commands.iter().map(|(c, _)| c.as_str()).collect();
     let delete_webhook = format!("kubectl delete validatingwebhookconfiguration {RELEASE}");
     for wanted in [
-        "kubectl drift status -n drift-sentinel",
+        "kubectl drift status --agent-namespace drift-sentinel",
         "kubectl apply --dry-run=server -f -",
         delete_webhook.as_str(),
     ] {

@@ -114,6 +114,13 @@ impl Env {
 
     /// Stops the agent (SIGTERM) and starts it again with the same command line and port,
     /// as a restarted pod would be; returns once it is ready.
+    /// Restarts the agent with `extra` flags added to its command line.
+    pub fn restart_agent_with(&mut self, extra: &[&str]) {
+        self.agent_args
+            .extend(extra.iter().map(|a| (*a).to_owned()));
+        self.restart_agent();
+    }
+
     pub fn restart_agent(&mut self) {
         self.agent.signal("TERM");
         let exit = self.agent.wait_exit(Duration::from_secs(15));

@@ -64,7 +64,17 @@ fn an_invalid_version_keeps_the_last_good_one_across_a_restart() {
         kept_version(&env, "e2e-last-good").is_some()
     });
 
-    // An invalid version (an unknown key), applied with kubectl: nothing stops it here.
+    // An invalid version (an unknown key) written past the rule webhook, as when the agent was
+    // down (failurePolicy Ignore): the rule webhook is taken out of the configuration first.
+    let output = env.kubectl(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        crate::env::RELEASE,
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/webhooks/1"}]"#,
+    ]);
+    assert!(output.status.success(), "{}", crate::env::stderr(&output));
     env.rule("e2e-last-good", &rule(&ns, "unknownKey: true\n"));
     let status = env.agent.wait_for_status("the stale rule", |s| {
         s["staleRules"].as_array().is_some_and(|r| !r.is_empty())

@@ -18,6 +18,7 @@ mod faults;
 mod last_good;
 mod plugin;
 mod rules;
+mod tiers;
 mod webhook;
 
 /// A trial named `module::function`, from a function that panics on failure.
@@ -54,6 +55,7 @@ fn main() {
     tests.extend(faults::tests());
     tests.extend(last_good::tests());
     tests.extend(chart::tests());
+    tests.extend(tiers::tests());
     let conclusion = libtest_mimic::run(&args, tests);
     env::teardown();
     conclusion.exit();

@@ -47,30 +47,56 @@ fn rules_created_changed_broken_and_deleted_take_effect() {
         !ok && err.contains("rule drift-system/e2e-rules allows changes only to: spec.template.spec.containers[*].image;")
     });
 
-    // Broken: reported as a Warning Event on the ConfigMap.
-    env.apply(&crate::support::rule_config_map(
+    // Broken: refused by the rule webhook at apply time, with the line and column in
+    // kubectl's output, and nothing stored (SPEC §2 "A typo never opens a hole").
+    let broken = crate::support::rule_config_map(
         AGENT_NAMESPACE,
         "e2e-rules",
-        "mode: sometimes\nnamespaces: [e2e-rules]\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
-    ));
-    wait_for("the InvalidRule event", Duration::from_secs(30), || {
-        let output = env.kubectl(&[
-            "get",
-            "events",
-            "-n",
-            AGENT_NAMESPACE,
-            "--field-selector",
-            "reason=InvalidRule,involvedObject.name=e2e-rules",
-            "-o",
-            "json",
-        ]);
-        let events: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        events["items"].as_array().is_some_and(|items| {
-            items.iter().any(|e| {
-                e["type"] == "Warning" && e["message"].as_str().is_some_and(|m| m.contains("mode"))
-            })
-        })
+        "mode: enforce\nnamespaces: [e2e-rules]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutabel: [spec.replicas]\n",
+    );
+    let output = env.kubectl_stdin(&["apply", "-f", "-"], &broken);
+    assert!(!output.status.success(), "a broken rule was stored");
+    let printed = stderr(&output);
+    assert!(
+        printed.contains("admission webhook \"rules.drift-sentinel.k8s.io\" denied the request")
+            && printed.contains("data.spec line 4 column 1")
+            && printed.contains("mutabel"),
+        "{printed}"
+    );
+    let stored = env
+        .get(&["configmap", "e2e-rules", "-n", AGENT_NAMESPACE])
+        .expect("the rule");
+    assert!(
+        !stored["data"]["spec"]
+            .as_str()
+            .unwrap_or("")
+            .contains("mutabel")
+    );
+    wait_for_dry_run(&env, "the rule still in force", &scaled, |ok, err| {
+        !ok && err.contains("rule drift-system/e2e-rules")
     });
+
+    // A valid rule with a likely mistake is admitted with a warning naming the pattern.
+    let misspelt = crate::support::rule_config_map(
+        AGENT_NAMESPACE,
+        "e2e-rules-typo",
+        "mode: enforce\npriority: 5\nnamespaces: [e2e-rules]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containerz[*].image']\n",
+    );
+    let output = env.kubectl_stdin(&["apply", "-f", "-"], &misspelt);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Warning: Drift Sentinel: rule drift-system/e2e-rules-typo: mutable pattern spec.template.spec.containerz[*].image"),
+        "{}",
+        stderr(&output)
+    );
+    let output = env.kubectl(&[
+        "delete",
+        "configmap",
+        "e2e-rules-typo",
+        "-n",
+        AGENT_NAMESPACE,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
 
     // Deleted: the default rule decides again.
     let output = env.kubectl(&["delete", "configmap", "e2e-rules", "-n", AGENT_NAMESPACE]);
