@@ -1,0 +1,367 @@
+//! What the load benchmark sends: a realistic Deployment (the shape of
+//! `engine/benches/fixtures.rs`, with more environment variables so that one object is about
+//! 14 KB and its UPDATE review about 29 KB), the 20 rule files, and the worst cases of SPEC §5
+//! "Bounded answers" (200,000 changed container args; 2,000,000 changed list items in an
+//! 8 MB review).
+//!
+//! The builder is a copy, not a `#[path]` include of the engine's fixtures, so that the engine's
+//! benchmarks and this harness can change independently.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// Environment variables of the main container: one Deployment object is then ~14 KB of JSON.
+pub const ENV_COUNT: usize = 130;
+
+/// The agent's body limit (SPEC §5); the largest review stays under it.
+pub const MAX_BODY_BYTES: usize = drift_sentinel::webhook::MAX_BODY_BYTES;
+
+/// Changed container args of `args-200k.json`.
+pub const ARGS_ITEMS: usize = 200_000;
+
+/// Changed list items of `items-2m.json` (in each of the two objects).
+pub const LIST_ITEMS: usize = 2_000_000;
+
+/// How many rule files; only the last one tried matches the reviews.
+pub const RULE_COUNT: usize = 20;
+
+/// The namespace of the reviewed Deployment (matched by the last rule only).
+pub const NAMESPACE: &str = "prod-eu";
+
+fn container(name: &str, image: &str, env_count: usize) -> Value {
+    let env: Vec<Value> = (0..env_count)
+        .map(|i| json!({"name": format!("{}_SETTING_{i:03}", name.to_uppercase()), "value": format!("value-{i}")}))
+        .collect();
+    json!({
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--port=8080", "--log-format=json", "--metrics"],
+        "ports": [
+            {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}
+        ],
+        "env": env,
+        "envFrom": [{"configMapRef": {"name": format!("{name}-config")}}],
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"}
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+            "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 1,
+            "successThreshold": 1, "failureThreshold": 3
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": 8080, "scheme": "HTTP"},
+            "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/app", "readOnly": true},
+            {"name": "tmp", "mountPath": "/tmp"}
+        ],
+        "securityContext": {
+            "runAsNonRoot": true, "readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]}
+        },
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File"
+    })
+}
+
+/// A Deployment as the API server sends it, with `env_count` variables in its main container.
+pub fn deployment_with(images: [&str; 3], replicas: i64, env_count: usize) -> Value {
+    let containers = vec![
+        container("api", images[0], env_count),
+        container("worker", images[1], 8),
+        container("proxy", images[2], 4),
+    ];
+    let template_spec = json!({
+        "serviceAccountName": "api",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "securityContext": {"runAsUser": 1000, "fsGroup": 2000},
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {"app": "api"}}}}
+        ]}},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "api", "effect": "NoSchedule"}],
+        "initContainers": [container("migrate", "registry.example.com/api-migrate:1.4.2", 6)],
+        "imagePullSecrets": [{"name": "registry-credentials"}],
+        "containers": containers,
+        "volumes": [
+            {"name": "config", "configMap": {"name": "api-config", "defaultMode": 420}},
+            {"name": "tmp", "emptyDir": {}}
+        ]
+    });
+    let spec = json!({
+        "replicas": replicas,
+        "revisionHistoryLimit": 10,
+        "progressDeadlineSeconds": 600,
+        "selector": {"matchLabels": {"app": "api"}},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+        "template": {
+            "metadata": {"labels": {"app": "api", "version": "v1"}, "annotations": {"prometheus.io/scrape": "true"}},
+            "spec": template_spec
+        }
+    });
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "api",
+            "namespace": NAMESPACE,
+            "uid": "6f1c9a57-3f0e-4c8a-9d0b-1c2b3a4d5e6f",
+            "resourceVersion": "123456",
+            "generation": 7,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"app": "api", "team": "payments", "app.kubernetes.io/managed-by": "kubectl"},
+            "annotations": {
+                "deployment.kubernetes.io/revision": "7",
+                "kubectl.kubernetes.io/last-applied-configuration": format!("{{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{{\"name\":\"api\"}},\"spec\":{{\"replicas\":{replicas}}}}}")
+            },
+            "managedFields": [
+                {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1",
+                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}},
+                              "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {}}}}}},
+                {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
+                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:replicas": {}, "f:conditions": {}}}}
+            ]
+        },
+        "spec": spec,
+        "status": {
+            "observedGeneration": 7, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": replicas, "availableReplicas": replicas,
+            "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ]
+        }
+    })
+}
+
+/// The realistic Deployment of the load rounds: [`ENV_COUNT`] variables in its main container.
+pub fn deployment(images: [&str; 3], replicas: i64) -> Value {
+    deployment_with(images, replicas, ENV_COUNT)
+}
+
+pub const IMAGES: [&str; 3] = [
+    "registry.example.com/api:1.4.2",
+    "registry.example.com/worker:1.4.2",
+    "envoyproxy/envoy:v1.30.1",
+];
+pub const NEW_IMAGES: [&str; 3] = [
+    "registry.example.com/api:1.5.0",
+    "registry.example.com/worker:1.4.2",
+    "envoyproxy/envoy:v1.30.1",
+];
+
+/// An AdmissionReview (`admission.k8s.io/v1`) for an UPDATE of `old` into `new` (a Deployment).
+pub fn review(uid: &str, old: &Value, new: &Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "requestKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "requestResource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": new["metadata"]["name"],
+            "namespace": new["metadata"]["namespace"],
+            "operation": "UPDATE",
+            "userInfo": {"username": "alice@example.com", "uid": "u-alice", "groups": ["developers", "system:authenticated"]},
+            "object": new,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"}
+        }
+    })
+}
+
+/// `image.json`: only the main container's image changes (allowed: the rule makes images
+/// mutable).
+pub fn image_review() -> String {
+    review(
+        "bench-image",
+        &deployment(IMAGES, 3),
+        &deployment(NEW_IMAGES, 3),
+    )
+    .to_string()
+}
+
+/// `replicas.json`: `spec.replicas` changes (and the last-applied annotation with it, as under
+/// `kubectl apply`): denied, the rule is in enforce mode.
+pub fn replicas_review() -> String {
+    review(
+        "bench-replicas",
+        &deployment(IMAGES, 3),
+        &deployment(IMAGES, 5),
+    )
+    .to_string()
+}
+
+/// A review of the realistic Deployment whose main container's `args` hold `count` items, all
+/// different between the two objects; `item(i, changed, out)` writes item `i` as JSON. The list
+/// is spliced into the serialised review, so that millions of items cost no DOM here.
+fn big_list_review(uid: &str, count: usize, item: impl Fn(usize, bool, &mut String)) -> String {
+    const OLD: &str = "@@drift-bench-old-items@@";
+    const NEW: &str = "@@drift-bench-new-items@@";
+    let with_args = |marker: &str| {
+        let mut object = deployment(IMAGES, 3);
+        object["spec"]["template"]["spec"]["containers"][0]["args"] = json!([marker]);
+        object
+    };
+    let text = review(uid, &with_args(OLD), &with_args(NEW)).to_string();
+    let list = |changed: bool| {
+        let mut list = String::with_capacity(count * 4);
+        for i in 0..count {
+            if i > 0 {
+                list.push(',');
+            }
+            item(i, changed, &mut list);
+        }
+        list
+    };
+    text.replacen(&format!("\"{OLD}\""), &list(false), 1)
+        .replacen(&format!("\"{NEW}\""), &list(true), 1)
+}
+
+/// `args-200k.json`: the main container has 200,000 one-character args, every one different
+/// in the new object (~800 KB per object, ~1.6 MB the review).
+pub fn args_review() -> String {
+    big_list_review("bench-args-200k", ARGS_ITEMS, |i, changed, out| {
+        out.push('"');
+        out.push((b'a' + ((i + usize::from(changed)) % 26) as u8) as char);
+        out.push('"');
+    })
+}
+
+/// `items-2m.json`: 2,000,000 one-digit numbers in the main container's `args` of each object
+/// (not what the API server would accept in `args`, but the webhook judges JSON, not schemas),
+/// every one different in the new object: ~8 MB, under the 8 MiB body limit.
+pub fn items_review() -> String {
+    big_list_review("bench-items-2m", LIST_ITEMS, |i, changed, out| {
+        out.push((b'0' + ((i + usize::from(changed)) % 10) as u8) as char);
+    })
+}
+
+/// The rule that matches the reviews: Deployments in `prod-*`, images and the apply annotation
+/// mutable, the lowest priority of all, so that it is tried last.
+pub const MATCHING_RULE_SPEC: &str = r#"mode: enforce
+priority: 10
+namespaces: ["prod-*"]
+selectors:
+  - apiGroup: apps
+    kind: Deployment
+mutable:
+  - "spec.template.spec.containers[*].image"
+  - "spec.template.spec.initContainers[*].image"
+  - "metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']"
+"#;
+
+/// A rule ConfigMap as it would be applied (the format of the agent's `--rules` files).
+pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
+    let indented: String = spec.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n{indented}"
+    )
+}
+
+/// The 20 rule files, `(file name, ConfigMap YAML)`: 19 rules of higher priority that select
+/// Deployments in other namespaces (`teams/team-NN`), and the matching rule
+/// (`drift-sentinel/production`) last.
+pub fn rule_files() -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = (0..RULE_COUNT - 1)
+        .map(|i| {
+            let spec = format!(
+                "mode: enforce\npriority: {}\nnamespaces: [\"team-{i:02}-*\", \"staging-{i:02}\"]\nselectors:\n  - apiGroup: apps\n    kind: Deployment\nmutable: [\"spec.template.spec.containers[*].image\"]\n",
+                100 + i
+            );
+            (
+                format!("{i:02}-team-{i:02}.yaml"),
+                rule_config_map("teams", &format!("team-{i:02}"), &spec),
+            )
+        })
+        .collect();
+    files.push((
+        format!("{:02}-production.yaml", RULE_COUNT - 1),
+        rule_config_map("drift-sentinel", "production", MATCHING_RULE_SPEC),
+    ));
+    files
+}
+
+/// A CA and a serving certificate for `127.0.0.1` and `localhost`, in PEM.
+pub struct Pki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Pki {
+    pub fn new() -> anyhow::Result<Self> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "drift-bench CA");
+        let ca = ca_params.self_signed(&ca_key)?;
+        let key = KeyPair::generate()?;
+        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+        let cert = params.signed_by(&key, &ca, &ca_key)?;
+        Ok(Self {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// The review bodies, by file name.
+pub const REVIEWS: [&str; 4] = ["image.json", "replicas.json", "args-200k.json", "items-2m.json"];
+
+/// Writes everything into `dir`: `ca.crt`, `tls.crt`, `tls.key`, `rules/` and the four
+/// reviews. Returns each written review's path and size.
+pub fn write_all(dir: &Path) -> anyhow::Result<Vec<(PathBuf, usize)>> {
+    use anyhow::Context as _;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let pki = Pki::new()?;
+    write(dir.join("ca.crt"), &pki.ca_pem)?;
+    write(dir.join("tls.key"), &pki.key_pem)?;
+    write(dir.join("tls.crt"), &pki.cert_pem)?;
+    let rules = dir.join("rules");
+    std::fs::create_dir_all(&rules)?;
+    for (name, text) in rule_files() {
+        write(rules.join(name), &text)?;
+    }
+    let mut written = Vec::new();
+    for name in REVIEWS {
+        let text = match name {
+            "image.json" => image_review(),
+            "replicas.json" => replicas_review(),
+            "args-200k.json" => args_review(),
+            _ => items_review(),
+        };
+        anyhow::ensure!(
+            text.len() <= MAX_BODY_BYTES,
+            "{name} is {} bytes, over the agent's body limit",
+            text.len()
+        );
+        let path = dir.join(name);
+        write(path.clone(), &text)?;
+        written.push((path, text.len()));
+    }
+    Ok(written)
+}

@@ -1,0 +1,244 @@
+//! Keeps the load benchmark honest without running load: the fixtures are the reviews they
+//! claim to be (sizes, the one change each, every big list item changed), the 20 rule files
+//! load through the agent's own file source with the matching rule last, the agent decides
+//! the two load reviews as stated (image allowed, replicas denied) over the fixtures' TLS, and
+//! the reference answers `allowed` with the uid.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use drift_bench::fixtures::{self, ARGS_ITEMS, LIST_ITEMS, MAX_BODY_BYTES, NAMESPACE, RULE_COUNT};
+use serde_json::{Value, json};
+
+/// The fixtures, written once for every test of this file.
+fn fixture_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fixtures::write_all(dir.path()).expect("fixtures written");
+        dir
+    })
+    .path()
+}
+
+fn read_review(name: &str) -> (usize, Value) {
+    let bytes = std::fs::read(fixture_dir().join(name)).expect("review file");
+    let review: Value = serde_json::from_slice(&bytes).expect("review is JSON");
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1", "{name}");
+    assert_eq!(review["kind"], "AdmissionReview", "{name}");
+    let request = &review["request"];
+    assert_eq!(request["operation"], "UPDATE", "{name}");
+    assert_eq!(request["namespace"], NAMESPACE, "{name}");
+    assert_eq!(request["kind"], json!({"group": "apps", "version": "v1", "kind": "Deployment"}));
+    assert!(request["uid"].as_str().is_some_and(|u| !u.is_empty()), "{name}");
+    assert!(request["object"].is_object() && request["oldObject"].is_object(), "{name}");
+    (bytes.len(), review)
+}
+
+/// `new` with `edit` applied to a copy of `old` is `new`: `edit` is the whole change.
+fn only_change(review: &Value, edit: impl FnOnce(&mut Value)) {
+    let mut old = review["request"]["oldObject"].clone();
+    assert_ne!(old, review["request"]["object"], "the review changes something");
+    edit(&mut old);
+    assert_eq!(old, review["request"]["object"]);
+}
+
+#[test]
+fn the_load_reviews_are_realistic_29_kb_deployments_with_one_change() {
+    let (size, image) = read_review("image.json");
+    assert!((27_000..=31_000).contains(&size), "image.json is {size} bytes");
+    let object = serde_json::to_string(&image["request"]["object"]).unwrap().len();
+    assert!((13_000..=15_000).contains(&object), "one object is {object} bytes");
+    only_change(&image, |old| {
+        old["spec"]["template"]["spec"]["containers"][0]["image"] = json!(fixtures::NEW_IMAGES[0]);
+    });
+
+    let (size, replicas) = read_review("replicas.json");
+    assert!((27_000..=31_000).contains(&size), "replicas.json is {size} bytes");
+    only_change(&replicas, |old| {
+        old["spec"]["replicas"] = json!(5);
+        // `kubectl apply` changes the last-applied annotation with the field; the status
+        // mirrors it.
+        let annotation = "kubectl.kubernetes.io/last-applied-configuration";
+        let applied = old["metadata"]["annotations"][annotation].as_str().unwrap();
+        old["metadata"]["annotations"][annotation] =
+            json!(applied.replace("\"replicas\":3", "\"replicas\":5"));
+        for field in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+            old["status"][field] = json!(5);
+        }
+    });
+    assert_eq!(replicas["request"]["oldObject"]["spec"]["replicas"], 3);
+    assert_eq!(replicas["request"]["object"]["spec"]["replicas"], 5);
+}
+
+/// The main container's `args` of both objects, checked to be `count` items, every one changed;
+/// everything else is the same.
+fn big_list(review: &Value, count: usize) -> Vec<Value> {
+    let args = |object: &str| {
+        review["request"][object]["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .clone()
+    };
+    let (old, new) = (args("oldObject"), args("object"));
+    assert_eq!(old.len(), count);
+    assert_eq!(new.len(), count);
+    let unchanged = old.iter().zip(&new).filter(|(a, b)| a == b).count();
+    assert_eq!(unchanged, 0, "every item changes");
+    only_change(review, |object| {
+        object["spec"]["template"]["spec"]["containers"][0]["args"] = Value::Array(new.clone());
+    });
+    old
+}
+
+#[test]
+fn the_worst_cases_are_200k_changed_args_and_2m_changed_items_within_8_mib() {
+    let (size, args) = read_review("args-200k.json");
+    // 200,000 one-character strings ("a",) are 800 KB per object; the review holds two.
+    assert!((1_600_000..=1_700_000).contains(&size), "args-200k.json is {size} bytes");
+    let old = big_list(&args, ARGS_ITEMS);
+    assert!(old.iter().all(|a| a.as_str().is_some_and(|s| s.len() == 1)));
+
+    let (size, items) = read_review("items-2m.json");
+    assert!(size <= MAX_BODY_BYTES, "items-2m.json is {size} bytes, over 8 MiB");
+    assert!(size >= 8_000_000, "items-2m.json is {size} bytes");
+    big_list(&items, LIST_ITEMS);
+}
+
+#[test]
+fn the_rule_directory_loads_through_the_agent_with_the_matching_rule_last() {
+    use drift_sentinel::rules_source::FileSource;
+    let rules = fixture_dir().join("rules");
+    let files = std::fs::read_dir(&rules).unwrap().count();
+    assert_eq!(files, RULE_COUNT);
+    let source = FileSource {
+        rules: vec![rules],
+        namespaces: Vec::new(),
+        tier_policy: drift_engine::rule::TierPolicy::all_cluster(),
+    };
+    source.check().unwrap();
+    let snapshot = source.build(&source.load(Duration::from_secs(2)));
+    assert!(snapshot.source_errors.is_empty(), "{:?}", snapshot.source_errors);
+    assert!(snapshot.rules.invalid().is_empty(), "{:?}", snapshot.rules.invalid());
+    let in_order = snapshot.rules.rules();
+    assert_eq!(in_order.len(), RULE_COUNT);
+    let (last, others) = in_order.split_last().unwrap();
+    assert_eq!(last.id.to_string(), "drift-sentinel/production");
+    assert!(last.matches_namespace(NAMESPACE) && last.matches_kind("apps", "Deployment"));
+    for rule in others {
+        assert!(rule.matches_kind("apps", "Deployment"), "{}", rule.id);
+        assert!(!rule.matches_namespace(NAMESPACE), "{} would match first", rule.id);
+    }
+}
+
+fn free_address() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+fn client() -> reqwest::blocking::Client {
+    let ca = std::fs::read(fixture_dir().join("ca.crt")).unwrap();
+    reqwest::blocking::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+fn post(client: &reqwest::blocking::Client, url: &str, name: &str) -> Value {
+    let body = std::fs::read(fixture_dir().join(name)).unwrap();
+    let response = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .unwrap_or_else(|e| panic!("POST {name} to {url}: {e}"));
+    assert_eq!(response.status().as_u16(), 200, "{name} to {url}");
+    response.json().expect("an AdmissionReview")
+}
+
+#[test]
+fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
+    let dir = fixture_dir();
+    let tls = |address: SocketAddr| {
+        vec![
+            "--address".to_owned(),
+            address.to_string(),
+            "--tls-cert-file".to_owned(),
+            dir.join("tls.crt").display().to_string(),
+            "--tls-key-file".to_owned(),
+            dir.join("tls.key").display().to_string(),
+        ]
+    };
+    let agent_address = free_address();
+    let mut agent_args = tls(agent_address);
+    agent_args.extend([
+        "--rules".to_owned(),
+        dir.join("rules").display().to_string(),
+        "--admin-address".to_owned(),
+        free_address().to_string(),
+        "--log-level".to_owned(),
+        "ERROR".to_owned(),
+    ]);
+    let agent_args = drift_bench::parse_serve_args(agent_args.into_iter().map(Into::into)).unwrap();
+    // The agent as its binary runs it; the thread ends with the test process.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(drift_sentinel::serve(agent_args))
+    });
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let reference_args =
+        drift_bench::parse_serve_args(tls(free_address()).into_iter().map(Into::into)).unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(reference_args.address))
+        .unwrap();
+    let reference_address = listener.local_addr().unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    runtime.spawn(async move { drift_bench::serve_reference(listener, &reference_args, shutdown).await });
+
+    let client = client();
+    let agent = format!("https://{agent_address}");
+    let started = Instant::now();
+    while client.get(format!("{agent}/readyz")).send().map_or(true, |r| !r.status().is_success()) {
+        assert!(started.elapsed() < Duration::from_secs(10), "the agent never became ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let image = post(&client, &format!("{agent}/validate"), "image.json");
+    let response = &image["response"];
+    assert_eq!(response["uid"], "bench-image");
+    assert_eq!(response["allowed"], true, "{image:#}");
+    assert_eq!(response["auditAnnotations"]["rule"], "drift-sentinel/production");
+    let replicas = post(&client, &format!("{agent}/validate"), "replicas.json");
+    let response = &replicas["response"];
+    assert_eq!(response["uid"], "bench-replicas");
+    assert_eq!(response["allowed"], false, "{replicas:#}");
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(response["auditAnnotations"]["denied-paths"], "spec.replicas");
+
+    let reference = format!("https://{reference_address}/validate");
+    for (name, uid) in [("image.json", "bench-image"), ("replicas.json", "bench-replicas")] {
+        let answer = post(&client, &reference, name);
+        assert_eq!(
+            answer,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "response": {"uid": uid, "allowed": true}})
+        );
+    }
+    // The agent's body checks: not JSON is 415, over 8 MiB is 413.
+    let status = client.post(&reference).body("{}").send().unwrap().status();
+    assert_eq!(status.as_u16(), 415);
+    let status = client
+        .post(&reference)
+        .header("Content-Type", "application/json")
+        .body(vec![b' '; MAX_BODY_BYTES + 1])
+        .send()
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 413);
+}

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# The side-by-side load benchmark of the webhook (issue 12; SPEC §5 "Bounded answers").
+#
+# The agent (`drift-sentinel serve`, 20 rule files with the matching rule tried last, TLS, INFO
+# log with its per-request line) against the reference (`drift-reference`: the agent's serving
+# stack, parse into serde_json::Value and answer allowed), both loaded with the same realistic
+# ~29 KB Deployment review by `wrk`, in alternating rounds (the order swaps every round). For
+# each review (image-only change: allowed; replicas change: denied) it prints the median
+# requests/sec of each, the ratio agent/reference, the median p50 and p99 of each, and each
+# server's peak RSS (VmHWM; a fresh pair of servers per review). Then the worst cases: a fresh
+# agent per review, one POST of args-200k.json (200,000 changed args) and items-2m.json
+# (2,000,000 changed items, ~8 MB): HTTP status, wall time, response bytes, the largest log
+# line, and the rise of VmHWM, against SPEC §5's bounds (peak +4×body+1 MiB, 0.5 s, 64 KiB).
+# The reference gets the same single POSTs, for scale.
+#
+#   scripts/load-bench.sh
+#
+# Environment:
+#   ROUNDS=5 DURATION=10 CONNECTIONS=16 WARMUP=2   rounds per review, seconds per wrk run, wrk
+#                                                  connections, seconds of warm-up per server
+#   QUICK=1     a smoke run (2 rounds of 2 s, 1 s warm-up)
+#   BUILD=0     use the release binaries already in $CARGO_TARGET_DIR (or target/) as they are
+#   STRICT=1    exit 1 when a ratio is below 1.0 or a worst case exceeds a bound
+#   KEEP=1      keep the work directory (fixtures, wrk outputs, logs) and print its path
+#
+# Timings on a shared machine swing from run to run: compare the two servers side by side within
+# one run, not numbers across runs. Needs wrk and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${QUICK:-0}" == 1 ]]; then
+  ROUNDS="${ROUNDS:-2}" DURATION="${DURATION:-2}" WARMUP="${WARMUP:-1}"
+fi
+ROUNDS="${ROUNDS:-5}"
+DURATION="${DURATION:-10}"
+CONNECTIONS="${CONNECTIONS:-16}"
+WARMUP="${WARMUP:-2}"
+for n in ROUNDS DURATION CONNECTIONS WARMUP; do
+  [[ "${!n}" =~ ^[0-9]+$ && "${!n}" -ge 1 ]] || { echo "$n must be a positive integer (got ${!n})" >&2; exit 2; }
+done
+command -v wrk >/dev/null || { echo "wrk not found" >&2; exit 2; }
+command -v curl >/dev/null || { echo "curl not found" >&2; exit 2; }
+
+if [[ "${BUILD:-1}" == 1 ]]; then
+  echo "building release binaries..." >&2
+  cargo build --release -p drift-sentinel -p drift-bench --quiet
+fi
+bin="${CARGO_TARGET_DIR:-target}/release"
+for b in drift-sentinel drift-reference drift-bench-fixtures; do
+  [[ -x "$bin/$b" ]] || { echo "$bin/$b is missing: build with cargo build --release -p drift-sentinel -p drift-bench" >&2; exit 2; }
+done
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/load-bench.XXXXXX")"
+pids=()
+cleanup() {
+  # Only the script itself cleans up, not a subshell that exits.
+  [[ "$BASHPID" == "$$" ]] || return 0
+  local pid
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ "${KEEP:-0}" == 1 ]]; then
+    echo "work directory kept: $work" >&2
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+  echo "load-bench: FAILED: $*" >&2
+  exit 1
+}
+
+fx="$work/fixtures"
+"$bin/drift-bench-fixtures" "$fx" >"$work/fixtures.txt"
+ca="$fx/ca.crt"
+
+# Sets $port to a free loopback port: one nothing answers on (bash's /dev/tcp), below the
+# ephemeral range, never handed out before in this run.
+used_ports=" "
+free_port() {
+  while :; do
+    port=$((20000 + RANDOM % 12000))
+    [[ "$used_ports" == *" $port "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      used_ports+="$port "
+      return
+    fi
+  done
+}
+
+# Starts a server; sets $started_pid and $started_url. $1: agent or reference, $2: log file.
+start_server() {
+  local kind="$1" log="$2" port admin_port
+  free_port
+  admin_port=$port
+  free_port
+  local tls=(--address "127.0.0.1:$port" --tls-cert-file "$fx/tls.crt" --tls-key-file "$fx/tls.key")
+  if [[ "$kind" == agent ]]; then
+    "$bin/drift-sentinel" serve "${tls[@]}" --rules "$fx/rules" \
+      --admin-address "127.0.0.1:$admin_port" --log-level INFO >"$log" 2>"$work/agent-$port.err" &
+  else
+    "$bin/drift-reference" "${tls[@]}" >"$log" 2>"$work/reference-$port.err" &
+  fi
+  started_pid=$!
+  pids+=("$started_pid")
+  started_url="https://127.0.0.1:$port"
+  local probe=(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" --max-time 2)
+  if [[ "$kind" == agent ]]; then
+    probe+=("$started_url/readyz")
+  else
+    probe+=(-H 'Content-Type: application/json' --data-binary @"$fx/image.json" "$started_url/validate")
+  fi
+  for _ in $(seq 1 300); do
+    kill -0 "$started_pid" 2>/dev/null || fail "the $kind stopped: $(cat "$work/$kind-$port.err")"
+    [[ "$("${probe[@]}" 2>/dev/null || true)" == 200 ]] && return
+    sleep 0.1
+  done
+  fail "the $kind was not ready within 30 s: $(cat "$work/$kind-$port.err")"
+}
+
+stop_server() {
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+vmhwm_kb() {
+  awk '/^VmHWM:/ {print $2}' "/proc/$1/status"
+}
+
+mib() {
+  awk -v kb="$1" 'BEGIN {printf "%.1f MiB", kb / 1024}'
+}
+
+# POSTs a body once: prints "HTTP_CODE SECONDS BYTES"; the answer goes to $3.
+post_once() {
+  curl -sS --cacert "$ca" --max-time 120 -o "$3" -w '%{http_code} %{time_total} %{size_download}\n' \
+    -H 'Content-Type: application/json' --data-binary @"$2" "$1/validate"
+}
+
+# The answer must be an AdmissionReview with the request's uid and the expected verdict.
+check_answer() {
+  local who="$1" name="$2" file="$3" allowed="$4" uid
+  uid="$(grep -o '"uid" *: *"bench-[^"]*"' "$fx/$name" | head -1 | sed 's/.*"\(bench-[^"]*\)"/\1/')"
+  grep -q "\"uid\":\"$uid\"" "$file" || fail "$who's answer to $name lacks uid $uid: $(head -c 600 "$file")"
+  grep -q "\"allowed\":$allowed" "$file" || fail "$who's answer to $name is not allowed:$allowed: $(head -c 600 "$file")"
+}
+
+cat >"$work/post.lua" <<'EOF'
+-- POSTs the file named by WRK_BODY as JSON on every request.
+local file = assert(io.open(os.getenv("WRK_BODY"), "rb"))
+wrk.method = "POST"
+wrk.body = file:read("*a")
+file:close()
+wrk.headers["Content-Type"] = "application/json"
+EOF
+
+# A wrk --latency value (635.00us, 2.10ms, 1.02s, 1.00m) in milliseconds.
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    else if (u != "ms") { print "bad latency " v > "/dev/stderr"; exit 1 }
+    printf "%.3f", n }'
+}
+
+# Runs wrk; prints "RPS P50_MS P99_MS". Fails on any non-2xx answer or socket error.
+run_wrk() {
+  local url="$1" body="$2" seconds="$3" out="$4"
+  WRK_BODY="$body" wrk --latency -t1 -c"$CONNECTIONS" -d"${seconds}s" -s "$work/post.lua" "$url/validate" >"$out" 2>&1 \
+    || fail "wrk exited with an error against $url: $(cat "$out")"
+  local requests non2xx socket rps p50 p99
+  requests="$(awk '/requests in/ {print $1}' "$out")"
+  [[ -n "$requests" && "$requests" -gt 0 ]] || fail "wrk made no request against $url: $(cat "$out")"
+  non2xx="$(awk -F': *' '/Non-2xx or 3xx responses/ {print $2}' "$out")"
+  [[ -z "$non2xx" || "$non2xx" == 0 ]] || fail "$non2xx non-2xx answers from $url: $(cat "$out")"
+  socket="$(grep 'Socket errors' "$out" || true)"
+  [[ -z "$socket" ]] || fail "socket errors against $url ($socket): $(cat "$out")"
+  rps="$(awk '/^Requests\/sec:/ {print $2}' "$out")"
+  p50="$(awk '$1 == "50%" {print $2}' "$out")"
+  p99="$(awk '$1 == "99%" {print $2}' "$out")"
+  [[ -n "$rps" && -n "$p50" && -n "$p99" ]] || fail "cannot read wrk's output: $(cat "$out")"
+  echo "$rps $(to_ms "$p50") $(to_ms "$p99")"
+}
+
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
+    if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+verdict() { # name bool -> "ok" / "OVER"
+  if [[ "$1" == 1 ]]; then echo "ok"; else echo "OVER"; fi
+}
+
+over_bounds=0
+echo "load-bench: $ROUNDS alternating rounds of ${DURATION}s per server and review, wrk -t1 -c$CONNECTIONS, ${WARMUP}s warm-up; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fixtures: $(awk '{sub(".*/", "", $1); printf "%s%s %d B", sep, $1, $2; sep = ", "}' "$work/fixtures.txt"); 20 rules, the match last"
+echo
+
+declare -A allowed_of=([image.json]=true [replicas.json]=false)
+for name in image.json replicas.json; do
+  body="$fx/$name"
+  start_server agent /dev/null
+  agent_pid=$started_pid agent_url=$started_url
+  start_server reference /dev/null
+  reference_pid=$started_pid reference_url=$started_url
+  post_once "$agent_url" "$body" "$work/answer.json" >/dev/null
+  check_answer agent "$name" "$work/answer.json" "${allowed_of[$name]}"
+  post_once "$reference_url" "$body" "$work/answer.json" >/dev/null
+  check_answer reference "$name" "$work/answer.json" true
+  run_wrk "$agent_url" "$body" "$WARMUP" "$work/warmup.txt" >/dev/null
+  run_wrk "$reference_url" "$body" "$WARMUP" "$work/warmup.txt" >/dev/null
+
+  a_rps=() a_p50=() a_p99=() r_rps=() r_p50=() r_p99=()
+  for round in $(seq 1 "$ROUNDS"); do
+    if ((round % 2)); then order=(agent reference); else order=(reference agent); fi
+    line="  round $round:"
+    for who in "${order[@]}"; do
+      if [[ "$who" == agent ]]; then url=$agent_url; else url=$reference_url; fi
+      read -r rps p50 p99 < <(run_wrk "$url" "$body" "$DURATION" "$work/wrk-$name-$round-$who.txt") \
+        || fail "wrk against the $who"
+      [[ -n "${rps:-}" ]] || fail "wrk against the $who (round $round) gave no result"
+      if [[ "$who" == agent ]]; then
+        a_rps+=("$rps") a_p50+=("$p50") a_p99+=("$p99")
+      else
+        r_rps+=("$rps") r_p50+=("$p50") r_p99+=("$p99")
+      fi
+      line+=" $who $rps rps p50 ${p50} ms p99 ${p99} ms;"
+    done
+    echo "$line"
+  done
+  ma_rps="$(median "${a_rps[@]}")" mr_rps="$(median "${r_rps[@]}")"
+  ratio="$(awk -v a="$ma_rps" -v r="$mr_rps" 'BEGIN {printf "%.2f", a / r}')"
+  awk -v r="$ratio" 'BEGIN {exit !(r < 1.0)}' && over_bounds=1
+  printf '%s (%s): ratio agent/reference %s×\n' "$name" "$([[ ${allowed_of[$name]} == true ]] && echo allowed || echo denied)" "$ratio"
+  printf '  agent      %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
+    "$ma_rps" "$(median "${a_p50[@]}")" "$(median "${a_p99[@]}")" "$(mib "$(vmhwm_kb "$agent_pid")")"
+  printf '  reference  %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
+    "$mr_rps" "$(median "${r_p50[@]}")" "$(median "${r_p99[@]}")" "$(mib "$(vmhwm_kb "$reference_pid")")"
+  echo
+  stop_server "$agent_pid"
+  stop_server "$reference_pid"
+done
+
+echo "worst cases (one POST each to a fresh server; SPEC §5 bounds: peak +4×body+1 MiB, 0.5 s, answer ≤ 64 KiB):"
+for name in args-200k.json items-2m.json; do
+  body="$fx/$name"
+  size="$(stat -c %s "$body")"
+  bound_kb=$(((4 * size + 1024 * 1024) / 1024))
+  for who in agent reference; do
+    log="$work/worst-$who.log"
+    start_server "$who" "$log"
+    pid=$started_pid
+    before="$(vmhwm_kb "$pid")"
+    read -r code seconds bytes < <(post_once "$started_url" "$body" "$work/answer.json") || fail "POST $name to the $who"
+    after="$(vmhwm_kb "$pid")"
+    stop_server "$pid"
+    [[ "$code" == 200 ]] || fail "the $who answered $name with HTTP $code: $(head -c 600 "$work/answer.json")"
+    rise=$((after - before))
+    if [[ "$who" == agent ]]; then
+      check_answer agent "$name" "$work/answer.json" false
+      log_bytes="$(LC_ALL=C awk '{if (length($0) > m) m = length($0)} END {print m + 0}' "$log")"
+      mem_ok=$((rise <= bound_kb)) time_ok="$(awk -v s="$seconds" 'BEGIN {print (s <= 0.5)}')" size_ok=$((bytes <= 65536))
+      ((mem_ok && time_ok && size_ok)) || over_bounds=1
+      printf '  %-15s agent      HTTP %s  %6.3f s (%s)  answer %9d B (%s)  peak RSS %s → %s: +%s, bound %s (%s)  longest log line %d B\n' \
+        "$name" "$code" "$seconds" "$(verdict "$time_ok")" "$bytes" "$(verdict "$size_ok")" \
+        "$(mib "$before")" "$(mib "$after")" "$(mib "$rise")" "$(mib "$bound_kb")" "$(verdict "$mem_ok")" "$log_bytes"
+    else
+      check_answer reference "$name" "$work/answer.json" true
+      printf '  %-15s reference  HTTP %s  %6.3f s        answer %9d B       peak RSS %s → %s: +%s\n' \
+        "$name" "$code" "$seconds" "$bytes" "$(mib "$before")" "$(mib "$after")" "$(mib "$rise")"
+    fi
+    rm -f "$log"
+  done
+done
+
+if [[ "${STRICT:-0}" == 1 && "$over_bounds" == 1 ]]; then
+  echo "load-bench: a ratio is below 1.0 or a worst case exceeds a bound (STRICT=1)" >&2
+  exit 1
+fi
