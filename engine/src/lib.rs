@@ -12,6 +12,7 @@ pub mod baseline;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
+pub mod json;
 pub mod lint;
 pub mod managed;
 pub mod manifests;
