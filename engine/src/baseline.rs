@@ -39,7 +39,7 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
     if text.trim().is_empty() {
         return None;
     }
-    Some(match serde_json::from_str::<Value>(text) {
+    Some(match serde_json::from_str::<Value>(&text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(_) => Err(BaselineError::NotAnObject),
         Err(e) => Err(BaselineError::NotJson(e.to_string())),

@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod audit;
 pub mod baseline;
+pub mod comparison;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +54,11 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
-/// `request` of an AdmissionReview: the fields the webhook uses.
+/// `request` of an AdmissionReview: the fields the webhook uses. `O` is what the objects are
+/// read as: parsed documents, or (the agent's hot path) the raw text of the body.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+pub struct AdmissionRequest<O = Value> {
     pub uid: String,
     #[serde(default)]
     pub kind: GroupVersionKind,
@@ -70,15 +73,19 @@ pub struct AdmissionRequest {
     pub operation: String,
     #[serde(default)]
     pub user_info: UserInfo,
-    #[serde(default)]
-    pub object: Option<Value>,
-    #[serde(default)]
-    pub old_object: Option<Value>,
+    #[serde(default = "none")]
+    pub object: Option<O>,
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
 
-impl AdmissionRequest {
+fn none<O>() -> Option<O> {
+    None
+}
+
+impl<O> AdmissionRequest<O> {
     pub fn namespace(&self) -> &str {
         self.namespace.as_deref().unwrap_or("")
     }
@@ -90,6 +97,24 @@ impl AdmissionRequest {
     pub fn sub_resource(&self) -> &str {
         self.sub_resource.as_deref().unwrap_or("")
     }
+
+    /// The request's own fields, without its objects (for what outlives the body they are
+    /// read from).
+    pub fn without_objects(&self) -> AdmissionRequest {
+        AdmissionRequest {
+            uid: self.uid.clone(),
+            kind: self.kind.clone(),
+            resource: self.resource.clone(),
+            sub_resource: self.sub_resource.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            operation: self.operation.clone(),
+            user_info: self.user_info.clone(),
+            object: None,
+            old_object: None,
+            dry_run: self.dry_run,
+        }
+    }
 }
 
 /// Why a body is not an AdmissionReview at all (answered with HTTP 400 and a plain message).
@@ -100,11 +125,11 @@ pub struct NotAReview(pub String);
 /// A body that is an AdmissionReview. `request` is `Err` with a reason when the review has no
 /// usable request; that is answered inside an AdmissionReview with code 400.
 #[derive(Debug)]
-pub struct ParsedReview {
+pub struct ParsedReview<O = Value> {
     pub version: ReviewVersion,
     /// The request's uid where one could be read, to echo even for a malformed request.
     pub uid: String,
-    pub request: Result<AdmissionRequest, String>,
+    pub request: Result<AdmissionRequest<O>, String>,
 }
 
 /// Parses a request body.
@@ -112,26 +137,10 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     let mut document: Value = serde_json::from_slice(body)
         .map_err(|e| NotAReview(format!("request body is not valid JSON: {e}")))?;
     let Some(object) = document.as_object_mut() else {
-        return Err(NotAReview(
-            "request body is not an AdmissionReview: expected a JSON object".into(),
-        ));
+        return Err(not_an_object());
     };
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != "AdmissionReview" {
-        return Err(NotAReview(format!(
-            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
-        )));
-    }
-    let version = match object.get("apiVersion").and_then(Value::as_str) {
-        Some("admission.k8s.io/v1") => ReviewVersion::V1,
-        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
-        other => {
-            return Err(NotAReview(format!(
-                "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
-                other.unwrap_or("")
-            )));
-        }
-    };
+    let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
+    let version = review_version(text("kind"), text("apiVersion"))?;
     let request = match object.remove("request") {
         None | Some(Value::Null) => {
             return Ok(ParsedReview {
@@ -154,6 +163,96 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
         uid,
         request,
     })
+}
+
+/// Parses a request body, keeping the objects as the body's own text: the whole body is
+/// validated, but only the envelope and the request's small fields are built, so the cost of
+/// a decision does not begin with two documents of the objects. Answers as [`parse_review`].
+pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotAReview> {
+    /// The top level of a review; the values are checked below.
+    #[derive(Deserialize)]
+    struct Envelope<'b> {
+        #[serde(borrow, default)]
+        kind: Option<&'b RawValue>,
+        #[serde(borrow, default, rename = "apiVersion")]
+        api_version: Option<&'b RawValue>,
+        #[serde(borrow, default)]
+        request: Option<&'b RawValue>,
+    }
+    /// Only the uid, for a request that is otherwise malformed.
+    #[derive(Deserialize)]
+    struct Uid {
+        #[serde(default)]
+        uid: Option<Value>,
+    }
+
+    let first = body
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
+    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        // Valid JSON that is not an object says so; anything else is not JSON.
+        Err(_) if first != Some(&b'{') && serde_json::from_slice::<IgnoredAny>(body).is_ok() => {
+            return Err(not_an_object());
+        }
+        Err(e) => return Err(NotAReview(format!("request body is not valid JSON: {e}"))),
+    };
+    let text = |raw: Option<&RawValue>| {
+        raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+            .unwrap_or_default()
+    };
+    let version = review_version(&text(envelope.kind), &text(envelope.api_version))?;
+    let request = match envelope.request {
+        None => {
+            return Ok(ParsedReview {
+                version,
+                uid: String::new(),
+                request: Err("AdmissionReview has no request".into()),
+            });
+        }
+        Some(request) => request,
+    };
+    let request = serde_json::from_str::<AdmissionRequest<&RawValue>>(request.get())
+        .map_err(|e| (e, request));
+    let (uid, request) = match request {
+        Ok(parsed) => (parsed.uid.clone(), Ok(parsed)),
+        Err((e, raw)) => {
+            let uid = serde_json::from_str::<Uid>(raw.get())
+                .ok()
+                .and_then(|u| u.uid)
+                .and_then(|u| u.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            (
+                uid,
+                Err(format!("AdmissionReview request is malformed: {e}")),
+            )
+        }
+    };
+    Ok(ParsedReview {
+        version,
+        uid,
+        request,
+    })
+}
+
+fn not_an_object() -> NotAReview {
+    NotAReview("request body is not an AdmissionReview: expected a JSON object".into())
+}
+
+/// The review's version from its `kind` and `apiVersion`.
+fn review_version(kind: &str, api_version: &str) -> Result<ReviewVersion, NotAReview> {
+    if kind != "AdmissionReview" {
+        return Err(NotAReview(format!(
+            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
+        )));
+    }
+    match api_version {
+        "admission.k8s.io/v1" => Ok(ReviewVersion::V1),
+        "admission.k8s.io/v1beta1" => Ok(ReviewVersion::V1Beta1),
+        other => Err(NotAReview(format!(
+            "unsupported AdmissionReview apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+        ))),
+    }
 }
 
 /// The request uid of a review body, read without parsing the rest: the keys before

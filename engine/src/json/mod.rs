@@ -58,6 +58,32 @@ pub trait Node<'a>: Copy + std::fmt::Debug {
     fn to_value(self) -> Cow<'a, Value>;
 }
 
+/// What an admission request carries its objects as: a parsed document, or the raw text of
+/// the request body.
+pub trait Document {
+    type Node<'n>: Node<'n>
+    where
+        Self: 'n;
+    fn node(&self) -> Self::Node<'_>;
+}
+
+impl Document for Value {
+    type Node<'n> = &'n Value;
+    fn node(&self) -> &Value {
+        self
+    }
+}
+
+impl Document for &serde_json::value::RawValue {
+    type Node<'n>
+        = RawJson<'n>
+    where
+        Self: 'n;
+    fn node(&self) -> RawJson<'_> {
+        RawJson::new(self)
+    }
+}
+
 /// An object's entries: in document order, and by key.
 pub trait MapView<'a, N> {
     fn len(&self) -> usize;
