@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::message::{truncate_bytes, truncate_chars};
+
 /// The API versions the webhook answers; a review is answered in the version it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReviewVersion {
@@ -107,6 +109,11 @@ pub struct ParsedReview {
     pub request: Result<AdmissionRequest, String>,
 }
 
+/// Values quoted in "not an AdmissionReview" messages are cut to this many characters.
+const QUOTED_CHARS: usize = 64;
+/// A malformed request's reason is cut to this many bytes.
+const MALFORMED_REASON_BYTES: usize = 1024;
+
 /// Parses a request body.
 pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     let mut document: Value = serde_json::from_slice(body)
@@ -119,7 +126,8 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind != "AdmissionReview" {
         return Err(NotAReview(format!(
-            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
+            "request body is not an AdmissionReview: kind is {:?}, expected \"AdmissionReview\"",
+            truncate_chars(kind, QUOTED_CHARS)
         )));
     }
     let version = match object.get("apiVersion").and_then(Value::as_str) {
@@ -128,7 +136,7 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
         other => {
             return Err(NotAReview(format!(
                 "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
-                other.unwrap_or("")
+                truncate_chars(other.unwrap_or(""), QUOTED_CHARS)
             )));
         }
     };
@@ -147,8 +155,13 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    let request = serde_json::from_value::<AdmissionRequest>(request)
-        .map_err(|e| format!("AdmissionReview request is malformed: {e}"));
+    let request = serde_json::from_value::<AdmissionRequest>(request).map_err(|e| {
+        // serde quotes a wrong-typed string whole: bound the answer (SPEC §5).
+        truncate_bytes(
+            &format!("AdmissionReview request is malformed: {e}"),
+            MALFORMED_REASON_BYTES,
+        )
+    });
     Ok(ParsedReview {
         version,
         uid,

@@ -9,7 +9,9 @@
 
 #![allow(dead_code)]
 
-use drift_engine::message::{MAX_ANNOTATED_PATHS, MAX_PATHS_NAMED, MAX_WARNING_BYTES, VIOLATION_PREFIX};
+use drift_engine::message::{
+    MAX_ANNOTATED_PATHS, MAX_PATHS_NAMED, MAX_WARNING_BYTES, VIOLATION_PREFIX,
+};
 use drift_engine::review::{AdmissionResponse, parse_review, peek_uid};
 use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, evaluate};
 use serde_json::{Map, Value};
@@ -223,7 +225,10 @@ fn check_annotation(annotation: &str, denied: &[String]) {
     let named = &denied[..denied.len().min(MAX_ANNOTATED_PATHS)];
     let mut expected = named.join(", ");
     if denied.len() > MAX_ANNOTATED_PATHS {
-        expected.push_str(&format!(", … ({} more)", denied.len() - MAX_ANNOTATED_PATHS));
+        expected.push_str(&format!(
+            ", … ({} more)",
+            denied.len() - MAX_ANNOTATED_PATHS
+        ));
     }
     if annotation != expected {
         let kept = annotation
@@ -271,7 +276,11 @@ pub fn update_body(selector: u8, old: Value, new: Value) -> Vec<u8> {
         "",
         "other",
     ];
-    const USERS: &[&str] = &["alice", "carol", "system:serviceaccount:flux-system:kustomize"];
+    const USERS: &[&str] = &[
+        "alice",
+        "carol",
+        "system:serviceaccount:flux-system:kustomize",
+    ];
     let (group, kind, resource) = KINDS[usize::from(selector) % KINDS.len()];
     let namespace = NAMESPACES[usize::from(selector / 5) % NAMESPACES.len()];
     let user = USERS[usize::from(selector / 50) % USERS.len()];
