@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::message::{truncate_bytes, truncate_chars};
+
 /// The API versions the webhook answers; a review is answered in the version it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReviewVersion {
@@ -98,6 +100,26 @@ impl<O> AdmissionRequest<O> {
         self.sub_resource.as_deref().unwrap_or("")
     }
 
+    /// The same request, its objects converted by `convert`.
+    pub fn try_map_objects<P, E>(
+        self,
+        mut convert: impl FnMut(O) -> Result<P, E>,
+    ) -> Result<AdmissionRequest<P>, E> {
+        Ok(AdmissionRequest {
+            object: self.object.map(&mut convert).transpose()?,
+            old_object: self.old_object.map(&mut convert).transpose()?,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            dry_run: self.dry_run,
+        })
+    }
+
     /// The request's own fields, without its objects (for what outlives the body they are
     /// read from).
     pub fn without_objects(&self) -> AdmissionRequest {
@@ -132,42 +154,32 @@ pub struct ParsedReview<O = Value> {
     pub request: Result<AdmissionRequest<O>, String>,
 }
 
-/// Parses a request body.
+/// Values quoted in "not an AdmissionReview" messages are cut to this many characters.
+const QUOTED_CHARS: usize = 64;
+/// A malformed request's reason is cut to this many bytes.
+const MALFORMED_REASON_BYTES: usize = 1024;
+
+/// Parses a request body, its objects into documents. Reads the body as [`parse_review_raw`]
+/// does, so both accept and refuse the same bodies with the same reasons.
 pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
-    let mut document: Value = serde_json::from_slice(body)
-        .map_err(|e| NotAReview(format!("request body is not valid JSON: {e}")))?;
-    let Some(object) = document.as_object_mut() else {
-        return Err(not_an_object());
-    };
-    let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
-    let version = review_version(text("kind"), text("apiVersion"))?;
-    let request = match object.remove("request") {
-        None | Some(Value::Null) => {
-            return Ok(ParsedReview {
-                version,
-                uid: String::new(),
-                request: Err("AdmissionReview has no request".into()),
-            });
-        }
-        Some(request) => request,
-    };
-    let uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let request = serde_json::from_value::<AdmissionRequest>(request)
-        .map_err(|e| format!("AdmissionReview request is malformed: {e}"));
+    let raw = parse_review_raw(body)?;
+    let request = raw.request.and_then(|request| {
+        request
+            .try_map_objects(|object| serde_json::from_str::<Value>(object.get()))
+            .map_err(malformed)
+    });
     Ok(ParsedReview {
-        version,
-        uid,
+        version: raw.version,
+        uid: raw.uid,
         request,
     })
 }
 
 /// Parses a request body, keeping the objects as the body's own text: the whole body is
 /// validated, but only the envelope and the request's small fields are built, so the cost of
-/// a decision does not begin with two documents of the objects. Answers as [`parse_review`].
+/// a decision does not begin with two documents of the objects (the agent's hot path). A key
+/// repeated in the envelope or the request is refused as malformed: which one counts would be
+/// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotAReview> {
     /// The top level of a review; the values are checked below.
     #[derive(Deserialize)]
@@ -189,14 +201,14 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotARevi
     let first = body
         .iter()
         .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
-    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
-        Ok(envelope) => envelope,
-        // Valid JSON that is not an object says so; anything else is not JSON.
-        Err(_) if first != Some(&b'{') && serde_json::from_slice::<IgnoredAny>(body).is_ok() => {
-            return Err(not_an_object());
-        }
-        Err(e) => return Err(NotAReview(format!("request body is not valid JSON: {e}"))),
-    };
+    let not_json =
+        |e: serde_json::Error| NotAReview(format!("request body is not valid JSON: {e}"));
+    if first != Some(&b'{') {
+        // Valid JSON that is not an object says so (a derived struct would read a list).
+        serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
+        return Err(not_an_object());
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(not_json)?;
     let text = |raw: Option<&RawValue>| {
         raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
             .unwrap_or_default()
@@ -222,10 +234,7 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotARevi
                 .and_then(|u| u.uid)
                 .and_then(|u| u.as_str().map(str::to_owned))
                 .unwrap_or_default();
-            (
-                uid,
-                Err(format!("AdmissionReview request is malformed: {e}")),
-            )
+            (uid, Err(malformed(e)))
         }
     };
     Ok(ParsedReview {
@@ -233,6 +242,14 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotARevi
         uid,
         request,
     })
+}
+
+/// A malformed request's reason, bounded: serde quotes a wrong-typed string whole (SPEC §5).
+fn malformed(e: serde_json::Error) -> String {
+    truncate_bytes(
+        &format!("AdmissionReview request is malformed: {e}"),
+        MALFORMED_REASON_BYTES,
+    )
 }
 
 fn not_an_object() -> NotAReview {
@@ -243,14 +260,16 @@ fn not_an_object() -> NotAReview {
 fn review_version(kind: &str, api_version: &str) -> Result<ReviewVersion, NotAReview> {
     if kind != "AdmissionReview" {
         return Err(NotAReview(format!(
-            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
+            "request body is not an AdmissionReview: kind is {:?}, expected \"AdmissionReview\"",
+            truncate_chars(kind, QUOTED_CHARS)
         )));
     }
     match api_version {
         "admission.k8s.io/v1" => Ok(ReviewVersion::V1),
         "admission.k8s.io/v1beta1" => Ok(ReviewVersion::V1Beta1),
         other => Err(NotAReview(format!(
-            "unsupported AdmissionReview apiVersion {other:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+            "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+            truncate_chars(other, QUOTED_CHARS)
         ))),
     }
 }
