@@ -614,7 +614,7 @@ fn excluded_changes<'a, N: Node<'a>>(rule: &CompiledRule, objects: Objects<N>) -
 fn scale_changes<'a, N: Node<'a>>(
     rule: &CompiledRule,
     objects: Objects<N>,
-    judging: &mut Judging<'_, N>,
+    judging: &mut Judging<'_, 'a, N>,
 ) {
     use crate::diff::{PathStep, Sink};
     let path = [

@@ -125,20 +125,48 @@ impl fmt::Display for FieldPath {
 /// Appends the rendering of `segments` (SPEC §4) to `out`, which should be empty: the path
 /// the diff is at is rendered into one reused buffer, without allocating per change.
 pub fn render_path<S: AsSegment>(segments: &[S], out: &mut String) {
-    use std::fmt::Write as _;
     if segments.is_empty() {
         out.push_str(ROOT);
         return;
     }
     let start = out.len();
     for segment in segments {
-        match segment.as_segment() {
-            SegmentRef::Key(key) => render_key(out, start, key),
-            SegmentRef::Index(index) => {
-                let _ = write!(out, "[{index}]");
-            }
+        render_segment(out, start, segment.as_segment());
+    }
+}
+
+/// Appends one segment to a rendering begun at `start` of `out` (see [`render_path`]).
+pub fn render_segment(out: &mut String, start: usize, segment: SegmentRef<'_>) {
+    match segment {
+        SegmentRef::Key(key) => render_key(out, start, key),
+        SegmentRef::Index(index) => {
+            let mut buffer = [0; 24];
+            out.extend(
+                render_index(index, &mut buffer)
+                    .iter()
+                    .map(|&b| char::from(b)),
+            );
         }
     }
+}
+
+/// `[index]` as a path renders it, written into `buffer` (no formatter, no allocation: the
+/// diff may render an index for each of millions of changed list items).
+pub fn render_index(mut index: usize, buffer: &mut [u8; 24]) -> &[u8] {
+    let mut at = buffer.len() - 1;
+    buffer[at] = b']';
+    loop {
+        at -= 1;
+        // `index % 10` is below 10: the cast cannot truncate.
+        buffer[at] = b'0' + (index % 10) as u8;
+        index /= 10;
+        if index == 0 {
+            break;
+        }
+    }
+    at -= 1;
+    buffer[at] = b'[';
+    &buffer[at..]
 }
 
 /// Keys made only of letters, digits, `_` and `-` are written bare; anything else is quoted.
@@ -238,6 +266,14 @@ impl PathPattern {
 
     /// Whether the pattern matches `path` itself or one of its ancestors, i.e. whether the
     /// pattern's subtree contains `path`.
+    /// Whether the pattern names a list index (`[n]`): otherwise two paths that differ only
+    /// in an index are matched alike.
+    pub fn names_an_index(&self) -> bool {
+        self.segments
+            .iter()
+            .any(|s| matches!(s, PatternSegment::Index(_)))
+    }
+
     pub fn covers<S: AsSegment>(&self, path: &[S]) -> bool {
         self.segments.len() <= path.len() && self.matches_prefix_of(path)
     }

@@ -17,14 +17,31 @@ mutable: ["spec.template.spec.containers[*].image", "spec.template.spec.containe
 "#;
 
 fn rules() -> RuleSet {
-    RuleSet::build([RuleSource {
+    rules_from(RULE)
+}
+
+/// [`RULE`] with two single args mutable too: a rule whose mutable patterns name list indices,
+/// so that items of one list are not all judged alike.
+fn rules_naming_indices() -> RuleSet {
+    let spec = RULE.replace(
+        "containers[*].env\"]",
+        "containers[*].env\", \"spec.template.spec.containers[0].args[7]\", \"spec.template.spec.containers[0].args[150]\"]",
+    );
+    assert_ne!(spec, RULE);
+    rules_from(&spec)
+}
+
+fn rules_from(spec: &str) -> RuleSet {
+    let set = RuleSet::build([RuleSource {
         id: RuleId {
             namespace: "platform".into(),
             name: "rule".into(),
         },
-        spec: Some(RULE.into()),
+        spec: Some(spec.into()),
         origin: None,
-    }])
+    }]);
+    assert!(set.invalid().is_empty(), "{:?}", set.invalid());
+    set
 }
 
 /// A Deployment whose one container has `args` and `env` (name, value) pairs.
@@ -65,12 +82,11 @@ fn judged(evaluation: &Evaluation<'_>) -> Vec<(String, bool)> {
 }
 
 /// The bounded evaluation of `body` agrees with the unbounded one, as the module says.
-fn check_bounded(body: &str) -> Result<(), TestCaseError> {
-    let rules = rules();
+fn check_bounded(body: &str, rules: &RuleSet) -> Result<(), TestCaseError> {
     let raw = parse_review_raw(body.as_bytes()).expect("review");
     let request: AdmissionRequest<_> = raw.request.expect("request");
-    let bounded = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
-    let full = evaluate(&rules, &request, &Context::default(), Detail::Full);
+    let bounded = evaluate(rules, &request, &Context::default(), Detail::Verdict);
+    let full = evaluate(rules, &request, &Context::default(), Detail::Full);
     let all = judged(&full);
     // The first changes and the first uncovered ones, each change once.
     let mut kept: Vec<usize> = (0..all.len()).take(MAX_KEPT_CHANGES).collect();
@@ -152,7 +168,7 @@ fn a_path_changed_twice_is_one_denied_path() {
         "metadata": {"name": "web", "namespace": "prod"},
         "spec": {"volumes": [{"name": "a"}, {"name": "c"}]}});
     let body = review(&old, &new);
-    check_bounded(&body).expect("bounded agrees");
+    check_bounded(&body, &rules()).expect("bounded agrees");
     let raw = parse_review_raw(body.as_bytes()).expect("review");
     let request = raw.request.expect("request");
     let rules = rules();
@@ -174,6 +190,7 @@ proptest! {
         changed_args in proptest::collection::vec(any::<bool>(), 260),
         env in 0usize..260,
         changed_env in proptest::collection::vec(any::<bool>(), 260),
+        naming_indices in any::<bool>(),
     ) {
         let arg = |i: usize, new: bool| if new && changed_args[i] { format!("new{i}") } else { format!("old{i}") };
         let var = |i: usize, new: bool| (format!("V{i}"), if new && changed_env[i] { "new".into() } else { "old".into() });
@@ -185,6 +202,7 @@ proptest! {
             &(0..args).map(|i| arg(i, true)).collect::<Vec<_>>(),
             &(0..env).map(|i| var(i, true)).collect::<Vec<_>>(),
         );
-        check_bounded(&review(&old, &new))?;
+        let rules = if naming_indices { rules_naming_indices() } else { rules() };
+        check_bounded(&review(&old, &new), &rules)?;
     }
 }

@@ -80,14 +80,28 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             // Every element keeps its place: no reordering, nothing added or removed. Equal
             // elements are settled by comparison, cheaper than a walk.
             for (index, (old_item, new_item)) in old_items.zip(new_items).enumerate() {
-                if index < first_difference
-                    || (index > first_difference && value_eq(old_item, new_item))
-                {
+                if index < first_difference {
+                    continue;
+                }
+                let (old_shape, new_shape) = (old_item.shape(), new_item.shape());
+                let scalars = old_shape.is_scalar() && new_shape.is_scalar();
+                // Two scalars are compared once, here (a list of millions of changed numbers
+                // is the worst case of SPEC §5); anything else is walked unless equal.
+                let equal = if scalars {
+                    old_shape == new_shape && old_item.scalar_eq(new_item)
+                } else {
+                    index > first_difference && value_eq(old_item, new_item)
+                };
+                if equal {
                     continue;
                 }
                 self.path.push(PathStep::Index(index));
                 let child = self.scope.child_coverage(coverage, &self.path);
-                self.walk(Some(old_item), Some(new_item), child);
+                if !scalars {
+                    self.walk(Some(old_item), Some(new_item), child);
+                } else if child != Coverage::Out {
+                    self.changed_node(Some(old_item), Some(new_item), child);
+                }
                 self.path.pop();
             }
             return;

@@ -362,6 +362,8 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         let new_value = new.and_then(|v| self.scoped(v, coverage));
         let kind = match (&old_value, &new_value) {
             (None, None) => return,
+            // Both whole: every caller compared them already and found them different.
+            (Some(Side::Node(_)), Some(Side::Node(_))) => ChangeKind::Modified,
             (Some(a), Some(b)) if a.equals(b) => return,
             (None, Some(_)) => ChangeKind::Added,
             (Some(_), None) => ChangeKind::Removed,

@@ -7,11 +7,20 @@ use serde_json::Number;
 /// Whether two JSON number texts denote the same value.
 pub fn text_numbers_eq(a: &str, b: &str) -> bool {
     a == b
-        || match (Decimal::parse(a), Decimal::parse(b)) {
+        // Two JSON integers other than zero are written one way only (no leading zeros, no
+        // `+`): different text, different values. Most numbers of an object are such.
+        || (!(is_plain_integer(a) && is_plain_integer(b))
+            && match (Decimal::parse(a), Decimal::parse(b)) {
             (Some(x), Some(y)) => x == y,
             // Not number text: only the same text is the same.
             _ => false,
-        }
+        })
+}
+
+/// An integer as JSON writes it (`-`, then digits without a leading zero), other than zero.
+fn is_plain_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    matches!(digits.first(), Some(b'1'..=b'9')) && digits.iter().all(u8::is_ascii_digit)
 }
 
 /// A decimal number reduced to a canonical form: zero, or a sign, its significant digits
