@@ -327,7 +327,12 @@ impl Pki {
 }
 
 /// The review bodies, by file name.
-pub const REVIEWS: [&str; 4] = ["image.json", "replicas.json", "args-200k.json", "items-2m.json"];
+pub const REVIEWS: [&str; 4] = [
+    "image.json",
+    "replicas.json",
+    "args-200k.json",
+    "items-2m.json",
+];
 
 /// Writes everything into `dir`: `ca.crt`, `tls.crt`, `tls.key`, `rules/` and the four
 /// reviews. Returns each written review's path and size.

@@ -16,18 +16,26 @@ use drift_bench::fixtures::{self, ARGS_ITEMS, LIST_ITEMS, MAX_BODY_BYTES, NAMESP
 use serde_json::{Value, json};
 
 /// The fixtures as `drift-bench-fixtures DIR` writes them, once for every test of this file,
-/// and what it printed: each review's path and size.
+/// and what it printed: each review's path and size. DIR is one fixed directory under Cargo's
+/// target temporary directory, emptied first: a static is never dropped, so a temporary
+/// directory would leave ~10 MB behind on every run.
 struct Written {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     listed: Vec<(PathBuf, u64)>,
 }
 
 fn written() -> &'static Written {
     static WRITTEN: OnceLock<Written> = OnceLock::new();
     WRITTEN.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drift-bench-fixtures");
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("cannot empty {}: {e}", dir.display())
+            }
+            _ => {}
+        }
         let output = Command::new(env!("CARGO_BIN_EXE_drift-bench-fixtures"))
-            .arg(dir.path())
+            .arg(&dir)
             .output()
             .expect("drift-bench-fixtures runs");
         assert!(
@@ -48,7 +56,7 @@ fn written() -> &'static Written {
 }
 
 fn fixture_dir() -> &'static Path {
-    written().dir.path()
+    &written().dir
 }
 
 fn read_review(name: &str) -> (usize, Value) {
@@ -90,7 +98,7 @@ fn the_fixtures_binary_lists_each_review_with_its_size_and_refuses_a_wrong_comma
     let Written { dir, listed } = written();
     let names: Vec<_> = listed
         .iter()
-        .map(|(path, _)| path.strip_prefix(dir.path()).expect("in DIR").to_owned())
+        .map(|(path, _)| path.strip_prefix(dir).expect("in DIR").to_owned())
         .collect();
     assert_eq!(names, fixtures::REVIEWS.map(PathBuf::from));
     for (path, size) in listed {
@@ -102,7 +110,7 @@ fn the_fixtures_binary_lists_each_review_with_its_size_and_refuses_a_wrong_comma
         );
     }
     for file in ["ca.crt", "tls.crt", "tls.key"] {
-        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
         assert!(text.starts_with("-----BEGIN "), "{file} is not PEM");
     }
     for args in [&[][..], &["a", "b"][..]] {
