@@ -139,6 +139,13 @@ def test_defaults_render_the_documented_objects(helm):
         ("Secret", f"{FULLNAME}-cert"),
         ("Service", FULLNAME),
         ("ServiceAccount", FULLNAME),
+        # The audit (audit.enabled, on by default).
+        ("ClusterRole", f"{FULLNAME}-audit"),
+        ("ClusterRoleBinding", f"{FULLNAME}-audit"),
+        ("Deployment", f"{FULLNAME}-audit"),
+        ("Role", f"{FULLNAME}-audit-last-good"),
+        ("RoleBinding", f"{FULLNAME}-audit-last-good"),
+        ("ServiceAccount", f"{FULLNAME}-audit"),
         ("ValidatingWebhookConfiguration", FULLNAME),
     ])
     for doc in docs:
