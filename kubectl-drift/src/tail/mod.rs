@@ -128,7 +128,9 @@ impl LinePrint {
                         _ => cells[4].clone(),
                     };
                 }
-                format!("{}\n", cells.join("  "))
+                // Lines of both sources mix in one output: each says which it is, after the time.
+                let source = record.source().map_or("?", |s| s.as_str());
+                format!("{}  {source}  {}\n", cells[0], cells[1..].join("  "))
             }
         })
     }
