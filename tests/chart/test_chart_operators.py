@@ -36,15 +36,15 @@ MONITORING = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.ena
               "metrics.grafanaDashboard.enabled=true"]
 DASHBOARD = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
 ARGOCD = "!(request.userInfo.username == 'system:serviceaccount:argocd:argocd-application-controller')"
-# The audit's metrics (SPEC §8). The audit is not built yet, so no binary serves them: they are
-# the only names the dashboard and the alerts may use that the agent's /metrics lacks. The audit
-# issue replaces this list with the audit's real /metrics.
-AUDIT_METRICS_NOT_YET_EXPOSED = [
+# The audit's metrics (SPEC §8), served by the audit process (`drift-sentinel audit`, the chart's
+# audit Deployment) rather than the webhook: checked against its real /metrics below.
+AUDIT_METRICS = [
     "drift_sentinel_audit_last_run_timestamp_seconds",
     "drift_sentinel_audit_duration_seconds",
     "drift_sentinel_audit_objects",
     "drift_sentinel_audit_drifted_objects",
 ]
+AUDIT_FIXTURES = REPO / "agent" / "tests" / "fixtures" / "audit"
 SPEC = REPO.parent / "shared" / "SPEC.md"
 
 
@@ -316,7 +316,7 @@ def test_audit_metrics_list_is_exactly_spec_section_8():
     text = SPEC.read_text()
     section = text[text.index("## 8. Audit"):text.index("## 9.")]
     spec_names = set(re.findall(r"`(drift_sentinel_audit_[a-z_]+)", section))
-    assert sorted(AUDIT_METRICS_NOT_YET_EXPOSED) == sorted(spec_names)
+    assert sorted(AUDIT_METRICS) == sorted(spec_names)
 
 
 def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
@@ -383,6 +383,10 @@ def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
         process.terminate()
         process.wait(timeout=15)
         log.close()
+    return families_of(text)
+
+
+def families_of(text: str) -> set[str]:
     families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
     samples = {re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split(" ")[0])
                for line in text.splitlines() if line and not line.startswith("#")}
@@ -390,20 +394,80 @@ def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
     return families
 
 
+def audit_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
+    """Starts the real audit process as the chart's audit Deployment runs it — the container's
+    args, with the rules and objects of files instead of the cluster's (the default rule, the
+    fixture dump of agent/tests/fixtures/audit) and loopback addresses — in periodic mode, waits
+    for a completed run (/status), and scrapes /metrics on the container's probe port path."""
+    docs = render(sets=["audit.interval=1s"])
+    pod = find(docs, "Deployment", f"{FULLNAME}-audit")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = [a for a in container["args"]
+            if not a.startswith(("--address=", "--last-good-configmap=", "--audit-reports="))]
+    assert args[0] == "audit" and "--audit-interval=1s" in args, args
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(render_text("--show-only", "templates/default-rule.yaml").stdout)
+    port, admin = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_") and k != "KUBECONFIG"}
+    log = open(tmp_path / "audit.log", "wb")
+    process = subprocess.Popen(
+        [str(agent_binary), *args, "--rules", str(rule), "--objects", str(AUDIT_FIXTURES / "deployments.yaml"),
+         "--address", f"127.0.0.1:{port}", "--admin-address", f"127.0.0.1:{admin}"],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def get(port_: int, path: str) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", port_, timeout=10)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read().decode()
+        finally:
+            conn.close()
+
+    probe = container["livenessProbe"]["httpGet"]
+    assert probe["port"] == "http" and probe.get("scheme", "HTTP") == "HTTP"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (tmp_path / "audit.log").read_text()
+            try:
+                code, body = get(admin, "/status")
+                if code == 200 and json.loads(body).get("audit", {}).get("lastCompleted"):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "audit.log").read_text()
+            time.sleep(0.1)
+        assert get(port, probe["path"])[0] == 200
+        assert get(port, container["readinessProbe"]["httpGet"]["path"])[0] == 200
+        code, text = get(port, "/metrics")
+        assert code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        log.close()
+    # The run judged the fixture: the labelled families have samples.
+    assert 'drift_sentinel_audit_objects{result="drifted"}' in text, text
+    return families_of(text)
+
+
 def test_dashboard_and_alerts_use_only_metrics_the_agent_exposes(helm, agent_binary, tmp_path):
     exposed = agent_metric_families(agent_binary, tmp_path)
+    audit = audit_metric_families(agent_binary, tmp_path)
     # The labelled families appeared (the review was counted): the comparison is not vacuous.
     for family in ("drift_sentinel_admission_requests_total", "drift_sentinel_violations_total",
                    "drift_sentinel_admission_duration_seconds", "drift_sentinel_export_records_dropped_total",
                    "drift_sentinel_export_records_published_total", "drift_sentinel_rules_invalid"):
         assert family in exposed, sorted(exposed)
-    assert not exposed & set(AUDIT_METRICS_NOT_YET_EXPOSED), \
-        "the agent serves audit metrics now: replace AUDIT_METRICS_NOT_YET_EXPOSED with the audit's /metrics"
+    # The webhook does not serve the audit's metrics; the audit process serves every one of them.
+    assert not exposed & set(AUDIT_METRICS), sorted(exposed & set(AUDIT_METRICS))
+    assert set(AUDIT_METRICS) <= audit, sorted(audit)
+    exposed |= audit
     rule_exprs = [r["expr"] for r in alerts(render(sets=["metrics.prometheusRule.enabled=true"])).values()]
     used = referenced_metrics(dashboard_exprs() + rule_exprs)
     assert used, "no metric referenced"
-    unknown = used - exposed - set(AUDIT_METRICS_NOT_YET_EXPOSED)
-    assert not unknown, f"referenced but not exposed by the agent: {sorted(unknown)}"
+    unknown = used - exposed
+    assert not unknown, f"referenced but not exposed by the agent or the audit: {sorted(unknown)}"
     # And every alert of the brief and the audit drift panels are there.
     assert {"drift_sentinel_admission_duration_seconds", "drift_sentinel_admission_requests_total",
             "drift_sentinel_export_records_dropped_total", "drift_sentinel_rules_invalid",
