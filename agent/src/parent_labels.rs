@@ -22,7 +22,7 @@ impl ParentLookup {
 
     /// The labels of the scaled object, or `None` when they cannot be read in time (the rule
     /// with labels then does not match, as offline).
-    pub async fn labels(&self, request: &AdmissionRequest) -> Option<Map<String, Value>> {
+    pub async fn labels<O>(&self, request: &AdmissionRequest<O>) -> Option<Map<String, Value>> {
         let target = drift_engine::evaluation::target_of(request)?;
         let resource = &request.resource;
         let api_version = if resource.group.is_empty() {

@@ -191,8 +191,8 @@ pub fn audit_record<'a>(
                 record
             })
             .collect(),
-        denied_count: drift.denied.len(),
-        changed_count: changes.len(),
+        denied_count: drift.denied_count,
+        changed_count: audit.comparison().map_or(0, |c| c.changed_count),
     };
     Some(ViolationRecord {
         event_type: Cow::Borrowed(AUDIT_EVENT),

@@ -220,11 +220,11 @@ fn merge_lists(
     live: &[Value],
     patch: Patch,
 ) -> Value {
-    let keyed = diff::merge_key_for(field, live, modified).and_then(|key| {
+    let keyed = diff::merge_key_for(field, live.iter(), modified.iter()).and_then(|key| {
         Some((
             key,
-            diff::element_keys(key, live)?,
-            diff::element_keys(key, modified)?,
+            diff::element_keys(key, live.iter())?,
+            diff::element_keys(key, modified.iter())?,
         ))
     });
     let Some((key, live_keys, modified_keys)) = keyed else {

@@ -261,7 +261,7 @@ pub fn is_selected(rules: &RuleSet, object: &Value) -> bool {
             .unwrap_or(""),
         group,
         kind,
-        labels: Labels::Known(evaluation::labels_of(Some(object))),
+        labels: Labels::Object(evaluation::labels_of(Some(object))),
     };
     rules
         .rules()
@@ -307,7 +307,7 @@ pub fn audit<'a>(
         namespace,
         group,
         kind,
-        labels: Labels::Known(evaluation::labels_of(Some(object))),
+        labels: Labels::Object(evaluation::labels_of(Some(object))),
     };
     let (considered, winner) = evaluation::find_winner(rules, &subject, detail);
     let Some(rule) = winner else {
@@ -320,7 +320,7 @@ pub fn audit<'a>(
     let (mode, mode_source, ignored_mode_annotation) =
         evaluation::effective_mode(rule, context.namespace_mode, namespace);
     let bypass_value = evaluation::annotation(object, &rule.bypass);
-    let result = match evaluation::settle_before_diff(object, bypass_value, mode) {
+    let result = match evaluation::settle_before_diff(object, bypass_value.as_deref(), mode) {
         Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),
         Some(Settled::Bypassed) => AuditResult::Skipped(SkipReason::Bypassed),
         Some(_) => AuditResult::Skipped(SkipReason::ModeOff),
@@ -384,7 +384,7 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
         }
     }
     judged.extend(extra);
-    let comparison = evaluation::judge(rule, judged, None, crate::message::DRIFT_PREFIX);
+    let comparison = crate::comparison::judge(rule, judged, None, crate::message::DRIFT_PREFIX);
     let comparison = AuditComparison {
         has_baseline: declared.is_some(),
         comparison,

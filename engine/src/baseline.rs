@@ -39,7 +39,7 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
     if text.trim().is_empty() {
         return None;
     }
-    Some(match serde_json::from_str::<Value>(text) {
+    Some(match serde_json::from_str::<Value>(&text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(_) => Err(BaselineError::NotAnObject),
         Err(e) => Err(BaselineError::NotJson(e.to_string())),
@@ -84,8 +84,12 @@ fn overlay_map(live: &Map<String, Value>, declared: &Map<String, Value>) -> Valu
 }
 
 fn overlay_list(live: &[Value], declared: &[Value], list_name: Option<&str>) -> Value {
-    let keys = merge_key_for(list_name, declared, live)
-        .and_then(|key| Some((element_keys(key, declared)?, element_keys(key, live)?)));
+    let keys = merge_key_for(list_name, declared.iter(), live.iter()).and_then(|key| {
+        Some((
+            element_keys(key, declared.iter())?,
+            element_keys(key, live.iter())?,
+        ))
+    });
     let Some((declared_keys, live_keys)) = keys else {
         // A list of scalars, or one whose elements lack a unique key: compared whole.
         return Value::Array(declared.to_vec());
@@ -160,17 +164,18 @@ pub fn declares(declared: &Value, live: &Value, path: &[crate::path::PathSegment
                 let Some(item) = live_items.get(*index) else {
                     return false;
                 };
-                let key = merge_key_for(list_name, declared_items, live_items).filter(|&key| {
-                    element_keys(key, declared_items).is_some()
-                        && element_keys(key, live_items).is_some()
-                });
+                let key = merge_key_for(list_name, declared_items.iter(), live_items.iter())
+                    .filter(|&key| {
+                        element_keys(key, declared_items.iter()).is_some()
+                            && element_keys(key, live_items.iter()).is_some()
+                    });
                 let Some(key) = key else {
                     return true; // compared whole
                 };
                 let wanted = diff::element_key(key, item);
                 let Some(next) = declared_items
                     .iter()
-                    .find(|e| wanted.is_some() && diff::element_key(key, e) == wanted)
+                    .find(|e| wanted.is_some() && diff::element_key(key, *e) == wanted)
                 else {
                     return false;
                 };

@@ -8,8 +8,12 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::diff::{self, Change, ChangeKind, Coverage, field};
-use crate::path::{FieldPath, PathSegment};
+use crate::comparison::Judging;
+pub use crate::comparison::{
+    Comparison, ImperativeEdit, JudgedChange, MAX_KEPT_CHANGES, Violation,
+};
+use crate::diff::{self, Change, ChangeKind, Coverage, Side};
+use crate::json::{Document, Node, Shape};
 use crate::review::AdmissionRequest;
 use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet, Tier};
 
@@ -106,7 +110,7 @@ pub struct Matched<'a> {
     /// The namespace's mode annotation when it names no mode: ignored, and warned about.
     pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
     /// The value of the rule's bypass annotation on the new object, when present.
-    pub bypass_value: Option<&'a str>,
+    pub bypass_value: Option<Cow<'a, str>>,
     pub settled: Settled<'a>,
 }
 
@@ -140,60 +144,6 @@ pub enum Settled<'a> {
     ModeOff,
     /// Steps 6–9: the objects were compared.
     Compared(Comparison<'a>),
-}
-
-/// The comparison of a matched UPDATE.
-#[derive(Debug, Clone)]
-pub struct Comparison<'a> {
-    /// Every changed path compared, in byte order of the rendered path, each with whether a
-    /// `mutable` pattern covers it.
-    pub changes: Vec<JudgedChange<'a>>,
-    /// The changes `include`/`exclude` leave out (system fields aside); only with
-    /// [`Detail::Full`].
-    pub excluded: Option<Vec<Change<'a>>>,
-    /// `Some` when a change is not covered by `mutable`.
-    pub violation: Option<Violation>,
-}
-
-/// An UPDATE that changed what its rule does not allow.
-#[derive(Debug, Clone)]
-pub struct Violation {
-    /// Rendered uncovered paths, byte order, without repeats.
-    pub denied: Vec<String>,
-    /// The full reason (SPEC §3 step 9), bounded as §5 says.
-    pub reason: String,
-}
-
-/// One changed path as judged by the rule.
-#[derive(Debug, Clone)]
-pub struct JudgedChange<'a> {
-    pub change: Change<'a>,
-    /// The rendered path (`spec.template.spec.containers[0].image`).
-    pub path: String,
-    pub mutable: bool,
-    /// The audit only: the imperative edit (field manager and time) that changed the path.
-    pub edit: Option<ImperativeEdit<'a>>,
-}
-
-impl<'a> JudgedChange<'a> {
-    /// A change not yet judged against `mutable`.
-    pub fn new(change: Change<'a>) -> Self {
-        Self {
-            path: change.path.to_string(),
-            change,
-            mutable: false,
-            edit: None,
-        }
-    }
-}
-
-/// Who changed a field imperatively, as `metadata.managedFields` says (SPEC §8 step 3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImperativeEdit<'a> {
-    /// The field manager (`kubectl-edit`, `kubectl`…): managedFields name managers, not users.
-    pub manager: Cow<'a, str>,
-    /// When the manager last wrote the object (`time` of the entry), when it says.
-    pub time: Option<Cow<'a, str>>,
 }
 
 /// Which step settled the request, as one word (for logs and documents).
@@ -267,7 +217,7 @@ impl<'a> Evaluation<'a> {
                 Settled::Bypassed => Step::Bypassed,
                 Settled::ModeOff => Step::ModeOff,
                 Settled::Compared(c) if c.violation.is_some() => Step::Violation,
-                Settled::Compared(c) if c.changes.is_empty() => Step::NoChanges,
+                Settled::Compared(c) if c.changed_count == 0 => Step::NoChanges,
                 Settled::Compared(_) => Step::OnlyMutable,
             },
         }
@@ -348,7 +298,7 @@ pub struct Target<'r> {
 
 /// Maps a request to the group and kind rules are matched with. `None` for a `/scale` of a
 /// resource whose kind is not known.
-pub fn target_of(request: &AdmissionRequest) -> Option<Target<'_>> {
+pub fn target_of<O>(request: &AdmissionRequest<O>) -> Option<Target<'_>> {
     if request.sub_resource() == "scale" {
         let kind = match (
             request.resource.group.as_str(),
@@ -376,27 +326,29 @@ pub fn target_of(request: &AdmissionRequest) -> Option<Target<'_>> {
 
 /// The labels rules are matched against.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Labels<'v> {
-    /// The object's labels (or the scaled parent's), `None` when it has none.
-    Known(Option<&'v Map<String, Value>>),
+pub(crate) enum Labels<'s, N> {
+    /// The object's `metadata.labels`, `None` when it has none.
+    Object(Option<N>),
+    /// The labels of the object a `/scale` request scales.
+    Parent(&'s Map<String, Value>),
     /// A `/scale` request whose parent's labels are not known.
     ParentUnknown,
 }
 
 /// What rules are matched with: the same for an admission request and an audited object.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Subject<'s> {
+pub(crate) struct Subject<'s, N> {
     pub namespace: &'s str,
     pub group: &'s str,
     pub kind: &'s str,
-    pub labels: Labels<'s>,
+    pub labels: Labels<'s, N>,
 }
 
 /// Whether `rule` matches: namespace glob, selector, then labels (of the new object, or of the
 /// scaled parent).
-pub(crate) fn match_rule<'a>(
+pub(crate) fn match_rule<'a, 'v, N: Node<'v>>(
     rule: &'a CompiledRule,
-    subject: &Subject<'_>,
+    subject: &Subject<'_, N>,
 ) -> Result<(), Mismatch<'a>> {
     if rule.tier == Tier::Namespace && rule.id.namespace != subject.namespace {
         return Err(Mismatch::OtherNamespace);
@@ -410,11 +362,12 @@ pub(crate) fn match_rule<'a>(
     if rule.labels.is_empty() {
         return Ok(());
     }
-    let labels = match subject.labels {
-        Labels::Known(labels) => labels,
+    let failed = match subject.labels {
+        Labels::Object(labels) => rule.labels.iter().find(|l| !l.matches_node(labels)),
+        Labels::Parent(labels) => rule.labels.iter().find(|l| !l.matches(Some(labels))),
         Labels::ParentUnknown => return Err(Mismatch::ParentLabelsUnknown),
     };
-    match rule.labels.iter().find(|l| !l.matches(labels)) {
+    match failed {
         Some(failed) => Err(Mismatch::Label(failed)),
         None => Ok(()),
     }
@@ -422,9 +375,9 @@ pub(crate) fn match_rule<'a>(
 
 /// Step 1, shared by admission and the audit: the rules tried in match order and the winner.
 /// With [`Detail::Verdict`] the rules after the winner are not tried.
-pub(crate) fn find_winner<'a>(
+pub(crate) fn find_winner<'a, 'v, N: Node<'v>>(
     rules: &'a RuleSet,
-    subject: &Subject<'_>,
+    subject: &Subject<'_, N>,
     detail: Detail,
 ) -> (Vec<Considered<'a>>, Option<&'a CompiledRule>) {
     let mut considered = Vec::new();
@@ -473,14 +426,15 @@ pub(crate) fn effective_mode<'a>(
 
 /// Steps 3–5, shared by admission and the audit: an object being deleted, the bypass
 /// annotation set to `true`, and mode `off` each settle before anything is compared.
-pub(crate) fn settle_before_diff(
-    object: &Value,
+pub(crate) fn settle_before_diff<'v, N: Node<'v>>(
+    object: N,
     bypass_value: Option<&str>,
     mode: Mode,
 ) -> Option<Settled<'static>> {
-    let deleting = field(object, "metadata")
-        .and_then(|m| field(m, "deletionTimestamp"))
-        .is_some_and(|t| !diff::is_absent(t) && t.as_str() != Some(""));
+    let deleting = object
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_absent() && t.as_str().as_deref() != Some(""));
     if deleting {
         return Some(Settled::BeingDeleted);
     }
@@ -493,47 +447,29 @@ pub(crate) fn settle_before_diff(
     None
 }
 
-/// Steps 8–9, shared by admission and the audit: each change judged against `mutable`, sorted
-/// by rendered path; the uncovered ones make the violation, whose reason starts with `prefix`.
-pub(crate) fn judge<'a>(
-    rule: &CompiledRule,
-    mut judged: Vec<JudgedChange<'a>>,
-    excluded: Option<Vec<Change<'a>>>,
-    prefix: &str,
-) -> Comparison<'a> {
-    for change in &mut judged {
-        change.mutable = rule.is_mutable(change.change.path.segments());
-    }
-    judged.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let mut denied: Vec<String> = judged
-        .iter()
-        .filter(|c| !c.mutable)
-        .map(|c| c.path.clone())
-        .collect();
-    denied.dedup();
-    let violation = (!denied.is_empty()).then(|| Violation {
-        reason: crate::message::violation_reason(rule, &judged, &denied, prefix),
-        denied,
-    });
-    Comparison {
-        changes: judged,
-        excluded,
-        violation,
-    }
+/// `metadata.labels` of an object, when it is a map.
+pub(crate) fn labels_of<'v, N: Node<'v>>(object: Option<N>) -> Option<N> {
+    object?
+        .get("metadata")?
+        .get("labels")
+        .filter(|labels| labels.shape() == Shape::Object)
 }
 
-pub(crate) fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
-    field(field(object?, "metadata")?, "labels")?.as_object()
+/// `metadata.annotations[key]` of an object, when it is a string.
+pub(crate) fn annotation<'v, N: Node<'v>>(object: N, key: &str) -> Option<Cow<'v, str>> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)?
+        .as_str()
 }
 
-pub(crate) fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
-    field(field(field(object, "metadata")?, "annotations")?, key)?.as_str()
-}
-
-/// Evaluates one request against `rules`.
-pub fn evaluate<'a>(
+/// Evaluates one request against `rules`. The request's objects may be parsed documents or
+/// the raw text of the request body ([`crate::review::parse_review_raw`]): the evaluation is
+/// the same.
+pub fn evaluate<'a, O: Document>(
     rules: &'a RuleSet,
-    request: &'a AdmissionRequest,
+    request: &'a AdmissionRequest<O>,
     context: &Context<'a>,
     detail: Detail,
 ) -> Evaluation<'a> {
@@ -544,13 +480,16 @@ pub fn evaluate<'a>(
     if request.operation != "UPDATE" {
         return settled(Outcome::NotEnforced);
     }
-    let (Some(new), Some(old)) = (
-        request.object.as_ref().filter(|v| v.is_object()),
-        request.old_object.as_ref().filter(|v| v.is_object()),
-    ) else {
+    let object = |document: &'a Option<O>| {
+        document
+            .as_ref()
+            .map(O::node)
+            .filter(|node| node.shape() == Shape::Object)
+    };
+    let (Some(new), Some(old)) = (object(&request.object), object(&request.old_object)) else {
         return settled(Outcome::BadRequest(BadRequest::ObjectsMissing {
-            object: !request.object.as_ref().is_some_and(Value::is_object),
-            old_object: !request.old_object.as_ref().is_some_and(Value::is_object),
+            object: object(&request.object).is_none(),
+            old_object: object(&request.old_object).is_none(),
         }));
     };
     if request.kind.kind.is_empty() && request.sub_resource() != "scale" {
@@ -566,9 +505,9 @@ pub fn evaluate<'a>(
     let labels = if target.scale {
         context
             .parent_labels
-            .map_or(Labels::ParentUnknown, |l| Labels::Known(Some(l)))
+            .map_or(Labels::ParentUnknown, Labels::Parent)
     } else {
-        Labels::Known(labels_of(request.object.as_ref()))
+        Labels::Object(labels_of(Some(new)))
     };
     let subject = Subject {
         namespace: request.namespace(),
@@ -588,7 +527,16 @@ pub fn evaluate<'a>(
     let (mode, mode_source, ignored_mode_annotation) =
         effective_mode(rule, context.namespace_mode, request.namespace());
     let bypass_value = annotation(new, &rule.bypass);
-    let settled = settle(rule, request, old, new, mode, bypass_value, &target, detail);
+    let objects = Objects { old, new };
+    let settled = settle(
+        rule,
+        &request.user_info.username,
+        objects,
+        mode,
+        bypass_value.as_deref(),
+        target.scale,
+        detail,
+    );
     Evaluation {
         considered,
         outcome: Outcome::Matched(Matched {
@@ -602,20 +550,24 @@ pub fn evaluate<'a>(
     }
 }
 
+/// The two versions of the object of an UPDATE.
+#[derive(Clone, Copy)]
+struct Objects<N> {
+    old: N,
+    new: N,
+}
+
 /// Steps 2–9 for the winning rule.
-#[allow(clippy::too_many_arguments)]
-fn settle<'a>(
+fn settle<'a, N: Node<'a>>(
     rule: &'a CompiledRule,
-    request: &'a AdmissionRequest,
-    old: &'a Value,
-    new: &'a Value,
+    user: &str,
+    objects: Objects<N>,
     mode: Mode,
     bypass_value: Option<&str>,
-    target: &Target<'_>,
+    scale: bool,
     detail: Detail,
 ) -> Settled<'a> {
     // 2. Users.
-    let user = request.user_info.username.as_str();
     if !rule.user_in_scope(user) {
         return Settled::UserNotInScope;
     }
@@ -623,63 +575,73 @@ fn settle<'a>(
         return Settled::UserExempt;
     }
     // 3–5. Deletion in progress, bypass, mode off.
-    if let Some(settled) = settle_before_diff(old, bypass_value, mode) {
+    if let Some(settled) = settle_before_diff(objects.old, bypass_value, mode) {
         return settled;
     }
-    // 6–7. Scope and diff.
-    let changes = if target.scale {
-        scale_changes(rule, old, new)
-    } else {
-        diff::diff(old, new, &rule.scope, &rule.mutable)
+    // 6–9. Scope and diff; each change judged as it is found; the violation. Only what an
+    // answer shows is kept (SPEC §5), unless a person asked for everything.
+    let limit = match detail {
+        Detail::Verdict => MAX_KEPT_CHANGES,
+        Detail::Full => usize::MAX,
     };
-    let excluded =
-        (detail == Detail::Full && !target.scale).then(|| excluded_changes(rule, old, new));
-    // 8–9. Partition; violation.
-    let judged = changes.into_iter().map(JudgedChange::new).collect();
-    Settled::Compared(judge(
-        rule,
-        judged,
-        excluded,
-        crate::message::VIOLATION_PREFIX,
-    ))
+    let mut judging = Judging::new(rule, limit);
+    if scale {
+        scale_changes(rule, objects, &mut judging);
+    } else {
+        diff::diff_into(
+            objects.old,
+            objects.new,
+            &rule.scope,
+            &rule.mutable,
+            &mut judging,
+        );
+    }
+    let excluded = (detail == Detail::Full && !scale).then(|| excluded_changes(rule, objects));
+    Settled::Compared(judging.finish(excluded, crate::message::VIOLATION_PREFIX))
 }
 
 /// The changes that `rule` does not compare because of its `include` / `exclude` (the system
 /// fields left aside), for previews that show a person what was ignored and why.
-fn excluded_changes<'a>(rule: &CompiledRule, old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
+fn excluded_changes<'a, N: Node<'a>>(rule: &CompiledRule, objects: Objects<N>) -> Vec<Change<'a>> {
     let unscoped = crate::diff::Scope::new(None, crate::rule::never_compared(&rule.bypass));
-    diff::diff(old, new, &unscoped, &rule.mutable)
+    diff::diff(objects.old, objects.new, &unscoped, &rule.mutable)
         .into_iter()
         .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)
         .collect()
 }
 
 /// A `/scale` update can only change `spec.replicas`.
-fn scale_changes<'a>(rule: &CompiledRule, old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
-    let path = FieldPath::from(vec![
-        PathSegment::Key("spec".into()),
-        PathSegment::Key("replicas".into()),
-    ]);
-    if rule.scope.coverage(path.segments()) == Coverage::Out {
-        return Vec::new();
+fn scale_changes<'a, N: Node<'a>>(
+    rule: &CompiledRule,
+    objects: Objects<N>,
+    judging: &mut Judging<'_, N>,
+) {
+    use crate::diff::{PathStep, Sink};
+    let path = [
+        PathStep::Key(Cow::Borrowed("spec")),
+        PathStep::Key(Cow::Borrowed("replicas")),
+    ];
+    if rule.scope.coverage(&path) == Coverage::Out {
+        return;
     }
-    let replicas = |v: &'a Value| {
-        field(v, "spec")
-            .and_then(|s| field(s, "replicas"))
-            .filter(|r| !diff::is_absent(r))
+    let replicas = |v: N| {
+        v.get("spec")
+            .and_then(|s| s.get("replicas"))
+            .filter(|r| !r.is_absent())
     };
-    let (old_value, new_value) = (replicas(old), replicas(new));
+    let (old_value, new_value) = (replicas(objects.old), replicas(objects.new));
     let kind = match (old_value, new_value) {
-        (None, None) => return Vec::new(),
-        (Some(a), Some(b)) if diff::value_eq(a, b) => return Vec::new(),
+        (None, None) => return,
+        (Some(a), Some(b)) if diff::value_eq(a, b) => return,
         (None, Some(_)) => ChangeKind::Added,
         (Some(_), None) => ChangeKind::Removed,
         _ => ChangeKind::Modified,
     };
-    vec![Change {
-        path,
+    judging.change(
+        &path,
         kind,
-        old: old_value.map(Cow::Borrowed),
-        new: new_value.map(Cow::Borrowed),
-    }]
+        old_value.map(Side::Node),
+        new_value.map(Side::Node),
+        false,
+    );
 }

@@ -9,9 +9,11 @@
 pub mod apply;
 pub mod audit;
 pub mod baseline;
+pub mod comparison;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
+pub mod json;
 pub mod lint;
 pub mod managed;
 pub mod manifests;

@@ -32,17 +32,23 @@ const MAX_TEXT_BYTES: usize = 16 * 1024;
 
 /// The violation reason: fixed prefix, at most [`MAX_PATHS_NAMED`] uncovered paths, values for
 /// at most [`MAX_VALUES_SHOWN`], then the rule and how to bypass it.
+///
+/// `judged` and `denied` are the first changes and uncovered paths in byte order (all of them,
+/// or as many as the evaluation kept); `denied_count` and `uncovered_count` count them all.
 pub(crate) fn violation_reason(
     rule: &CompiledRule,
     judged: &[JudgedChange<'_>],
     denied: &[String],
+    denied_count: usize,
+    uncovered_count: usize,
     prefix: &str,
 ) -> String {
     let mut message = String::with_capacity(256);
     message.push_str(prefix);
     message.push_str(&denied[..denied.len().min(MAX_PATHS_NAMED)].join(", "));
-    if denied.len() > MAX_PATHS_NAMED {
-        let _ = write!(message, " … and {} more", denied.len() - MAX_PATHS_NAMED);
+    let named = denied.len().min(MAX_PATHS_NAMED);
+    if denied_count > named {
+        let _ = write!(message, " … and {} more", denied_count - named);
     }
     let uncovered = judged.iter().filter(|c| !c.mutable);
     let mut shown = 0;
@@ -63,7 +69,7 @@ pub(crate) fn violation_reason(
             message.push(')');
         }
     }
-    let remaining = uncovered.count() - shown;
+    let remaining = uncovered_count.saturating_sub(shown);
     if remaining > 0 {
         let _ = write!(message, "; and {remaining} more");
     }
@@ -133,9 +139,11 @@ impl Evaluation<'_> {
     /// `, … (N more)`.
     pub fn denied_paths_annotation(&self) -> String {
         let denied = self.denied_paths();
-        let mut text = denied[..denied.len().min(MAX_ANNOTATED_PATHS)].join(", ");
-        if denied.len() > MAX_ANNOTATED_PATHS {
-            let _ = write!(text, ", … ({} more)", denied.len() - MAX_ANNOTATED_PATHS);
+        let listed = denied.len().min(MAX_ANNOTATED_PATHS);
+        let mut text = denied[..listed].join(", ");
+        let total = self.violation().map_or(0, |v| v.denied_count);
+        if total > listed {
+            let _ = write!(text, ", … ({} more)", total - listed);
         }
         truncate_bytes(&text, MAX_TEXT_BYTES)
     }

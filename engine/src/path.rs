@@ -94,7 +94,7 @@ impl FieldPath {
         let mut out = String::new();
         for segment in &self.segments {
             match segment {
-                PathSegment::Key(key) => render_key(&mut out, key),
+                PathSegment::Key(key) => render_key(&mut out, 0, key),
                 PathSegment::Index(_) => out.push_str("[*]"),
             }
         }
@@ -116,21 +116,28 @@ pub const ROOT: &str = "<root>";
 
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.segments.is_empty() {
-            return f.write_str(ROOT);
-        }
         let mut out = String::new();
-        for segment in &self.segments {
-            match segment {
-                PathSegment::Key(key) => render_key(&mut out, key),
-                PathSegment::Index(index) => {
-                    out.push('[');
-                    out.push_str(&index.to_string());
-                    out.push(']');
-                }
+        render_path(&self.segments, &mut out);
+        f.write_str(&out)
+    }
+}
+
+/// Appends the rendering of `segments` (SPEC §4) to `out`, which should be empty: the path
+/// the diff is at is rendered into one reused buffer, without allocating per change.
+pub fn render_path<S: AsSegment>(segments: &[S], out: &mut String) {
+    use std::fmt::Write as _;
+    if segments.is_empty() {
+        out.push_str(ROOT);
+        return;
+    }
+    let start = out.len();
+    for segment in segments {
+        match segment.as_segment() {
+            SegmentRef::Key(key) => render_key(out, start, key),
+            SegmentRef::Index(index) => {
+                let _ = write!(out, "[{index}]");
             }
         }
-        f.write_str(&out)
     }
 }
 
@@ -142,9 +149,11 @@ fn is_bare_key(key: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn render_key(out: &mut String, key: &str) {
+/// Appends a key as a path renders it: bare after a `.` (unless the rendering, begun at
+/// `start` of `out`, is still empty), or quoted.
+fn render_key(out: &mut String, start: usize, key: &str) {
     if is_bare_key(key) {
-        if !out.is_empty() {
+        if out.len() > start {
             out.push('.');
         }
         out.push_str(key);
@@ -257,7 +266,7 @@ impl fmt::Display for PathPattern {
         let mut out = String::new();
         for segment in &self.segments {
             match segment {
-                PatternSegment::Key(key) => render_key(&mut out, key),
+                PatternSegment::Key(key) => render_key(&mut out, 0, key),
                 PatternSegment::AnyKey => {
                     if !out.is_empty() {
                         out.push('.');

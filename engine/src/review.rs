@@ -3,8 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::message::{truncate_bytes, truncate_chars};
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +56,11 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
-/// `request` of an AdmissionReview: the fields the webhook uses.
+/// `request` of an AdmissionReview: the fields the webhook uses. `O` is what the objects are
+/// read as: parsed documents, or (the agent's hot path) the raw text of the body.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+pub struct AdmissionRequest<O = Value> {
     pub uid: String,
     #[serde(default)]
     pub kind: GroupVersionKind,
@@ -70,15 +75,19 @@ pub struct AdmissionRequest {
     pub operation: String,
     #[serde(default)]
     pub user_info: UserInfo,
-    #[serde(default)]
-    pub object: Option<Value>,
-    #[serde(default)]
-    pub old_object: Option<Value>,
+    #[serde(default = "none")]
+    pub object: Option<O>,
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
 
-impl AdmissionRequest {
+fn none<O>() -> Option<O> {
+    None
+}
+
+impl<O> AdmissionRequest<O> {
     pub fn namespace(&self) -> &str {
         self.namespace.as_deref().unwrap_or("")
     }
@@ -90,6 +99,44 @@ impl AdmissionRequest {
     pub fn sub_resource(&self) -> &str {
         self.sub_resource.as_deref().unwrap_or("")
     }
+
+    /// The same request, its objects converted by `convert`.
+    pub fn try_map_objects<P, E>(
+        self,
+        mut convert: impl FnMut(O) -> Result<P, E>,
+    ) -> Result<AdmissionRequest<P>, E> {
+        Ok(AdmissionRequest {
+            object: self.object.map(&mut convert).transpose()?,
+            old_object: self.old_object.map(&mut convert).transpose()?,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            dry_run: self.dry_run,
+        })
+    }
+
+    /// The request's own fields, without its objects (for what outlives the body they are
+    /// read from).
+    pub fn without_objects(&self) -> AdmissionRequest {
+        AdmissionRequest {
+            uid: self.uid.clone(),
+            kind: self.kind.clone(),
+            resource: self.resource.clone(),
+            sub_resource: self.sub_resource.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            operation: self.operation.clone(),
+            user_info: self.user_info.clone(),
+            object: None,
+            old_object: None,
+            dry_run: self.dry_run,
+        }
+    }
 }
 
 /// Why a body is not an AdmissionReview at all (answered with HTTP 400 and a plain message).
@@ -100,40 +147,75 @@ pub struct NotAReview(pub String);
 /// A body that is an AdmissionReview. `request` is `Err` with a reason when the review has no
 /// usable request; that is answered inside an AdmissionReview with code 400.
 #[derive(Debug)]
-pub struct ParsedReview {
+pub struct ParsedReview<O = Value> {
     pub version: ReviewVersion,
     /// The request's uid where one could be read, to echo even for a malformed request.
     pub uid: String,
-    pub request: Result<AdmissionRequest, String>,
+    pub request: Result<AdmissionRequest<O>, String>,
 }
 
-/// Parses a request body.
+/// Values quoted in "not an AdmissionReview" messages are cut to this many characters.
+const QUOTED_CHARS: usize = 64;
+/// A malformed request's reason is cut to this many bytes.
+const MALFORMED_REASON_BYTES: usize = 1024;
+
+/// Parses a request body, its objects into documents. Reads the body as [`parse_review_raw`]
+/// does, so both accept and refuse the same bodies with the same reasons.
 pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
-    let mut document: Value = serde_json::from_slice(body)
-        .map_err(|e| NotAReview(format!("request body is not valid JSON: {e}")))?;
-    let Some(object) = document.as_object_mut() else {
-        return Err(NotAReview(
-            "request body is not an AdmissionReview: expected a JSON object".into(),
-        ));
-    };
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != "AdmissionReview" {
-        return Err(NotAReview(format!(
-            "request body is not an AdmissionReview: kind is {kind:?}, expected \"AdmissionReview\""
-        )));
+    let raw = parse_review_raw(body)?;
+    let request = raw.request.and_then(|request| {
+        request
+            .try_map_objects(|object| serde_json::from_str::<Value>(object.get()))
+            .map_err(malformed)
+    });
+    Ok(ParsedReview {
+        version: raw.version,
+        uid: raw.uid,
+        request,
+    })
+}
+
+/// Parses a request body, keeping the objects as the body's own text: the whole body is
+/// validated, but only the envelope and the request's small fields are built, so the cost of
+/// a decision does not begin with two documents of the objects (the agent's hot path). A key
+/// repeated in the envelope or the request is refused as malformed: which one counts would be
+/// a guess (as for the API server's own strict decoding).
+pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotAReview> {
+    /// The top level of a review; the values are checked below.
+    #[derive(Deserialize)]
+    struct Envelope<'b> {
+        #[serde(borrow, default)]
+        kind: Option<&'b RawValue>,
+        #[serde(borrow, default, rename = "apiVersion")]
+        api_version: Option<&'b RawValue>,
+        #[serde(borrow, default)]
+        request: Option<&'b RawValue>,
     }
-    let version = match object.get("apiVersion").and_then(Value::as_str) {
-        Some("admission.k8s.io/v1") => ReviewVersion::V1,
-        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
-        other => {
-            return Err(NotAReview(format!(
-                "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
-                other.unwrap_or("")
-            )));
-        }
+    /// Only the uid, for a request that is otherwise malformed.
+    #[derive(Deserialize)]
+    struct Uid {
+        #[serde(default)]
+        uid: Option<Value>,
+    }
+
+    let first = body
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
+    let not_json =
+        |e: serde_json::Error| NotAReview(format!("request body is not valid JSON: {e}"));
+    if first != Some(&b'{') {
+        // Valid JSON that is not an object says so (a derived struct would read a list).
+        serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
+        return Err(not_an_object());
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(not_json)?;
+    let text = |raw: Option<&RawValue>| {
+        raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+            .unwrap_or_default()
     };
-    let request = match object.remove("request") {
-        None | Some(Value::Null) => {
+    let version = review_version(&text(envelope.kind), &text(envelope.api_version))?;
+    let request = match envelope.request {
+        None => {
             return Ok(ParsedReview {
                 version,
                 uid: String::new(),
@@ -142,18 +224,54 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
         }
         Some(request) => request,
     };
-    let uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let request = serde_json::from_value::<AdmissionRequest>(request)
-        .map_err(|e| format!("AdmissionReview request is malformed: {e}"));
+    let request = serde_json::from_str::<AdmissionRequest<&RawValue>>(request.get())
+        .map_err(|e| (e, request));
+    let (uid, request) = match request {
+        Ok(parsed) => (parsed.uid.clone(), Ok(parsed)),
+        Err((e, raw)) => {
+            let uid = serde_json::from_str::<Uid>(raw.get())
+                .ok()
+                .and_then(|u| u.uid)
+                .and_then(|u| u.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            (uid, Err(malformed(e)))
+        }
+    };
     Ok(ParsedReview {
         version,
         uid,
         request,
     })
+}
+
+/// A malformed request's reason, bounded: serde quotes a wrong-typed string whole (SPEC §5).
+fn malformed(e: serde_json::Error) -> String {
+    truncate_bytes(
+        &format!("AdmissionReview request is malformed: {e}"),
+        MALFORMED_REASON_BYTES,
+    )
+}
+
+fn not_an_object() -> NotAReview {
+    NotAReview("request body is not an AdmissionReview: expected a JSON object".into())
+}
+
+/// The review's version from its `kind` and `apiVersion`.
+fn review_version(kind: &str, api_version: &str) -> Result<ReviewVersion, NotAReview> {
+    if kind != "AdmissionReview" {
+        return Err(NotAReview(format!(
+            "request body is not an AdmissionReview: kind is {:?}, expected \"AdmissionReview\"",
+            truncate_chars(kind, QUOTED_CHARS)
+        )));
+    }
+    match api_version {
+        "admission.k8s.io/v1" => Ok(ReviewVersion::V1),
+        "admission.k8s.io/v1beta1" => Ok(ReviewVersion::V1Beta1),
+        other => Err(NotAReview(format!(
+            "unsupported AdmissionReview apiVersion {:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+            truncate_chars(other, QUOTED_CHARS)
+        ))),
+    }
 }
 
 /// The request uid of a review body, read without parsing the rest: the keys before

@@ -320,6 +320,17 @@ impl LabelRequirement {
         })
     }
 
+    /// Whether the requirement holds on an object's labels (a map node, or none).
+    pub fn matches_node<'v, N: crate::json::Node<'v>>(&self, labels: Option<N>) -> bool {
+        let Some(actual) = labels.and_then(|l| l.get(&self.key)) else {
+            return false;
+        };
+        match &self.value {
+            None => true,
+            Some(want) => actual.as_str().as_deref() == Some(want.as_str()),
+        }
+    }
+
     pub fn matches(&self, labels: Option<&serde_json::Map<String, Value>>) -> bool {
         let Some(actual) = labels.and_then(|l| l.get(&self.key)) else {
             return false;

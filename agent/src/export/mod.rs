@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
+use drift_engine::json::Document;
 use drift_engine::{AdmissionRequest, Evaluation};
 use prometheus::IntGauge;
 
@@ -281,7 +282,11 @@ impl Exporter {
     }
 
     /// Exports a violating evaluation; returns at once whatever happens to the record.
-    pub fn export_admission(&self, request: &AdmissionRequest, evaluation: &Evaluation<'_>) {
+    pub fn export_admission<O: Document>(
+        &self,
+        request: &AdmissionRequest<O>,
+        evaluation: &Evaluation<'_>,
+    ) {
         if !evaluation.is_violation() {
             return;
         }

@@ -11,25 +11,31 @@ use drift_api::violation::{
     ADMISSION_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, RequestFields, ViolationRecord,
     format_rfc3339,
 };
+use drift_engine::json::{Document, Node};
 use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
 
-static NO_LABELS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
-fn labels_of(request: &AdmissionRequest) -> &Map<String, Value> {
-    request
+/// `metadata.labels` of the request's object (or old object): borrowed from a parsed
+/// document, read from the raw text of one.
+fn labels_of<O: Document>(request: &AdmissionRequest<O>) -> Cow<'_, Map<String, Value>> {
+    let labels = request
         .object
         .as_ref()
         .or(request.old_object.as_ref())
-        .and_then(|o| o.pointer("/metadata/labels"))
-        .and_then(Value::as_object)
-        .unwrap_or(&NO_LABELS)
+        .and_then(|o| o.node().get("metadata")?.get("labels"))
+        .map(Node::to_value);
+    match labels {
+        Some(Cow::Borrowed(Value::Object(map))) => Cow::Borrowed(map),
+        Some(Cow::Owned(Value::Object(map))) => Cow::Owned(map),
+        _ => Cow::Owned(Map::new()),
+    }
 }
 
 /// The record of a violating request; `None` when the evaluation is not a violation an export
 /// records (no violation, or mode `off`).
-pub fn admission_record<'a>(
-    request: &'a AdmissionRequest,
+pub fn admission_record<'a, O: Document>(
+    request: &'a AdmissionRequest<O>,
     evaluation: &'a Evaluation<'a>,
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
@@ -68,8 +74,8 @@ pub fn admission_record<'a>(
                 )
             })
             .collect(),
-        denied_count: violation.denied.len(),
-        changed_count: changes.len(),
+        denied_count: violation.denied_count,
+        changed_count: evaluation.comparison().map_or(0, |c| c.changed_count),
     };
     Some(ViolationRecord {
         event_type: Cow::Borrowed(ADMISSION_EVENT),
@@ -88,7 +94,7 @@ pub fn admission_record<'a>(
         resource_kind: Cow::Borrowed(&kind.kind),
         resource_namespace: Cow::Borrowed(request.namespace()),
         resource_name: Cow::Borrowed(request.name()),
-        resource_labels: Cow::Borrowed(labels_of(request)),
+        resource_labels: labels_of(request),
         rule_name: Cow::Borrowed(&rule.id.name),
         rule_namespace: Cow::Borrowed(&rule.id.namespace),
         mode: Cow::Borrowed(matched.mode.as_str()),

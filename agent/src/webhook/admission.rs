@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
-use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review};
-use drift_engine::{Context, Detail, Evaluation, evaluate};
+use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review_raw};
+use drift_engine::{AdmissionRequest, Context, Detail, Evaluation, evaluate};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{count_error, json, plain};
@@ -65,8 +66,9 @@ enum Answer {
 /// What the first blocking step produced.
 enum Parsed {
     Answered(Answer),
-    /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first.
-    NeedsParentLabels(Box<ParsedReview>),
+    /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first: the
+    /// request without its objects, for the read; the body is read again after it.
+    NeedsParentLabels(Box<AdmissionRequest>),
 }
 
 /// Answers one review body within `write_timeout` of `started`.
@@ -117,15 +119,17 @@ pub(super) async fn answer(
 async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Race>) -> Answer {
     let parse_shared = shared.clone();
     let parse_race = race.clone();
+    let parse_body = body.clone();
     let parsed = tokio::task::spawn_blocking(move || {
-        guarded(|| match parse_review(&body) {
+        guarded(|| match parse_review_raw(&parse_body) {
             Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
             Ok(parsed) => {
                 let _ = parse_race.uid.set(parsed.uid.clone());
-                if needs_parent_labels(&parse_shared, &parsed) {
-                    Parsed::NeedsParentLabels(Box::new(parsed))
-                } else {
-                    Parsed::Answered(judge(&parse_shared, parsed, None, started, &parse_race))
+                match needs_parent_labels(&parse_shared, &parsed) {
+                    Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
+                    None => {
+                        Parsed::Answered(judge(&parse_shared, parsed, None, started, &parse_race))
+                    }
                 }
             }
         })
@@ -136,16 +140,19 @@ async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Ra
         Ok(Err(panic)) => return Answer::Internal(panic),
         Err(_) => return Answer::Internal("the decision task failed".into()),
     };
-    let parsed = match parsed {
+    let request = match parsed {
         Parsed::Answered(answer) => return answer,
-        Parsed::NeedsParentLabels(parsed) => *parsed,
+        Parsed::NeedsParentLabels(request) => request,
     };
-    let labels = match (shared.parent_lookup(), parsed.request.as_ref()) {
-        (Some(lookup), Ok(request)) => lookup.labels(request).await,
-        _ => None,
+    let labels = match shared.parent_lookup() {
+        Some(lookup) => lookup.labels(&request).await,
+        None => None,
     };
     let task = tokio::task::spawn_blocking(move || {
-        guarded(|| judge(&shared, parsed, labels.as_ref(), started, &race))
+        guarded(|| match parse_review_raw(&body) {
+            Ok(parsed) => judge(&shared, parsed, labels.as_ref(), started, &race),
+            Err(e) => Answer::NotAReview(e.0),
+        })
     })
     .await;
     match task {
@@ -167,12 +174,13 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 /// A `/scale` UPDATE needs the scaled object's labels when a rule selects by labels and the
-/// agent can read them (cluster mode).
-fn needs_parent_labels(shared: &Shared, parsed: &ParsedReview) -> bool {
-    let Ok(request) = parsed.request.as_ref() else {
-        return false;
-    };
-    request.sub_resource() == "scale"
+/// agent can read them (cluster mode): then the request, for the read.
+fn needs_parent_labels(
+    shared: &Shared,
+    parsed: &ParsedReview<&RawValue>,
+) -> Option<AdmissionRequest> {
+    let request = parsed.request.as_ref().ok()?;
+    let needed = request.sub_resource() == "scale"
         && request.operation == "UPDATE"
         && shared.parent_lookup().is_some()
         && shared
@@ -180,7 +188,8 @@ fn needs_parent_labels(shared: &Shared, parsed: &ParsedReview) -> bool {
             .rules
             .rules()
             .iter()
-            .any(|r| !r.labels.is_empty())
+            .any(|r| !r.labels.is_empty());
+    needed.then(|| request.without_objects())
 }
 
 fn internal_error(uid: &str, message: &str) -> Response {
@@ -196,7 +205,7 @@ fn internal_error(uid: &str, message: &str) -> Response {
 
 fn judge(
     shared: &Shared,
-    parsed: ParsedReview,
+    parsed: ParsedReview<&RawValue>,
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
     race: &Race,
@@ -249,7 +258,7 @@ fn judge(
 /// The metric label `resource`: `group/version/resource` as the original Go agent writes it
 /// (`apps/v1/deployments`), `/scale` appended for the subresource; the core group is left out
 /// (`v1/pods`).
-fn resource_label(request: &drift_engine::AdmissionRequest) -> String {
+fn resource_label<O>(request: &AdmissionRequest<O>) -> String {
     let gvr = &request.resource;
     let mut label = String::with_capacity(64);
     if !gvr.group.is_empty() {
@@ -286,9 +295,9 @@ fn record_timeout(shared: &Shared, uid: &str, elapsed: Duration) {
 }
 
 /// Metrics and the decision log line, rendered from the evaluation.
-fn record(
+fn record<O>(
     shared: &Shared,
-    request: &drift_engine::AdmissionRequest,
+    request: &AdmissionRequest<O>,
     evaluation: &Evaluation<'_>,
     elapsed: Duration,
 ) {
@@ -338,9 +347,9 @@ fn record(
         result = result,
         reason = %evaluation.status_message(),
         changed_fields = %listed(&mut changes.iter().map(|c| c.path.as_str())),
-        changed_count = changes.len(),
+        changed_count = evaluation.comparison().map_or(0, |c| c.changed_count),
         denied_fields = %listed(&mut denied.iter().map(String::as_str)),
-        denied_count = denied.len(),
+        denied_count = evaluation.violation().map_or(0, |v| v.denied_count),
         dry_run = request.dry_run.unwrap_or(false),
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         "admission decision"

@@ -15,6 +15,7 @@
 mod model;
 mod workload;
 
+use drift_engine::review::{parse_review, parse_review_raw};
 use drift_engine::{Context, Detail, PathSegment, RuleId, RuleSet, RuleSource, evaluate};
 use model::{Path, Scoping, Seg};
 use proptest::prelude::*;
@@ -82,16 +83,38 @@ fn engine_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Result<Vec<P
     if let Some(error) = rules.invalid().first() {
         return Err(format!("generated rule is invalid: {error}"));
     }
-    let request = serde_json::from_value(json!({
-        "uid": "u",
-        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "name": "web", "namespace": "prod", "operation": "UPDATE",
-        "userInfo": {"username": "alice"},
-        "object": new, "oldObject": old,
-    }))
-    .map_err(|e| e.to_string())?;
-    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let body = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": "web", "namespace": "prod", "operation": "UPDATE",
+            "userInfo": {"username": "alice"},
+            "object": new, "oldObject": old,
+        }
+    })
+    .to_string();
+    // The parsed documents (plugin, audit) and the raw text (the agent) must judge alike.
+    let parsed = parse_review(body.as_bytes()).map_err(|e| e.to_string())?;
+    let raw = parse_review_raw(body.as_bytes()).map_err(|e| e.to_string())?;
+    let (parsed, raw) = (parsed.request?, raw.request?);
+    let judged = |evaluation: &drift_engine::Evaluation<'_>| -> Vec<(String, bool)> {
+        evaluation
+            .changes()
+            .iter()
+            .map(|c| (c.path.clone(), c.mutable))
+            .collect()
+    };
+    let evaluation = evaluate(&rules, &parsed, &Context::default(), Detail::Full);
+    let from_raw = evaluate(&rules, &raw, &Context::default(), Detail::Full);
+    if judged(&evaluation) != judged(&from_raw) {
+        return Err(format!(
+            "parsed and raw documents judge differently:\nparsed: {:?}\nraw:    {:?}",
+            judged(&evaluation),
+            judged(&from_raw)
+        ));
+    }
     Ok(evaluation
         .changes()
         .iter()

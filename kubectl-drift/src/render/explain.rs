@@ -36,7 +36,7 @@ impl<'e> Standing<'e> {
         let matched = evaluation.matched();
         let settled = matched.map(|m| &m.settled);
         Standing {
-            bypass_value: matched.and_then(|m| m.bypass_value),
+            bypass_value: matched.and_then(|m| m.bypass_value.as_deref()),
             in_scope: !matches!(settled, Some(Settled::UserNotInScope)),
             exempt: matches!(settled, Some(Settled::UserExempt)),
             bypassed: matches!(settled, Some(Settled::Bypassed)),

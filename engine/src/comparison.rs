@@ -1,0 +1,326 @@
+//! What comparing two versions of an object found (SPEC §3 steps 6–9): each changed path judged
+//! against the rule's `mutable`, and the violation the uncovered ones make.
+//!
+//! Admission judges changes as the diff finds them ([`Judging`]) and keeps only what an answer
+//! can show (SPEC §5): the first changes in byte order of their path, and the first uncovered
+//! ones, each up to a limit, with every change counted. However large the diff, what it leaves
+//! in memory is bounded, and the first uncovered change is still found. The audit, whose changes
+//! come from several places, judges a finished list ([`judge`]).
+
+use std::borrow::Cow;
+use std::collections::BinaryHeap;
+
+use crate::diff::{Change, ChangeKind, PathStep, Side, Sink};
+use crate::json::Node;
+use crate::path::{FieldPath, PathSegment, render_path};
+use crate::rule::CompiledRule;
+
+/// How many changes of each kind (any, uncovered) an admission evaluation keeps: what the
+/// export record details (the most of the answer's bounds, SPEC §5).
+pub const MAX_KEPT_CHANGES: usize = 100;
+
+/// The comparison of a matched UPDATE.
+#[derive(Debug, Clone)]
+pub struct Comparison<'a> {
+    /// Changed paths in byte order of the rendered path, each with whether a `mutable` pattern
+    /// covers it: all of them, or — past the evaluation's limit — the first ones in that order
+    /// and the first uncovered ones.
+    pub changes: Vec<JudgedChange<'a>>,
+    /// How many changes were compared in all.
+    pub changed_count: usize,
+    /// How many of them `mutable` does not cover.
+    pub uncovered_count: usize,
+    /// The changes `include`/`exclude` leave out (system fields aside); only with
+    /// [`crate::Detail::Full`].
+    pub excluded: Option<Vec<Change<'a>>>,
+    /// `Some` when a change is not covered by `mutable`.
+    pub violation: Option<Violation>,
+}
+
+/// An UPDATE that changed what its rule does not allow.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Rendered uncovered paths, byte order, without repeats: all, or the first ones.
+    pub denied: Vec<String>,
+    /// How many different paths are uncovered in all.
+    pub denied_count: usize,
+    /// The full reason (SPEC §3 step 9), bounded as §5 says.
+    pub reason: String,
+}
+
+/// One changed path as judged by the rule.
+#[derive(Debug, Clone)]
+pub struct JudgedChange<'a> {
+    pub change: Change<'a>,
+    /// The rendered path (`spec.template.spec.containers[0].image`).
+    pub path: String,
+    pub mutable: bool,
+    /// The audit only: the imperative edit (field manager and time) that changed the path.
+    pub edit: Option<ImperativeEdit<'a>>,
+}
+
+impl<'a> JudgedChange<'a> {
+    /// A change not yet judged against `mutable`.
+    pub fn new(change: Change<'a>) -> Self {
+        Self {
+            path: change.path.to_string(),
+            change,
+            mutable: false,
+            edit: None,
+        }
+    }
+}
+
+/// Who changed a field imperatively, as `metadata.managedFields` says (SPEC §8 step 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImperativeEdit<'a> {
+    /// The field manager (`kubectl-edit`, `kubectl`…): managedFields name managers, not users.
+    pub manager: Cow<'a, str>,
+    /// When the manager last wrote the object (`time` of the entry), when it says.
+    pub time: Option<Cow<'a, str>>,
+}
+
+/// Judges a finished list of changes (the audit's): each against `mutable`, sorted by rendered
+/// path; the uncovered ones make the violation, whose reason starts with `prefix`.
+pub(crate) fn judge<'a>(
+    rule: &CompiledRule,
+    mut judged: Vec<JudgedChange<'a>>,
+    excluded: Option<Vec<Change<'a>>>,
+    prefix: &str,
+) -> Comparison<'a> {
+    for change in &mut judged {
+        change.mutable = rule.is_mutable(change.change.path.segments());
+    }
+    judged.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let uncovered_count = judged.iter().filter(|c| !c.mutable).count();
+    let denied = denied_paths(&judged);
+    let counts = Counts {
+        changed: judged.len(),
+        uncovered: uncovered_count,
+        denied_paths: denied.len(),
+    };
+    conclude(rule, judged, denied, counts, excluded, prefix)
+}
+
+/// How many changes, uncovered changes and uncovered paths a comparison saw.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    changed: usize,
+    uncovered: usize,
+    denied_paths: usize,
+}
+
+/// The uncovered paths of sorted changes, each once.
+fn denied_paths(sorted: &[JudgedChange<'_>]) -> Vec<String> {
+    let mut denied: Vec<String> = sorted
+        .iter()
+        .filter(|c| !c.mutable)
+        .map(|c| c.path.clone())
+        .collect();
+    denied.dedup();
+    denied
+}
+
+fn conclude<'a>(
+    rule: &CompiledRule,
+    changes: Vec<JudgedChange<'a>>,
+    denied: Vec<String>,
+    counts: Counts,
+    excluded: Option<Vec<Change<'a>>>,
+    prefix: &str,
+) -> Comparison<'a> {
+    let violation = (counts.uncovered > 0).then(|| Violation {
+        reason: crate::message::violation_reason(
+            rule,
+            &changes,
+            &denied,
+            counts.denied_paths,
+            counts.uncovered,
+            prefix,
+        ),
+        denied,
+        denied_count: counts.denied_paths,
+    });
+    Comparison {
+        changes,
+        changed_count: counts.changed,
+        uncovered_count: counts.uncovered,
+        excluded,
+        violation,
+    }
+}
+
+/// A change kept for the answer.
+struct Kept<N> {
+    rendered: String,
+    /// Order of discovery: equal paths keep the diff's order.
+    seq: usize,
+    path: FieldPath,
+    kind: ChangeKind,
+    old: Option<Side<N>>,
+    new: Option<Side<N>>,
+    mutable: bool,
+}
+
+impl<N: Clone> Clone for Kept<N> {
+    fn clone(&self) -> Self {
+        Self {
+            rendered: self.rendered.clone(),
+            seq: self.seq,
+            path: self.path.clone(),
+            kind: self.kind,
+            old: self.old.clone(),
+            new: self.new.clone(),
+            mutable: self.mutable,
+        }
+    }
+}
+
+impl<N> Kept<N> {
+    fn key(&self) -> (&[u8], usize) {
+        (self.rendered.as_bytes(), self.seq)
+    }
+}
+
+impl<N> PartialEq for Kept<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl<N> Eq for Kept<N> {}
+impl<N> PartialOrd for Kept<N> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<N> Ord for Kept<N> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// The smallest `limit` items pushed into it.
+struct Smallest<N> {
+    limit: usize,
+    heap: BinaryHeap<Kept<N>>,
+}
+
+impl<N> Smallest<N> {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    /// Whether a change at `rendered`, found after every kept one, would be kept.
+    fn wants(&self, rendered: &str) -> bool {
+        self.heap.len() < self.limit
+            || self
+                .heap
+                .peek()
+                .is_some_and(|largest| rendered.as_bytes() < largest.rendered.as_bytes())
+    }
+
+    fn push(&mut self, kept: Kept<N>) {
+        self.heap.push(kept);
+        if self.heap.len() > self.limit {
+            self.heap.pop();
+        }
+    }
+}
+
+/// The admission path's sink: judges each change as the diff reports it and keeps the first
+/// `limit` changes and the first `limit` uncovered ones (byte order of the path); counts all.
+pub(crate) struct Judging<'r, N> {
+    rule: &'r CompiledRule,
+    first: Smallest<N>,
+    first_uncovered: Smallest<N>,
+    counts: Counts,
+    seq: usize,
+    /// The path being judged, rendered (reused, so a change that is not kept costs no
+    /// allocation).
+    rendered: String,
+}
+
+impl<'r, 'a, N: Node<'a>> Judging<'r, N> {
+    pub(crate) fn new(rule: &'r CompiledRule, limit: usize) -> Self {
+        Self {
+            rule,
+            first: Smallest::new(limit),
+            first_uncovered: Smallest::new(limit),
+            counts: Counts::default(),
+            seq: 0,
+            rendered: String::new(),
+        }
+    }
+
+    /// The comparison: what was kept, sorted, and the counts.
+    pub(crate) fn finish(self, excluded: Option<Vec<Change<'a>>>, prefix: &str) -> Comparison<'a> {
+        let mut kept: Vec<Kept<N>> = self.first.heap.into_vec();
+        kept.extend(self.first_uncovered.heap.into_vec());
+        kept.sort_unstable();
+        kept.dedup_by_key(|k| k.seq);
+        let changes: Vec<JudgedChange<'a>> = kept
+            .into_iter()
+            .map(|k| JudgedChange {
+                change: Change {
+                    path: k.path,
+                    kind: k.kind,
+                    old: k.old.map(Side::into_value),
+                    new: k.new.map(Side::into_value),
+                },
+                path: k.rendered,
+                mutable: k.mutable,
+                edit: None,
+            })
+            .collect();
+        let denied = denied_paths(&changes);
+        conclude(self.rule, changes, denied, self.counts, excluded, prefix)
+    }
+}
+
+impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, N> {
+    fn change(
+        &mut self,
+        path: &[PathStep<'a>],
+        kind: ChangeKind,
+        old: Option<Side<N>>,
+        new: Option<Side<N>>,
+        repeat: bool,
+    ) {
+        let mutable = self.rule.is_mutable(path);
+        self.counts.changed += 1;
+        if !mutable {
+            self.counts.uncovered += 1;
+            if !repeat {
+                self.counts.denied_paths += 1;
+            }
+        }
+        self.rendered.clear();
+        render_path(path, &mut self.rendered);
+        let to_first = self.first.wants(&self.rendered);
+        let to_uncovered = !mutable && self.first_uncovered.wants(&self.rendered);
+        if !to_first && !to_uncovered {
+            return;
+        }
+        let kept = Kept {
+            rendered: self.rendered.clone(),
+            seq: self.seq,
+            path: FieldPath::from(path.iter().map(PathSegment::from).collect::<Vec<_>>()),
+            kind,
+            old,
+            new,
+            mutable,
+        };
+        self.seq += 1;
+        match (to_first, to_uncovered) {
+            (true, true) => {
+                self.first_uncovered.push(kept.clone());
+                self.first.push(kept);
+            }
+            (true, false) => self.first.push(kept),
+            _ => self.first_uncovered.push(kept),
+        }
+    }
+}

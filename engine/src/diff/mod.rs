@@ -1,0 +1,556 @@
+//! The structural diff of two objects (SPEC §4).
+//!
+//! The diff walks both objects at once and never copies them: the implicit system fields,
+//! `exclude` subtrees and the bypass annotation are simply not visited, and `include` limits
+//! the walk to its subtrees. Lists are aligned by merge key the way strategic merge patch does,
+//! decided on the whole (unscoped) elements so that scoping never changes which elements
+//! correspond. `null`, an absent key, `{}` and `[]` are all "absent".
+//!
+//! It is written once against [`Node`], so a parsed document and the raw text of a request
+//! are compared by the same code; with raw text, subtrees whose bytes are equal are settled
+//! without being read. Changes go to a [`Sink`]: every one into a list ([`diff`]), or — on the
+//! admission path — only those an answer will show, the rest counted.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use crate::json::{MapView, Node, Shape};
+use crate::path::{AsSegment, FieldPath, PathPattern, PathSegment, SegmentRef};
+
+mod lists;
+
+pub(crate) use lists::{element_key, element_keys, merge_key_for};
+
+/// How much of the subtree at a path takes part in the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Nothing here is compared.
+    Out,
+    /// Everything here is compared.
+    In,
+    /// The node itself is compared, but some subtrees below it are not (an `exclude` or a
+    /// system field reaches below it): a scalar here is compared.
+    InExceptBelow,
+    /// Only some subtrees below the node are compared (an `include` reaches below it), not
+    /// the node itself: a scalar here is not compared.
+    OnlyBelow,
+}
+
+impl Coverage {
+    /// Some, but not all, of the subtree is compared.
+    pub fn is_partial(self) -> bool {
+        matches!(self, Coverage::InExceptBelow | Coverage::OnlyBelow)
+    }
+}
+
+/// Which subtrees are compared: built once per rule.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// `Some`: only these subtrees are compared.
+    include: Option<Vec<PathPattern>>,
+    /// Subtrees never compared (system fields, `exclude`, the bypass annotation).
+    skip: Vec<PathPattern>,
+}
+
+impl Scope {
+    pub fn new(include: Option<Vec<PathPattern>>, skip: Vec<PathPattern>) -> Self {
+        Self { include, skip }
+    }
+
+    /// The scope that compares everything.
+    pub fn everything() -> Self {
+        Self::default()
+    }
+
+    /// SPEC §4 subtree semantics: a pattern takes part at a path when it matches the path or
+    /// an ancestor (`covers`); one that only reaches *below* the path says nothing about the
+    /// node itself — an `exclude` reaching below a scalar never removes that scalar, an
+    /// `include` reaching below it never selects it.
+    pub fn coverage<S: AsSegment>(&self, path: &[S]) -> Coverage {
+        if self.skip.iter().any(|p| p.covers(path)) {
+            return Coverage::Out;
+        }
+        let included = match &self.include {
+            None => Coverage::In,
+            Some(include) if include.iter().any(|p| p.covers(path)) => Coverage::In,
+            Some(include) if include.iter().any(|p| p.reaches_below(path)) => Coverage::OnlyBelow,
+            Some(_) => return Coverage::Out,
+        };
+        if included == Coverage::In && self.skip.iter().any(|p| p.reaches_below(path)) {
+            Coverage::InExceptBelow
+        } else {
+            included
+        }
+    }
+
+    fn child_coverage<S: AsSegment>(&self, parent: Coverage, path: &[S]) -> Coverage {
+        // Everything below a fully compared node is fully compared: nothing skipped reaches
+        // below it and an include covers it.
+        match parent {
+            Coverage::In => Coverage::In,
+            _ => self.coverage(path),
+        }
+    }
+}
+
+/// What kind of change a path saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Removed,
+    Modified,
+    /// Kept list elements changed their relative order; reported at the list.
+    Reordered,
+}
+
+/// One changed path with the values on each side (absent sides are `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change<'a> {
+    pub path: FieldPath,
+    pub kind: ChangeKind,
+    pub old: Option<Cow<'a, Value>>,
+    pub new: Option<Cow<'a, Value>>,
+}
+
+/// One step of the path the walk is at: keys borrowed from the documents where they can be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathStep<'a> {
+    Key(Cow<'a, str>),
+    Index(usize),
+}
+
+impl AsSegment for PathStep<'_> {
+    #[inline]
+    fn as_segment(&self) -> SegmentRef<'_> {
+        match self {
+            PathStep::Key(key) => SegmentRef::Key(key),
+            PathStep::Index(index) => SegmentRef::Index(*index),
+        }
+    }
+}
+
+impl From<&PathStep<'_>> for PathSegment {
+    fn from(step: &PathStep<'_>) -> Self {
+        match step {
+            PathStep::Key(key) => PathSegment::Key(key.as_ref().to_owned()),
+            PathStep::Index(index) => PathSegment::Index(*index),
+        }
+    }
+}
+
+/// One side of a change: a value of the compared documents, or the in-scope part of one.
+#[derive(Debug, Clone)]
+pub enum Side<N> {
+    Node(N),
+    /// The part of a value that a partial scope compares (a copy).
+    Projected(Value),
+}
+
+impl<'a, N: Node<'a>> Side<N> {
+    pub fn into_value(self) -> Cow<'a, Value> {
+        match self {
+            Side::Node(node) => node.to_value(),
+            Side::Projected(value) => Cow::Owned(value),
+        }
+    }
+
+    fn equals(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Side::Node(a), Side::Node(b)) => value_eq(*a, *b),
+            (Side::Projected(a), Side::Projected(b)) => value_eq(a, b),
+            (Side::Node(a), Side::Projected(b)) | (Side::Projected(b), Side::Node(a)) => {
+                value_eq(a.to_value().as_ref(), b)
+            }
+        }
+    }
+}
+
+/// Where the diff puts what it finds.
+pub trait Sink<'a, N> {
+    /// A change at `path`. `repeat`: the change just reported was at the same path (an element
+    /// removed and another added at one index), so the path is not a new one.
+    fn change(
+        &mut self,
+        path: &[PathStep<'a>],
+        kind: ChangeKind,
+        old: Option<Side<N>>,
+        new: Option<Side<N>>,
+        repeat: bool,
+    );
+}
+
+/// Every change, in the order found.
+impl<'a, N: Node<'a>> Sink<'a, N> for Vec<Change<'a>> {
+    fn change(
+        &mut self,
+        path: &[PathStep<'a>],
+        kind: ChangeKind,
+        old: Option<Side<N>>,
+        new: Option<Side<N>>,
+        _repeat: bool,
+    ) {
+        self.push(Change {
+            path: FieldPath::from(path.iter().map(PathSegment::from).collect::<Vec<_>>()),
+            kind,
+            old: old.map(Side::into_value),
+            new: new.map(Side::into_value),
+        });
+    }
+}
+
+/// Diffs `old` against `new` within `scope`. `descend` are the patterns (a rule's `mutable`)
+/// that make the diff look inside an added, removed or retyped map instead of reporting it
+/// whole, so that only the parts they do not cover are reported.
+pub fn diff<'a, N: Node<'a>>(
+    old: N,
+    new: N,
+    scope: &Scope,
+    descend: &[PathPattern],
+) -> Vec<Change<'a>> {
+    let mut changes = Vec::new();
+    diff_into(old, new, scope, descend, &mut changes);
+    changes
+}
+
+/// [`diff`], each change handed to `sink` as it is found.
+pub fn diff_into<'a, N: Node<'a>, K: Sink<'a, N>>(
+    old: N,
+    new: N,
+    scope: &Scope,
+    descend: &[PathPattern],
+    sink: &mut K,
+) {
+    let mut walker = Walker {
+        scope,
+        descend,
+        path: Vec::with_capacity(16),
+        sink,
+        _node: std::marker::PhantomData,
+    };
+    let coverage = scope.coverage::<SegmentRef<'_>>(&[]);
+    match (old.shape(), new.shape()) {
+        // The root is always compared key by key, even when it is empty.
+        (Shape::Object, Shape::Object) if coverage != Coverage::Out => {
+            if !old.identical(new) {
+                walker.walk_maps(old.as_map().as_ref(), new.as_map().as_ref(), coverage)
+            }
+        }
+        _ => walker.walk(Some(old), Some(new), coverage),
+    }
+}
+
+/// The part of `value`, found at `path`, that `scope` compares; `None` when nothing of it is.
+/// For the audit's changes that do not come out of [`diff`] (fields owned by an imperative
+/// edit), so that they are scoped exactly as the diff scopes its own.
+pub fn scoped_value<'a>(
+    scope: &Scope,
+    path: &'a FieldPath,
+    value: &'a Value,
+) -> Option<Cow<'a, Value>> {
+    let steps: Vec<PathStep<'a>> = path
+        .segments()
+        .iter()
+        .map(|s| match s {
+            PathSegment::Key(key) => PathStep::Key(Cow::Borrowed(key)),
+            PathSegment::Index(index) => PathStep::Index(*index),
+        })
+        .collect();
+    let coverage = scope.coverage(&steps);
+    let mut unused: Vec<Change<'a>> = Vec::new();
+    let mut walker = Walker {
+        scope,
+        descend: &[],
+        path: steps,
+        sink: &mut unused,
+        _node: std::marker::PhantomData,
+    };
+    walker.scoped(value, coverage).map(Side::into_value)
+}
+
+/// Walks both objects at once. The path is kept as borrowed keys, so visiting a node costs no
+/// allocation; a path is copied only when a sink keeps a change.
+struct Walker<'s, 'a, N, K> {
+    scope: &'s Scope,
+    descend: &'s [PathPattern],
+    path: Vec<PathStep<'a>>,
+    sink: &'s mut K,
+    _node: std::marker::PhantomData<N>,
+}
+
+impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
+    fn walk(&mut self, old: Option<N>, new: Option<N>, coverage: Coverage) {
+        if coverage == Coverage::Out {
+            return;
+        }
+        if let (Some(a), Some(b)) = (old, new) {
+            if a.identical(b) {
+                return;
+            }
+            // Two scalars: the common leaf, settled without the absence tests below.
+            let (shape_a, shape_b) = (a.shape(), b.shape());
+            if shape_a.is_scalar() && shape_b.is_scalar() {
+                if !(shape_a == shape_b && a.scalar_eq(b)) {
+                    self.changed_node(old, new, coverage);
+                }
+                return;
+            }
+        }
+        let old = present(old);
+        let new = present(new);
+        match (old, new) {
+            (None, None) => {}
+            (Some(a), Some(b)) => match (a.shape(), b.shape()) {
+                (Shape::Object, Shape::Object) => {
+                    self.walk_maps(a.as_map().as_ref(), b.as_map().as_ref(), coverage)
+                }
+                (Shape::Array, Shape::Array) => self.walk_lists(a, b, coverage),
+                _ if value_eq(a, b) => {}
+                _ => self.changed_node(old, new, coverage),
+            },
+            _ => self.changed_node(old, new, coverage),
+        }
+    }
+
+    fn walk_maps(&mut self, old: Option<&N::Map>, new: Option<&N::Map>, coverage: Coverage) {
+        for_each_key(old, new, |key, old_value, new_value| {
+            // Most nodes are unchanged: settle them without the bookkeeping of a walk.
+            if let (Some(a), Some(b)) = (old_value, new_value)
+                && (a.identical(b) || (a.shape().is_scalar() && scalars_eq(a, b)))
+            {
+                return;
+            }
+            self.path.push(PathStep::Key(key));
+            let child = self.scope.child_coverage(coverage, &self.path);
+            self.walk(old_value, new_value, child);
+            self.path.pop();
+        });
+    }
+
+    /// A node whose value was added, removed, changed type or changed as a scalar.
+    fn changed_node(&mut self, old: Option<N>, new: Option<N>, coverage: Coverage) {
+        let at_map_key = matches!(self.path.last(), Some(PathStep::Key(_)));
+        if at_map_key && self.wants_descent() {
+            // Descend into the container(s); a side of another type counts as absent. A list
+            // is descended to its elements, which are then reported whole at their index.
+            let shape_is = |side: Option<N>, shape| side.is_some_and(|v| v.shape() == shape);
+            let (old_map, new_map) = (shape_is(old, Shape::Object), shape_is(new, Shape::Object));
+            let (old_list, new_list) = (shape_is(old, Shape::Array), shape_is(new, Shape::Array));
+            if old_map || new_map {
+                let maps = |side: Option<N>, is_map| side.filter(|_| is_map).and_then(N::as_map);
+                self.walk_maps(
+                    maps(old, old_map).as_ref(),
+                    maps(new, new_map).as_ref(),
+                    coverage,
+                );
+            }
+            if old_list || new_list {
+                self.walk_retyped_lists(
+                    old.filter(|_| old_list),
+                    new.filter(|_| new_list),
+                    coverage,
+                );
+            }
+            if old_map || new_map || old_list || new_list {
+                // SPEC §4: "descends into it (missing side = absent)" — a scalar on the other
+                // side of a retyped key counts as absent; only the container's parts are judged.
+                return;
+            }
+        }
+        let old_value = old.and_then(|v| self.scoped(v, coverage));
+        let new_value = new.and_then(|v| self.scoped(v, coverage));
+        let kind = match (&old_value, &new_value) {
+            (None, None) => return,
+            (Some(a), Some(b)) if a.equals(b) => return,
+            (None, Some(_)) => ChangeKind::Added,
+            (Some(_), None) => ChangeKind::Removed,
+            (Some(_), Some(_)) => ChangeKind::Modified,
+        };
+        self.record(kind, old_value, new_value, false);
+    }
+
+    /// A deeper descent pattern reaches below this path and none covers the path itself.
+    fn wants_descent(&self) -> bool {
+        self.descend.iter().any(|p| p.reaches_below(&self.path))
+            && !self.descend.iter().any(|p| p.covers(&self.path))
+    }
+
+    fn record(
+        &mut self,
+        kind: ChangeKind,
+        old: Option<Side<N>>,
+        new: Option<Side<N>>,
+        repeat: bool,
+    ) {
+        self.sink.change(&self.path, kind, old, new, repeat);
+    }
+
+    /// The part of `value` (at the current path) that is in scope; `None` when nothing is.
+    fn scoped(&mut self, value: N, coverage: Coverage) -> Option<Side<N>> {
+        match coverage {
+            Coverage::Out => None,
+            Coverage::In => present(Some(value)).map(Side::Node),
+            Coverage::InExceptBelow | Coverage::OnlyBelow => {
+                self.project(value, coverage).map(Side::Projected)
+            }
+        }
+    }
+
+    /// Copies the in-scope part of `value` at the current path. Used only for values that are
+    /// reported whole under partial coverage, which is rare; the common path never copies.
+    fn project(&mut self, value: N, coverage: Coverage) -> Option<Value> {
+        match coverage {
+            Coverage::Out => None,
+            Coverage::In => present(Some(value)).map(|v| v.to_value().into_owned()),
+            Coverage::InExceptBelow | Coverage::OnlyBelow => match value.shape() {
+                Shape::Object => {
+                    let map = value.as_map()?;
+                    let mut out = Map::new();
+                    for (key, child_value) in map.iter() {
+                        self.path.push(PathStep::Key(key));
+                        let child = self.scope.coverage(&self.path);
+                        let projected = self.project(child_value, child);
+                        if let (Some(projected), Some(PathStep::Key(key))) =
+                            (projected, self.path.pop())
+                        {
+                            out.insert(key.into_owned(), projected);
+                        }
+                    }
+                    (!out.is_empty()).then_some(Value::Object(out))
+                }
+                Shape::Array => self.project_list(value.items()?, coverage),
+                Shape::Null => None,
+                // A scalar has no descendants: it is compared exactly when the node itself is.
+                _ => (coverage == Coverage::InExceptBelow).then(|| value.to_value().into_owned()),
+            },
+        }
+    }
+}
+
+/// Calls `f` once per key of either map with each side's value.
+///
+/// Two versions of one object nearly always carry the same keys in the same order (the API
+/// server serialises both from the same types, and both documents keep that order), so the
+/// maps are walked side by side while their keys agree; from the first disagreement on, keys
+/// are looked up instead.
+fn for_each_key<'a, N: Node<'a>, M: MapView<'a, N>>(
+    old: Option<&M>,
+    new: Option<&M>,
+    mut f: impl FnMut(Cow<'a, str>, Option<N>, Option<N>),
+) {
+    let (old, new) = match (old, new) {
+        (Some(old), Some(new)) => (old, new),
+        (Some(old), None) => return old.iter().for_each(|(k, v)| f(k, Some(v), None)),
+        (None, Some(new)) => return new.iter().for_each(|(k, v)| f(k, None, Some(v))),
+        (None, None) => return,
+    };
+    let mut shared = 0;
+    for ((ka, va), (kb, vb)) in old.iter().zip(new.iter()) {
+        if !crate::json::str_eq(&ka, &kb) {
+            break;
+        }
+        f(ka, Some(va), Some(vb));
+        shared += 1;
+    }
+    if shared == old.len() && shared == new.len() {
+        return;
+    }
+    for (key, value) in old.iter().skip(shared) {
+        let other = new.get(&key);
+        f(key, Some(value), other);
+    }
+    for (key, value) in new.iter().skip(shared) {
+        if !old.contains_key(&key) {
+            f(key, None, Some(value));
+        }
+    }
+}
+
+/// Whether two maps are equal after normalisation, stopping at the first difference. Same
+/// side-by-side walk as [`for_each_key`].
+#[inline(never)]
+fn maps_eq<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
+    let mut shared = 0;
+    for ((ka, va), (kb, vb)) in x.iter().zip(y.iter()) {
+        if !crate::json::str_eq(&ka, &kb) {
+            break;
+        }
+        if !value_eq(va, vb) {
+            return false;
+        }
+        shared += 1;
+    }
+    if shared == x.len() && shared == y.len() {
+        return true;
+    }
+    let old_side_eq = x.iter().skip(shared).all(|(key, a)| match y.get(&key) {
+        Some(b) => value_eq(a, b),
+        None => a.is_absent(),
+    });
+    old_side_eq
+        && y.iter()
+            .skip(shared)
+            .all(|(key, b)| x.contains_key(&key) || b.is_absent())
+}
+
+/// `value[key]` of a document.
+#[inline]
+pub fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    Node::get(value, key)
+}
+
+/// `None` for values that count as absent.
+fn present<'a, N: Node<'a>>(value: Option<N>) -> Option<N> {
+    value.filter(|v| !v.is_absent())
+}
+
+/// `null`, `[]`, and maps whose every entry is absent (so `{}` too) are absent.
+pub fn is_absent(value: &Value) -> bool {
+    Node::is_absent(value)
+}
+
+/// Two values known to be scalars: equal when of one type and equal as that type.
+#[inline]
+fn scalars_eq<'a, N: Node<'a>>(a: N, b: N) -> bool {
+    a.shape() == b.shape() && a.scalar_eq(b)
+}
+
+#[inline(never)]
+fn lists_eq<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
+    let (mut x, mut y) = (x, y);
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if value_eq(a, b) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Equality after normalisation: absent entries ignored, numbers compared by exact value.
+///
+/// Small and inlined so that the leaves of a map or list compare inside its loop; the
+/// containers recurse through the out-of-line `maps_eq` and `lists_eq`.
+#[inline]
+pub fn value_eq<'a, N: Node<'a>>(a: N, b: N) -> bool {
+    if a.identical(b) {
+        return true;
+    }
+    match (a.shape(), b.shape()) {
+        (Shape::Object, Shape::Object) => match (a.as_map(), b.as_map()) {
+            (Some(x), Some(y)) => maps_eq(&x, &y),
+            _ => false,
+        },
+        (Shape::Array, Shape::Array) => match (a.items(), b.items()) {
+            (Some(x), Some(y)) => lists_eq::<N>(x, y),
+            _ => false,
+        },
+        (x, y) if x == y => a.scalar_eq(b),
+        // `{}` and `[]` also compare equal to `null` when they meet inside a list.
+        _ => a.is_absent() && b.is_absent(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

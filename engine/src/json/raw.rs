@@ -1,0 +1,401 @@
+//! JSON text read lazily, where it is read at all.
+//!
+//! The admission path compares two versions of one object that are byte for byte the same
+//! almost everywhere (the API server serialises both from the same types, in the same order).
+//! Building a document of each only to find that out is most of the cost of a decision, so the
+//! agent keeps the request's objects as text: equal subtrees are recognised by their bytes, and
+//! only where the bytes differ are maps and lists read, one level at a time, borrowing keys and
+//! strings from the body.
+//!
+//! [`RawJson`] is only ever made from text serde_json has validated ([`RawJson::new`] takes a
+//! [`RawValue`]), so the scans below never meet malformed JSON; on text that is not valid
+//! anyway they stop early instead of panicking.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::fmt;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::number::text_numbers_eq;
+use super::{MapView, Node, Shape};
+
+/// One JSON value as text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RawJson<'a> {
+    text: &'a str,
+}
+
+impl fmt::Debug for RawJson<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = crate::message::truncate_chars(self.text, 200);
+        write!(f, "RawJson({shown})")
+    }
+}
+
+impl<'a> RawJson<'a> {
+    /// The value serde_json validated.
+    pub fn new(raw: &'a RawValue) -> Self {
+        Self::from_valid(raw.get())
+    }
+
+    /// Text that is known to be one valid JSON value (surrounding whitespace allowed).
+    fn from_valid(text: &'a str) -> Self {
+        Self {
+            text: text.trim_matches(is_whitespace_char),
+        }
+    }
+
+    /// The value's text, exactly as in the body.
+    pub fn text(self) -> &'a str {
+        self.text
+    }
+
+    fn bytes(self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The entries of an object in text order, repeats included (see [`RawMap`]).
+    fn entries(self) -> RawEntries<'a> {
+        RawEntries {
+            text: self.text,
+            at: if self.bytes().first() == Some(&b'{') {
+                1
+            } else {
+                self.text.len()
+            },
+        }
+    }
+}
+
+fn is_whitespace_char(c: char) -> bool {
+    matches!(c, ' ' | '\n' | '\r' | '\t')
+}
+
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (exclusive) of the string whose opening quote is at `at`.
+fn string_end(bytes: &[u8], at: usize) -> usize {
+    let mut from = at + 1;
+    loop {
+        let Some(rest) = bytes.get(from..) else {
+            return bytes.len();
+        };
+        match memchr::memchr2(b'"', b'\\', rest) {
+            None => return bytes.len(),
+            Some(offset) if rest[offset] == b'"' => return from + offset + 1,
+            // An escape: the next byte is never the closing quote.
+            Some(offset) => from += offset + 2,
+        }
+    }
+}
+
+/// The end (exclusive) of the value starting at `at`.
+fn value_end(bytes: &[u8], at: usize) -> usize {
+    match bytes.get(at) {
+        Some(b'"') => string_end(bytes, at),
+        Some(b'{' | b'[') => container_end(bytes, at),
+        Some(_) => {
+            let mut end = at;
+            while let Some(b) = bytes.get(end) {
+                if matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
+                    break;
+                }
+                end += 1;
+            }
+            end
+        }
+        None => at,
+    }
+}
+
+/// The end (exclusive) of the object or list opening at `at`. Strings are skipped whole, so
+/// only brackets outside them count.
+fn container_end(bytes: &[u8], at: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = at;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => {
+                i = string_end(bytes, i);
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// A string's content: borrowed when it has no escapes, decoded otherwise.
+fn decode_string(quoted: &str) -> Cow<'_, str> {
+    let inner = quoted
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(quoted);
+    if !inner.contains('\\') {
+        return Cow::Borrowed(inner);
+    }
+    match serde_json::from_str::<String>(quoted) {
+        Ok(decoded) => Cow::Owned(decoded),
+        Err(_) => Cow::Borrowed(inner),
+    }
+}
+
+/// Iterates an object's entries as `(quoted key, value)`.
+#[derive(Clone)]
+struct RawEntries<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Iterator for RawEntries<'a> {
+    type Item = (&'a str, RawJson<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let mut at = skip_whitespace(bytes, self.at);
+        if bytes.get(at) == Some(&b',') {
+            at = skip_whitespace(bytes, at + 1);
+        }
+        if bytes.get(at) != Some(&b'"') {
+            // `}` or the end.
+            self.at = self.text.len();
+            return None;
+        }
+        let key_end = string_end(bytes, at);
+        let key = self.text.get(at..key_end)?;
+        let mut value_at = skip_whitespace(bytes, key_end);
+        if bytes.get(value_at) == Some(&b':') {
+            value_at = skip_whitespace(bytes, value_at + 1);
+        }
+        let end = value_end(bytes, value_at);
+        let value = self.text.get(value_at..end)?;
+        self.at = end;
+        Some((key, RawJson { text: value }))
+    }
+}
+
+/// Iterates a list's items.
+#[derive(Clone)]
+pub struct RawItems<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Iterator for RawItems<'a> {
+    type Item = RawJson<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let mut at = skip_whitespace(bytes, self.at);
+        if bytes.get(at) == Some(&b',') {
+            at = skip_whitespace(bytes, at + 1);
+        }
+        match bytes.get(at) {
+            None | Some(b']') => {
+                self.at = self.text.len();
+                return None;
+            }
+            Some(_) => {}
+        }
+        let end = value_end(bytes, at);
+        let item = self.text.get(at..end)?;
+        self.at = end;
+        Some(RawJson { text: item })
+    }
+}
+
+/// An object's entries, read once: keys decoded, a repeated key kept once — at its first
+/// place, with its last value, as serde_json's ordered map keeps it — so that raw text and a
+/// parsed document of it compare alike.
+#[derive(Debug)]
+pub struct RawMap<'a> {
+    entries: Vec<(Cow<'a, str>, RawJson<'a>)>,
+    /// Entry positions sorted by key, built on the first lookup in a large map.
+    sorted: OnceCell<Vec<u32>>,
+}
+
+/// Maps up to this many entries are searched by scanning.
+const SCAN_LOOKUP_MAX: usize = 16;
+
+impl<'a> RawMap<'a> {
+    fn read(object: RawJson<'a>) -> Self {
+        let mut entries: Vec<(Cow<'a, str>, RawJson<'a>)> = object
+            .entries()
+            .map(|(quoted, value)| (decode_string(quoted), value))
+            .collect();
+        let sorted = OnceCell::new();
+        let repeats = if entries.len() <= SCAN_LOOKUP_MAX {
+            (1..entries.len()).any(|i| entries[..i].iter().any(|(k, _)| *k == entries[i].0))
+        } else {
+            let order = sorted_order(&entries);
+            let repeats = order
+                .windows(2)
+                .any(|w| entries[w[0] as usize].0 == entries[w[1] as usize].0);
+            let _ = sorted.set(order);
+            repeats
+        };
+        if repeats {
+            entries = without_repeats(entries);
+            return Self {
+                entries,
+                sorted: OnceCell::new(),
+            };
+        }
+        Self { entries, sorted }
+    }
+}
+
+/// Entry positions in key order; equal keys in text order.
+fn sorted_order(entries: &[(Cow<'_, str>, RawJson<'_>)]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..u32::try_from(entries.len()).unwrap_or(u32::MAX)).collect();
+    order.sort_by(|&a, &b| entries[a as usize].0.cmp(&entries[b as usize].0));
+    order
+}
+
+/// Each key once, at its first place, with its last value.
+fn without_repeats<'a>(
+    entries: Vec<(Cow<'a, str>, RawJson<'a>)>,
+) -> Vec<(Cow<'a, str>, RawJson<'a>)> {
+    let order = sorted_order(&entries);
+    let mut keep = vec![false; entries.len()];
+    let mut last_value: Vec<Option<RawJson<'a>>> = vec![None; entries.len()];
+    for group in order.chunk_by(|&a, &b| entries[a as usize].0 == entries[b as usize].0) {
+        let (first, last) = (group[0] as usize, group[group.len() - 1] as usize);
+        keep[first] = true;
+        last_value[first] = Some(entries[last].1);
+    }
+    entries
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep[*i])
+        .map(|(i, (key, value))| (key, last_value[i].unwrap_or(value)))
+        .collect()
+}
+
+impl<'a> MapView<'a, RawJson<'a>> for RawMap<'a> {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Cow<'a, str>, RawJson<'a>)> + '_ {
+        self.entries.iter().map(|(k, v)| (k.clone(), *v))
+    }
+
+    fn get(&self, key: &str) -> Option<RawJson<'a>> {
+        if self.entries.len() <= SCAN_LOOKUP_MAX {
+            return self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        }
+        let sorted = self.sorted.get_or_init(|| sorted_order(&self.entries));
+        let found = sorted
+            .binary_search_by(|&i| self.entries[i as usize].0.as_ref().cmp(key))
+            .ok()?;
+        Some(self.entries[sorted[found] as usize].1)
+    }
+}
+
+impl<'a> Node<'a> for RawJson<'a> {
+    type Map = RawMap<'a>;
+    type Items = RawItems<'a>;
+
+    fn shape(self) -> Shape {
+        match self.bytes().first() {
+            Some(b'{') => Shape::Object,
+            Some(b'[') => Shape::Array,
+            Some(b'"') => Shape::String,
+            Some(b't' | b'f') => Shape::Bool,
+            Some(b'n') | None => Shape::Null,
+            Some(_) => Shape::Number,
+        }
+    }
+
+    fn as_map(self) -> Option<RawMap<'a>> {
+        (self.shape() == Shape::Object).then(|| RawMap::read(self))
+    }
+
+    fn items(self) -> Option<RawItems<'a>> {
+        (self.shape() == Shape::Array).then_some(RawItems {
+            text: self.text,
+            at: 1,
+        })
+    }
+
+    fn get(self, key: &str) -> Option<Self> {
+        // The last of repeated keys counts, as in a parsed document.
+        self.entries()
+            .filter(|(quoted, _)| decode_string(quoted) == key)
+            .last()
+            .map(|(_, value)| value)
+    }
+
+    fn as_str(self) -> Option<Cow<'a, str>> {
+        (self.shape() == Shape::String).then(|| decode_string(self.text))
+    }
+
+    fn as_f64(self) -> Option<f64> {
+        match self.shape() {
+            Shape::Number => self.text.parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn as_bool(self) -> Option<bool> {
+        match self.text {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+
+    fn is_absent(self) -> bool {
+        match self.shape() {
+            Shape::Null => true,
+            Shape::Array => self.items().is_none_or(|mut items| items.next().is_none()),
+            Shape::Object => self.entries().all(|(_, value)| value.is_absent()),
+            _ => false,
+        }
+    }
+
+    fn scalar_eq(self, other: Self) -> bool {
+        match (self.shape(), other.shape()) {
+            (Shape::String, Shape::String) => {
+                self.text == other.text
+                    // Escapes can spell one string two ways.
+                    || ((self.text.contains('\\') || other.text.contains('\\'))
+                        && decode_string(self.text) == decode_string(other.text))
+            }
+            (Shape::Number, Shape::Number) => text_numbers_eq(self.text, other.text),
+            (Shape::Bool, Shape::Bool) | (Shape::Null, Shape::Null) => self.text == other.text,
+            _ => false,
+        }
+    }
+
+    fn identical(self, other: Self) -> bool {
+        self.text == other.text
+    }
+
+    fn to_value(self) -> Cow<'a, Value> {
+        // A number beyond f64 (valid JSON, refused by serde_json's parser) is shown as its text.
+        Cow::Owned(
+            serde_json::from_str(self.text).unwrap_or_else(|_| Value::String(self.text.into())),
+        )
+    }
+}
+
+#[cfg(test)]
+#[path = "raw_tests.rs"]
+mod tests;

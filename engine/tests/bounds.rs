@@ -1,0 +1,190 @@
+//! SPEC §5 "Bounded answers": however many changes a review holds, the admission evaluation
+//! keeps only what an answer can show — the first changes and the first uncovered ones in byte
+//! order of their path — and counts them all; what it keeps is exactly the beginning of what
+//! the unbounded evaluation (the plugin's) finds.
+
+use drift_engine::evaluation::MAX_KEPT_CHANGES;
+use drift_engine::review::{AdmissionRequest, parse_review_raw};
+use drift_engine::{Context, Detail, Evaluation, RuleId, RuleSet, RuleSource, evaluate};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const RULE: &str = r#"
+mode: enforce
+namespaces: ["*"]
+selectors: [{apiGroup: apps, kind: Deployment}]
+mutable: ["spec.template.spec.containers[*].image", "spec.template.spec.containers[*].env"]
+"#;
+
+fn rules() -> RuleSet {
+    RuleSet::build([RuleSource {
+        id: RuleId {
+            namespace: "platform".into(),
+            name: "rule".into(),
+        },
+        spec: Some(RULE.into()),
+        origin: None,
+    }])
+}
+
+/// A Deployment whose one container has `args` and `env` (name, value) pairs.
+fn deployment(args: &[String], env: &[(String, String)]) -> Value {
+    let env: Vec<Value> = env
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "app:1", "args": args, "env": env}
+        ]}}}
+    })
+}
+
+fn review(old: &Value, new: &Value) -> String {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u", "operation": "UPDATE", "name": "web", "namespace": "prod",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "userInfo": {"username": "alice"},
+            "object": new, "oldObject": old
+        }
+    })
+    .to_string()
+}
+
+fn judged(evaluation: &Evaluation<'_>) -> Vec<(String, bool)> {
+    evaluation
+        .changes()
+        .iter()
+        .map(|c| (c.path.clone(), c.mutable))
+        .collect()
+}
+
+/// The bounded evaluation of `body` agrees with the unbounded one, as the module says.
+fn check_bounded(body: &str) -> Result<(), TestCaseError> {
+    let rules = rules();
+    let raw = parse_review_raw(body.as_bytes()).expect("review");
+    let request: AdmissionRequest<_> = raw.request.expect("request");
+    let bounded = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let full = evaluate(&rules, &request, &Context::default(), Detail::Full);
+    let all = judged(&full);
+    // The first changes and the first uncovered ones, each change once.
+    let mut kept: Vec<usize> = (0..all.len()).take(MAX_KEPT_CHANGES).collect();
+    kept.extend((0..all.len()).filter(|&i| !all[i].1).take(MAX_KEPT_CHANGES));
+    kept.sort();
+    kept.dedup();
+    let mut want: Vec<(String, bool)> = kept.into_iter().map(|i| all[i].clone()).collect();
+    want.sort();
+    let mut got = judged(&bounded);
+    got.sort();
+    prop_assert_eq!(got, want);
+    let (b, f) = (
+        bounded.comparison().expect("compared"),
+        full.comparison().expect("compared"),
+    );
+    prop_assert_eq!(b.changed_count, all.len());
+    prop_assert_eq!(b.changed_count, f.changed_count);
+    prop_assert_eq!(b.uncovered_count, f.uncovered_count);
+    prop_assert_eq!(bounded.verdict(), full.verdict());
+    if let (Some(bv), Some(fv)) = (bounded.violation(), full.violation()) {
+        prop_assert_eq!(bv.denied_count, fv.denied.len());
+        prop_assert_eq!(&bv.reason, &fv.reason);
+        prop_assert_eq!(&bv.denied[..], &fv.denied[..bv.denied.len()]);
+        prop_assert_eq!(
+            bounded.denied_paths_annotation(),
+            full.denied_paths_annotation()
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn two_hundred_thousand_changed_args_keep_a_bounded_answer() {
+    let old: Vec<String> = (0..200_000).map(|i| format!("a{i}")).collect();
+    let new: Vec<String> = (0..200_000).map(|i| format!("b{i}")).collect();
+    let body = review(&deployment(&old, &[]), &deployment(&new, &[]));
+    let raw = parse_review_raw(body.as_bytes()).expect("review");
+    let request = raw.request.expect("request");
+    let rules = rules();
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let comparison = evaluation.comparison().expect("compared");
+    assert_eq!(comparison.changed_count, 200_000);
+    assert!(comparison.changes.len() <= 2 * MAX_KEPT_CHANGES);
+    let violation = evaluation.violation().expect("violation");
+    assert_eq!(violation.denied_count, 200_000);
+    // The first paths in byte order of the rendered path (`]` sorts after the digits).
+    let mut every: Vec<String> = (0..200_000)
+        .map(|i| format!("spec.template.spec.containers[0].args[{i}]"))
+        .collect();
+    every.sort();
+    assert_eq!(violation.denied[..], every[..violation.denied.len()]);
+    assert_eq!(violation.denied.len(), MAX_KEPT_CHANGES);
+    assert_eq!(
+        violation.denied[1],
+        "spec.template.spec.containers[0].args[100000]"
+    );
+    assert!(
+        violation.reason.contains("… and 199980 more"),
+        "{}",
+        violation.reason
+    );
+    assert!(
+        evaluation
+            .denied_paths_annotation()
+            .ends_with(", … (199980 more)")
+    );
+    let response = serde_json::to_string(&evaluation.response("u")).expect("response");
+    assert!(response.len() < 64 * 1024, "{}", response.len());
+}
+
+/// A removed and an added element at one index are two changes at one path: counted once as a
+/// denied path, twice as changes.
+#[test]
+fn a_path_changed_twice_is_one_denied_path() {
+    let old = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"volumes": [{"name": "a"}, {"name": "b"}]}});
+    let new = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"volumes": [{"name": "a"}, {"name": "c"}]}});
+    let body = review(&old, &new);
+    check_bounded(&body).expect("bounded agrees");
+    let raw = parse_review_raw(body.as_bytes()).expect("review");
+    let request = raw.request.expect("request");
+    let rules = rules();
+    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let comparison = evaluation.comparison().expect("compared");
+    assert_eq!(comparison.changed_count, 2);
+    assert_eq!(evaluation.violation().expect("violation").denied_count, 1);
+    assert_eq!(evaluation.denied_paths(), ["spec.volumes[1]"]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Around the limit (fewer, as many, more changes than kept), covered and uncovered changes
+    /// mixed: the bounded evaluation keeps exactly the beginning of the full one.
+    #[test]
+    fn the_bounded_evaluation_is_the_beginning_of_the_full_one(
+        args in 0usize..260,
+        changed_args in proptest::collection::vec(any::<bool>(), 260),
+        env in 0usize..260,
+        changed_env in proptest::collection::vec(any::<bool>(), 260),
+    ) {
+        let arg = |i: usize, new: bool| if new && changed_args[i] { format!("new{i}") } else { format!("old{i}") };
+        let var = |i: usize, new: bool| (format!("V{i}"), if new && changed_env[i] { "new".into() } else { "old".into() });
+        let old = deployment(
+            &(0..args).map(|i| arg(i, false)).collect::<Vec<_>>(),
+            &(0..env).map(|i| var(i, false)).collect::<Vec<_>>(),
+        );
+        let new = deployment(
+            &(0..args).map(|i| arg(i, true)).collect::<Vec<_>>(),
+            &(0..env).map(|i| var(i, true)).collect::<Vec<_>>(),
+        );
+        check_bounded(&review(&old, &new))?;
+    }
+}
