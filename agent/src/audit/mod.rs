@@ -58,7 +58,7 @@ fn init_logging(level: tracing::Level) {
 }
 
 async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let metrics = crate::metrics::Metrics::new().context("cannot register metrics")?;
+    let metrics = crate::metrics::Metrics::audit().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
     let cluster_configured =

@@ -15,7 +15,6 @@ use drift_engine::json::{Document, Node};
 use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
 
-
 /// `metadata.labels` of the request's object (or old object): borrowed from a parsed
 /// document, read from the raw text of one.
 fn labels_of<O: Document>(request: &AdmissionRequest<O>) -> Cow<'_, Map<String, Value>> {

@@ -449,7 +449,8 @@ mod tests {
             colour: false,
         };
         let line = plain.record(text, &record).unwrap();
-        assert!(line.starts_with("01-15 08:00:20  prod/"), "{line}");
+        // The source follows the time: admission and audit lines mix in one output.
+        assert!(line.starts_with("01-15 08:00:20  webhook  prod/"), "{line}");
     }
 
     #[test]
