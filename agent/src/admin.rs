@@ -135,5 +135,6 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
         namespaces_known: snapshot.namespaces.len(),
         export: export_state(shared),
         audit: shared.last_audit(),
+        audit_interval_seconds: shared.audit_interval().map(|i| i.as_secs_f64()),
     }
 }

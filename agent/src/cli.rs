@@ -302,8 +302,7 @@ pub enum ReportsMode {
 }
 
 /// The resources a `*` selector audits by default: the webhook's (the chart's `webhook.rules`).
-pub const DEFAULT_AUDIT_RESOURCES: &str =
-    "apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts";
+pub use drift_api::audit::DEFAULT_AUDIT_RESOURCES;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Audit")]

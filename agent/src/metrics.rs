@@ -29,8 +29,29 @@ pub struct Metrics {
     pub audit_drifted: prometheus::IntGaugeVec,
 }
 
+/// Which process serves the metrics: each exposes only the families it writes, so that the
+/// webhook never serves an audit gauge at 0 (which `DriftSentinelAuditNotCompleting` would read
+/// as an audit that never ran) and the audit serves no empty admission histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The admission webhook (`drift-sentinel`): admission, the admission export, rules.
+    Webhook,
+    /// The audit (`drift-sentinel audit`): the last run (SPEC §8), its export, rules.
+    Audit,
+}
+
 impl Metrics {
+    /// The webhook's metrics.
     pub fn new() -> Result<Self, prometheus::Error> {
+        Self::for_role(Role::Webhook)
+    }
+
+    /// The audit's metrics.
+    pub fn audit() -> Result<Self, prometheus::Error> {
+        Self::for_role(Role::Audit)
+    }
+
+    pub fn for_role(role: Role) -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
         let admission_requests = IntCounterVec::new(
             Opts::new(
@@ -138,25 +159,39 @@ impl Metrics {
             ),
             &["rule"],
         )?;
-        registry.register(Box::new(audit_last_run.clone()))?;
-        registry.register(Box::new(audit_duration.clone()))?;
-        registry.register(Box::new(audit_objects.clone()))?;
-        registry.register(Box::new(audit_drifted.clone()))?;
-        registry.register(Box::new(export_published.clone()))?;
-        registry.register(Box::new(export_dropped.clone()))?;
-        registry.register(Box::new(export_queue_messages.clone()))?;
-        registry.register(Box::new(export_queue_bytes.clone()))?;
-        registry.register(Box::new(export_spool_segments.clone()))?;
-        registry.register(Box::new(export_spool_bytes.clone()))?;
-        registry.register(Box::new(admission_requests.clone()))?;
-        registry.register(Box::new(violations.clone()))?;
-        registry.register(Box::new(admission_duration.clone()))?;
-        registry.register(Box::new(rules_loaded.clone()))?;
-        registry.register(Box::new(rules_invalid.clone()))?;
-        registry.register(Box::new(rule_sources_stale.clone()))?;
-        registry.register(Box::new(rules_stale.clone()))?;
-        registry.register(Box::new(config_events.clone()))?;
-        registry.register(Box::new(watch_failures.clone()))?;
+        // Both processes: their rules and the export of their records.
+        let shared: [Box<dyn prometheus::core::Collector>; 8] = [
+            Box::new(rules_loaded.clone()),
+            Box::new(rules_invalid.clone()),
+            Box::new(rule_sources_stale.clone()),
+            Box::new(rules_stale.clone()),
+            Box::new(config_events.clone()),
+            Box::new(watch_failures.clone()),
+            Box::new(export_published.clone()),
+            Box::new(export_dropped.clone()),
+        ];
+        let own: Vec<Box<dyn prometheus::core::Collector>> = match role {
+            // Admission, and the admission export's queue and spool.
+            Role::Webhook => vec![
+                Box::new(admission_requests.clone()),
+                Box::new(violations.clone()),
+                Box::new(admission_duration.clone()),
+                Box::new(export_queue_messages.clone()),
+                Box::new(export_queue_bytes.clone()),
+                Box::new(export_spool_segments.clone()),
+                Box::new(export_spool_bytes.clone()),
+            ],
+            // The last completed run (SPEC §8).
+            Role::Audit => vec![
+                Box::new(audit_last_run.clone()),
+                Box::new(audit_duration.clone()),
+                Box::new(audit_objects.clone()),
+                Box::new(audit_drifted.clone()),
+            ],
+        };
+        for collector in shared.into_iter().chain(own) {
+            registry.register(collector)?;
+        }
         Ok(Self {
             registry,
             admission_requests,
@@ -186,5 +221,77 @@ impl Metrics {
         let mut buffer = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
         String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The families a process serves (`# TYPE` lines).
+    fn families(metrics: &Metrics) -> Vec<String> {
+        let text = metrics.render().unwrap();
+        let mut names: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    const AUDIT: [&str; 4] = [
+        "drift_sentinel_audit_drifted_objects",
+        "drift_sentinel_audit_duration_seconds",
+        "drift_sentinel_audit_last_run_timestamp_seconds",
+        "drift_sentinel_audit_objects",
+    ];
+
+    #[test]
+    fn the_webhook_serves_no_audit_metric() {
+        let metrics = Metrics::new().unwrap();
+        // Even written to (nothing in the webhook does), an audit gauge is not served.
+        metrics.audit_last_run.set(1.0);
+        metrics.audit_objects.with_label_values(&["drifted"]).set(1);
+        metrics.audit_drifted.with_label_values(&["a/b"]).set(1);
+        let names = families(&metrics);
+        for name in AUDIT {
+            assert!(!names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+        assert!(
+            names
+                .iter()
+                .any(|n| n == "drift_sentinel_admission_duration_seconds")
+        );
+        assert!(names.iter().any(|n| n == "drift_sentinel_rules_invalid"));
+    }
+
+    #[test]
+    fn the_audit_serves_its_metrics_and_no_admission_metric() {
+        let metrics = Metrics::audit().unwrap();
+        metrics.audit_objects.with_label_values(&["drifted"]).set(2);
+        metrics.audit_drifted.with_label_values(&["a/b"]).set(2);
+        metrics.admission_duration.observe(0.1);
+        metrics.export_published.with_label_values(&["audit"]).inc();
+        let names = families(&metrics);
+        for name in AUDIT {
+            assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+        }
+        for name in [
+            "drift_sentinel_admission_duration_seconds",
+            "drift_sentinel_admission_requests_total",
+            "drift_sentinel_violations_total",
+            "drift_sentinel_export_queue_messages",
+            "drift_sentinel_export_spool_bytes",
+        ] {
+            assert!(!names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+        for name in [
+            "drift_sentinel_rules_loaded_total",
+            "drift_sentinel_rules_invalid",
+            "drift_sentinel_export_records_published_total",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+        }
     }
 }

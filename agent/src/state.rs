@@ -80,6 +80,8 @@ pub struct Shared {
     tier_policy: std::sync::OnceLock<drift_engine::rule::TierPolicy>,
     /// The audit process: its last completed run, for `/status`.
     last_audit: std::sync::Mutex<Option<drift_api::status::AuditRun>>,
+    /// The audit process run periodically: its `--audit-interval`, for `/status`.
+    audit_interval: std::sync::OnceLock<std::time::Duration>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.
@@ -101,6 +103,7 @@ impl Shared {
             export: std::sync::OnceLock::new(),
             tier_policy: std::sync::OnceLock::new(),
             last_audit: std::sync::Mutex::new(None),
+            audit_interval: std::sync::OnceLock::new(),
         });
         shared.install(initial);
         shared
@@ -149,11 +152,27 @@ impl Shared {
         self.export.get()
     }
 
-    /// The audit process: records its last completed run.
-    pub fn set_last_audit(&self, run: drift_api::status::AuditRun) {
+    /// The audit process: records its last run. A failed run keeps the start of the last run
+    /// that completed, so that `kubectl drift status` can tell how long the audit has not
+    /// completed.
+    pub fn set_last_audit(&self, mut run: drift_api::status::AuditRun) {
         if let Ok(mut last) = self.last_audit.lock() {
+            run.last_completed = if run.error.is_none() {
+                Some(run.start.clone())
+            } else {
+                last.as_ref().and_then(|l| l.last_completed.clone())
+            };
             *last = Some(run);
         }
+    }
+
+    /// The audit process run periodically: its interval, once at startup.
+    pub fn set_audit_interval(&self, interval: std::time::Duration) {
+        let _ = self.audit_interval.set(interval);
+    }
+
+    pub fn audit_interval(&self) -> Option<std::time::Duration> {
+        self.audit_interval.get().copied()
     }
 
     pub fn last_audit(&self) -> Option<drift_api::status::AuditRun> {

@@ -318,6 +318,9 @@ fn periodic_runs_serve_metrics_status_and_their_records() {
         serde_json::json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0})
     );
     assert!(status["audit"]["id"].as_str().unwrap().ends_with('Z'));
+    // What `kubectl drift status` judges a late audit by: the interval and the last completion.
+    assert_eq!(status["auditIntervalSeconds"], 1.0);
+    assert_eq!(status["audit"]["lastCompleted"], status["audit"]["start"]);
 
     let metrics = get(format!("http://127.0.0.1:{port}/metrics")).expect("/metrics");
     for line in [

@@ -36,9 +36,13 @@ pub struct AgentStatus {
     pub stale_rules: Vec<StaleRule>,
     pub namespaces_known: usize,
     pub export: ExportState,
-    /// The audit process only: its last completed run.
+    /// The audit process only: its last run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditRun>,
+    /// The audit process run periodically: seconds between the starts of two runs
+    /// (`--audit-interval`); present from startup, before the first run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_interval_seconds: Option<f64>,
 }
 
 /// One completed audit run (SPEC §8), as `/status` of the audit process shows it.
@@ -55,6 +59,10 @@ pub struct AuditRun {
     /// Why the run failed, when it did (its counts are then partial).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The start (RFC 3339) of the last run that completed: this one's, or — when this one
+    /// failed — an earlier one's; absent when none has completed yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completed: Option<String>,
 }
 
 /// Audited objects by result: the `result` label of `drift_sentinel_audit_objects`.
@@ -274,7 +282,9 @@ mod tests {
                     skipped: 4,
                 },
                 error: None,
+                last_completed: Some("2026-07-28T12:00:00Z".into()),
             }),
+            audit_interval_seconds: Some(60.0),
         };
         let text = serde_json::to_string(&status).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();

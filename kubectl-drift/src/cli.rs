@@ -13,6 +13,9 @@ pub(crate) const DEFAULT_AGENT_NAMESPACE: &str = "drift-sentinel";
 /// (`charts/drift-sentinel/templates/_helpers.tpl`, `drift-sentinel.selectorLabels`).
 pub(crate) const DEFAULT_SELECTOR: &str =
     "app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=webhook";
+/// The chart's selector labels of the audit pods (its audit Deployment), less the release name.
+pub(crate) const DEFAULT_AUDIT_SELECTOR: &str =
+    "app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=audit";
 /// The agent's `--admin-address` port.
 pub(crate) const DEFAULT_ADMIN_PORT: u16 = 9090;
 
@@ -29,7 +32,10 @@ kubectl drift preview -f web.yaml [--server-dry-run]\n  \
 kubectl drift preview deploy/web    (edit the live object in $EDITOR; nothing is applied)\n\n\
 Offline (no cluster needed, for CI and local use):\n  \
 kubectl drift preview --rules DIR --old before.yaml --new after.yaml\n  \
-kubectl drift explain --rules DIR -f object.yaml\n\n\
+kubectl drift explain --rules DIR -f object.yaml\n  \
+kubectl drift audit --rules DIR -f live.yaml\n\n\
+Drift of live objects from their declared state, with the cluster's rules:\n  \
+kubectl drift audit [-n NAMESPACE | -A]\n\n\
 Live, from the agents (through port-forwarding) or an agent's admin API:\n  \
 kubectl drift status\n  \
 kubectl drift tail [--no-tui]\n  \
@@ -167,6 +173,24 @@ pub(crate) enum Command {
     /// Exit codes: 0 healthy, 1 unhealthy (each problem is listed), 2 the cluster could not be
     /// asked.
     Status(StatusArgs),
+    /// Find drift: live objects that differ from what was declared for them, and who changed them.
+    ///
+    /// The audit of `drift-sentinel audit` (the same engine, docs/audit.md), run from here:
+    /// every object that an auditing rule (mode enforce, warn or dry-run) selects is judged
+    /// under the rule that would win for it at admission, against its declared state — the
+    /// kubectl.kubernetes.io/last-applied-configuration annotation — and the fields that
+    /// imperative edits own (metadata.managedFields: kubectl edit, patch, set, scale, label,
+    /// annotate, replace, rollout). Each drifted object is shown with its paths, declared →
+    /// live, and who changed them (the field manager and its time).
+    ///
+    /// Against the cluster: its rule ConfigMaps and Namespaces, and the objects listed through
+    /// the API (500 a page) in the context's namespace, -n NAMESPACE, or -A every namespace
+    /// (cluster-scoped objects only with -A). Offline: --rules PATH [--namespace-file F] -f
+    /// OBJECTS, files as `kubectl get -o yaml --show-managed-fields` writes them (List
+    /// documents included); -n keeps the objects of one namespace.
+    ///
+    /// Exit codes: 0 no drift, 1 drift found, 2 usage, input or cluster error.
+    Audit(AuditArgs),
     /// Print a shell completion script: bash, zsh or fish.
     ///
     /// bash: source <(kubectl drift completion bash). For `kubectl drift <TAB>` (kubectl 1.26 or
@@ -214,6 +238,10 @@ pub(crate) struct StatusArgs {
     /// The Connection the agents export through (their --audit-connection).
     #[arg(long, value_name = "NAME", default_value = "audit-connection")]
     pub connection: String,
+    /// Label selector of the audit pods (the chart's audit Deployment, in --agent-namespace):
+    /// their last audit run, from their admin /status.
+    #[arg(long, value_name = "SELECTOR", default_value = DEFAULT_AUDIT_SELECTOR)]
+    pub audit_selector: String,
     /// The ValidatingWebhookConfiguration (default: the chart's, labelled
     /// app.kubernetes.io/name=drift-sentinel, else any with the webhook
     /// validate.drift-sentinel.k8s.io).
@@ -278,6 +306,36 @@ pub(crate) struct ExplainArgs {
     /// the user the kubeconfig authenticates as, else kubernetes-admin).
     #[arg(long)]
     pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
+    #[command(flatten)]
+    pub offline: Offline,
+    /// Objects to audit (offline, with --rules): a file or a directory of *.yaml, *.yml and
+    /// *.json files, as `kubectl get -o yaml` writes them; repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Audit every namespace (and cluster-scoped objects); as kubectl's -A, not with -n.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Field managers whose `Update`s are imperative edits (comma-separated), as the agent's
+    /// --audit-drift-managers; default: what kubectl writes for edit, patch, set, label,
+    /// annotate, replace, rollout and scale.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub drift_managers: Option<Vec<String>>,
+    /// Resources (group/resource, comma-separated) that a rule selector with `*` audits, as the
+    /// agent's --audit-resources; default: the resources the cluster's drift-sentinel webhook
+    /// intercepts, else apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub resources: Option<Vec<String>>,
+    /// Objects per list request against the cluster (pagination).
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub chunk_size: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -373,7 +373,14 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["preview", "explain", "tail", "status", "completion"]
+            [
+                "preview",
+                "explain",
+                "tail",
+                "status",
+                "audit",
+                "completion"
+            ]
         );
         let (found, _) = candidates(&["status", "--agent-n"]).await;
         assert_eq!(found.len(), 1);

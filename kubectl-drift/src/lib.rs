@@ -2,12 +2,14 @@
 //! comes from `drift-engine`, the same code the agent runs, so the two never disagree.
 //!
 //! The command line ([`cli`]) is checked once into a [`plan::Plan`]; each command then runs in
-//! its mode: offline (`preview --rules --old --new`, `explain --rules -f`: rules and objects
-//! from files, [`offline`]) or against the cluster ([`live`], [`status`], [`tail`]: its rule
+//! its mode: offline (`preview --rules --old --new`, `explain --rules -f`, `audit --rules -f`:
+//! rules and objects from files, [`offline`]) or against the cluster ([`live`], [`audit`],
+//! [`status`], [`tail`]: its rule
 //! ConfigMaps, the live object, the namespace's mode annotation, the agent pods). One tokio
 //! runtime runs every command; the agents' admin APIs are reached with one HTTP client
 //! ([`http`]) over TCP or a pod port-forward ([`cluster::forward`]).
 
+mod audit;
 pub mod cli;
 mod cluster;
 mod complete;
@@ -75,6 +77,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Plan::Preview(Preview::Cluster(plan), print) => live::preview(&plan, print).await,
         Plan::Explain(Explain::Cluster(plan), print) => live::explain(&plan, print).await,
         Plan::Status(plan, print) => status::run(&plan, print).await,
+        Plan::Audit(plan, print) => audit::run(&plan, print).await,
         Plan::Tail(plan) => tail::run(plan).await,
         Plan::Completion(shell) => {
             complete::script(shell, &mut std::io::stdout().lock())?;

@@ -11,8 +11,8 @@ use drift_api::violation::{Source, parse_rfc3339};
 use drift_engine::glob::Glob;
 
 use crate::cli::{
-    AgentPods, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags, Offline, Output,
-    PreviewArgs, Shell, StatusArgs, TailArgs, TailSource,
+    AgentPods, AuditArgs, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags, Offline,
+    Output, PreviewArgs, Shell, StatusArgs, TailArgs, TailSource,
 };
 use crate::http::AdminUrl;
 
@@ -117,6 +117,7 @@ pub(crate) enum Plan {
     Explain(Explain, Print),
     Preview(Preview, Print),
     Status(Status, Print),
+    Audit(Audit, Print),
     Tail(Tail),
     Completion(Shell),
 }
@@ -194,10 +195,39 @@ pub(crate) enum Edit {
     Editor { kind: String, name: String },
 }
 
+/// `audit`: offline (files) or against the cluster, with what both need.
+#[derive(Debug)]
+pub(crate) struct Audit {
+    pub source: AuditSource,
+    /// Field managers whose `Update`s are imperative edits.
+    pub managers: Vec<String>,
+}
+
+#[derive(Debug)]
+pub(crate) enum AuditSource {
+    /// `--rules PATH -f OBJECTS`: `namespace` keeps the objects of one namespace (`-n`).
+    Offline {
+        rules: OfflineRules,
+        files: Vec<PathBuf>,
+        namespace: Option<String>,
+    },
+    Cluster {
+        kube: Kube,
+        /// `-A`: every namespace and the cluster-scoped objects; otherwise `kube.namespace`
+        /// (else the context's).
+        all_namespaces: bool,
+        /// `--resources`: what a `*` selector audits; `None` asks the cluster's webhook.
+        resources: Option<Vec<(String, String)>>,
+        chunk: u32,
+    },
+}
+
 #[derive(Debug)]
 pub(crate) struct Status {
     pub kube: Kube,
     pub agents: Agents,
+    /// The audit pods' label selector (in the agents' namespace, on the same admin port).
+    pub audit_selector: String,
     pub connection: String,
     pub webhook: Option<String>,
 }
@@ -245,6 +275,7 @@ impl Plan {
             Command::Explain(args) => Plan::Explain(explain(&args)?, Print::of(&args.display)),
             Command::Preview(args) => Plan::Preview(preview(&args)?, Print::of(&args.display)),
             Command::Status(args) => Plan::Status(status(&args)?, Print::of(&args.display)),
+            Command::Audit(args) => Plan::Audit(audit(&args)?, Print::of(&args.display)),
             Command::Tail(args) => Plan::Tail(tail(&args, now)?),
             Command::Completion(args) => Plan::Completion(args.shell),
         })
@@ -393,8 +424,70 @@ fn status(args: &StatusArgs) -> anyhow::Result<Status> {
     Ok(Status {
         kube: Kube::of(&args.kube)?,
         agents: Agents::of(&args.agents),
+        audit_selector: args.audit_selector.clone(),
         connection: args.connection.clone(),
         webhook: args.webhook.clone(),
+    })
+}
+
+fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
+    let managers = args.drift_managers.clone().unwrap_or_else(|| {
+        drift_engine::DEFAULT_DRIFT_MANAGERS
+            .iter()
+            .map(|m| (*m).to_owned())
+            .collect()
+    });
+    let managers: Vec<String> = managers
+        .into_iter()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if !args.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.kube, "offline audit (--rules)")?;
+        if args.files.is_empty() {
+            bail!(
+                "offline audit (--rules) needs the objects: -f FILE (e.g. kubectl get deploy -A -o yaml --show-managed-fields > live.yaml)"
+            );
+        }
+        if args.resources.is_some() {
+            bail!(
+                "--resources names what the cluster's objects are listed from; offline audit (--rules) judges the objects of -f"
+            );
+        }
+        return Ok(Audit {
+            source: AuditSource::Offline {
+                rules: offline_rules(&args.offline),
+                files: args.files.clone(),
+                namespace: args.kube.namespace.clone(),
+            },
+            managers,
+        });
+    }
+    if args.offline.namespace_file.is_some() {
+        bail!(
+            "--namespace-file is for offline audit (with --rules); against a cluster the Namespaces' annotations are read"
+        );
+    }
+    if !args.files.is_empty() {
+        bail!(
+            "-f is for offline audit (with --rules PATH); against a cluster the objects are listed from the API"
+        );
+    }
+    let resources = args
+        .resources
+        .as_ref()
+        .map(|r| drift_api::audit::parse_resources(r));
+    if resources.as_ref().is_some_and(Vec::is_empty) {
+        bail!("--resources names no resource: give group/resource, e.g. apps/deployments");
+    }
+    Ok(Audit {
+        source: AuditSource::Cluster {
+            kube: Kube::of(&args.kube)?,
+            all_namespaces: args.all_namespaces,
+            resources,
+            chunk: args.chunk_size,
+        },
+        managers,
     })
 }
 
@@ -599,6 +692,20 @@ mod tests {
             (&["tail", "--since", "yesterday"], "--since \"yesterday\""),
             (&["tail", "--rule", "[z-a]"], "--rule \"[z-a]\""),
             (&["tail", "-o", "text"], "add --no-tui"),
+            (&["audit", "--rules", "r"], "needs the objects: -f FILE"),
+            (&["audit", "-f", "live.yaml"], "-f is for offline audit"),
+            (
+                &["audit", "--namespace-file", "n.yaml"],
+                "--namespace-file is for offline audit",
+            ),
+            (
+                &["audit", "--rules", "r", "-f", "x", "--kubeconfig", "k"],
+                "--kubeconfig is for the cluster",
+            ),
+            (
+                &["audit", "--resources", ","],
+                "--resources names no resource",
+            ),
         ] {
             let text = error(args);
             assert!(text.contains(expected), "{args:?}: {text}");

@@ -121,7 +121,14 @@ fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_dri
     let (found, directive) = complete(&double, &[""]);
     assert_eq!(
         found,
-        ["preview", "explain", "tail", "status", "completion"]
+        [
+            "preview",
+            "explain",
+            "tail",
+            "status",
+            "audit",
+            "completion"
+        ]
     );
     assert_eq!(directive, ":4");
     let (found, _) = complete(&double, &["ex"]);

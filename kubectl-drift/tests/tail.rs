@@ -722,7 +722,7 @@ fn no_tui_prints_yaml_documents_or_text_lines() {
         assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
     }
     let line = text.wait_lines(1, Duration::from_secs(10))[0].clone();
-    let expected = "  prod-eu/checkout  Deployment  drift-sentinel/drift-sentinel-strict  deny  spec.replicas (+1)";
+    let expected = "  webhook  prod-eu/checkout  Deployment  drift-sentinel/drift-sentinel-strict  deny  spec.replicas (+1)";
     assert!(line.ends_with(expected), "{line:?}");
     assert!(!line.contains('\x1b'), "{line:?}");
     let line = coloured.wait_lines(1, Duration::from_secs(10))[0].clone();

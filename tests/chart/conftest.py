@@ -72,8 +72,18 @@ def render(*args: str, **kwargs) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
+def is_audit(doc: dict) -> bool:
+    """The audit's objects (its Deployment, ServiceAccount and RBAC) carry the component label
+    `audit`."""
+    return (doc.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/component") == "audit"
+
+
 def find(docs: list[dict], kind: str, name: str | None = None) -> dict:
-    matches = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    """The one document of `kind` (and `name`). Without a name, the audit's objects are left out:
+    the webhook's Deployment, ServiceAccount, ClusterRole … are the ones meant (find the audit's
+    by name, `<fullname>-audit`)."""
+    matches = [d for d in docs if d["kind"] == kind and
+               (d["metadata"]["name"] == name if name is not None else not is_audit(d))]
     assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
     return matches[0]
 

@@ -80,8 +80,10 @@ def grants(role: dict) -> set[tuple[str, str, str]]:
 def test_defaults_render_no_export(helm):
     docs = render()
     assert not [d for d in docs if d["kind"] == "Connection"]
-    # The only Role is the last-good ConfigMap's; none for Connections.
-    assert [d["metadata"]["name"] for d in docs if d["kind"] in ("Role", "RoleBinding")] == [
+    # The only Roles are the last-good ConfigMap's (the webhook's, the audit's); none for
+    # Connections.
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] in ("Role", "RoleBinding")) == [
+        f"{FULLNAME}-audit-last-good", f"{FULLNAME}-audit-last-good",
         f"{FULLNAME}-last-good", f"{FULLNAME}-last-good"]
     pod = pod_spec(docs)
     (c,) = pod["containers"]
@@ -307,10 +309,15 @@ def test_schema_rejects_invalid_export_values(helm, sets, message):
 def test_schema_documents_every_export_value(helm):
     schema = yaml.safe_load((CHART / "values.schema.json").read_text())
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
-    for key in ("enableAdmissionViolationExport", "exportBackend", "audit", "admission"):
+    for key in ("enableAdmissionViolationExport", "enableViolationExport", "exportBackend", "audit",
+                "admission"):
         assert key in schema["properties"] and key in defaults and key in schema["required"]
     assert defaults["enableAdmissionViolationExport"] is False and defaults["exportBackend"] == "disk"
-    assert defaults["audit"] == {
+    assert defaults["enableViolationExport"] is False
+    export_keys = {"connection", "channel", "exportConnection", "exportVolume", "exportVolumeMount",
+                   "exportSidecar"}
+    assert {k: v for k, v in defaults["audit"].items() if k in export_keys} == {
+        "exportSidecar": {},
         "connection": "audit-connection", "channel": "audit-channel",
         "exportConnection": {"path": "tmp/violations/topics", "maxAuditResults": 3},
         "exportVolume": {"name": "tmp-violations", "emptyDir": {}},

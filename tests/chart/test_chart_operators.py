@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 import operator_kinds
-from conftest import validate_k8s, admission_hook, CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
+from conftest import validate_k8s, admission_hook, is_audit, CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
     tls_material
 
 K8S_VERSIONS = ["1.28.0", kubernetes_validate.latest_version()]
@@ -36,15 +36,16 @@ MONITORING = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.ena
               "metrics.grafanaDashboard.enabled=true"]
 DASHBOARD = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
 ARGOCD = "!(request.userInfo.username == 'system:serviceaccount:argocd:argocd-application-controller')"
-# The audit's metrics (SPEC §8). The audit is not built yet, so no binary serves them: they are
-# the only names the dashboard and the alerts may use that the agent's /metrics lacks. The audit
-# issue replaces this list with the audit's real /metrics.
-AUDIT_METRICS_NOT_YET_EXPOSED = [
+# The audit's metrics (SPEC §8), served by the audit process (`drift-sentinel audit`, the chart's
+# audit Deployment) rather than the webhook: checked against its real /metrics below.
+AUDIT_METRICS = [
     "drift_sentinel_audit_last_run_timestamp_seconds",
     "drift_sentinel_audit_duration_seconds",
     "drift_sentinel_audit_objects",
     "drift_sentinel_audit_drifted_objects",
 ]
+AUDIT_FIXTURES = REPO / "agent" / "tests" / "fixtures" / "audit"
+AUDIT = f"{FULLNAME}-audit"
 SPEC = REPO.parent / "shared" / "SPEC.md"
 
 
@@ -196,6 +197,42 @@ def test_service_monitor_scrapes_the_https_webhook_port_with_the_charts_ca(helm)
     validate(docs)
 
 
+def test_the_audits_service_monitor_scrapes_its_plain_http_port(helm):
+    """The audit's metrics are its own process's (the webhook does not serve them): a Service of
+    the audit pod for its `http` port and a ServiceMonitor of its own scrape them."""
+    assert not [d for d in render() if d["kind"] in ("Service", "ServiceMonitor") and is_audit(d)]
+    docs = render(sets=["metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=kps",
+                        "metrics.serviceMonitor.interval=15s"])
+    validate(docs)
+    monitor, svc = find(docs, "ServiceMonitor", AUDIT), find(docs, "Service", AUDIT)
+    dep = find(docs, "Deployment", AUDIT)
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/component"] == "audit"
+    # The ServiceMonitor selects the audit's Service only, and that Service the audit pod only.
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert all(svc["metadata"]["labels"][k] == v for k, v in selector.items())
+    webhook_svc = find(docs, "Service")
+    assert not all(webhook_svc["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    webhook_selector = find(docs, "ServiceMonitor")["spec"]["selector"]["matchLabels"]
+    assert not all(svc["metadata"]["labels"].get(k) == v for k, v in webhook_selector.items())
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    # Plain HTTP on the audit container's `http` port, /metrics; no TLS, no admin port.
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint == {"port": "http", "scheme": "http", "path": "/metrics", "interval": "15s",
+                        "scrapeTimeout": "10s", "honorLabels": True}
+    (port,) = svc["spec"]["ports"]
+    assert port["name"] == "http" and port["targetPort"] == "http"
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in container["ports"]] == ["http"]
+    assert f"--address=:{container['ports'][0]['containerPort']}" in container["args"]
+    assert 9090 not in [p["port"] for p in svc["spec"]["ports"]]
+    # Without the audit, neither.
+    docs = render(sets=["metrics.serviceMonitor.enabled=true", "audit.enabled=false"])
+    assert not [d for d in docs if d["kind"] in ("Service", "ServiceMonitor") and is_audit(d)]
+    assert len(find_all(docs, "ServiceMonitor")) == 1 and len(find_all(docs, "Service")) == 1
+
+
 # --- PrometheusRule -------------------------------------------------------------------------------------
 
 
@@ -229,8 +266,9 @@ def test_prometheus_rule_alerts_a_team_can_act_on(helm):
         f'sum by (namespace, resource) (rate(drift_sentinel_admission_requests_total{{{job},result="denied"}}[5m])) > 0.1')
     assert "drift_sentinel_export_records_dropped_total" in expr["DriftSentinelExportDropping"]
     assert expr["DriftSentinelRulesInvalid"] == f"max(drift_sentinel_rules_invalid{{{job}}}) > 0"
-    assert expr["DriftSentinelAuditNotCompleting"] == (
-        f'time() - max(drift_sentinel_audit_last_run_timestamp_seconds{{namespace="{NAMESPACE}"}}) > 180')
+    last = f'drift_sentinel_audit_last_run_timestamp_seconds{{namespace="{NAMESPACE}"}}'
+    # Late, or no audit series at all (the audit pod gone or not scraped).
+    assert expr["DriftSentinelAuditNotCompleting"] == f"time() - max({last}) > 180 or absent({last})"
     # Each alert points at its own runbook section of docs/operations.md, which exists.
     anchors = github_anchors((REPO / "docs" / "operations.md").read_text())
     base = "https://github.com/drift-sentinel/drift-sentinel/blob/main/docs/operations.md#"
@@ -244,6 +282,13 @@ def test_prometheus_rule_alerts_a_team_can_act_on(helm):
     assert "{{ $labels.namespace }}" in found["DriftSentinelDenialBurst"]["annotations"]["description"]
 
 
+def test_the_audit_alert_only_with_the_audit(helm):
+    docs = render(sets=["metrics.prometheusRule.enabled=true", "audit.enabled=false"])
+    validate(docs)
+    assert "DriftSentinelAuditNotCompleting" not in alerts(docs)
+    assert "DriftSentinelRulesInvalid" in alerts(docs)
+
+
 def test_prometheus_rule_thresholds_follow_the_values(helm):
     # --set gives 0.25 as a string, as a user's command line would: the chart takes it.
     docs = render(sets=["metrics.prometheusRule.enabled=true", "metrics.prometheusRule.latencyThresholdSeconds=0.25",
@@ -252,7 +297,7 @@ def test_prometheus_rule_thresholds_follow_the_values(helm):
     found = alerts(docs)
     assert found["DriftSentinelWebhookSlow"]["expr"].rstrip().endswith("> 0.25")
     assert found["DriftSentinelDenialBurst"]["expr"].rstrip().endswith("> 2")
-    assert found["DriftSentinelAuditNotCompleting"]["expr"].rstrip().endswith("> 900")
+    assert " > 900\n" in found["DriftSentinelAuditNotCompleting"]["expr"]
     assert found["DriftSentinelRulesInvalid"]["annotations"]["runbook_url"] == \
         "https://wiki.example.com/ops#driftsentinelrulesinvalid"
 
@@ -316,7 +361,7 @@ def test_audit_metrics_list_is_exactly_spec_section_8():
     text = SPEC.read_text()
     section = text[text.index("## 8. Audit"):text.index("## 9.")]
     spec_names = set(re.findall(r"`(drift_sentinel_audit_[a-z_]+)", section))
-    assert sorted(AUDIT_METRICS_NOT_YET_EXPOSED) == sorted(spec_names)
+    assert sorted(AUDIT_METRICS) == sorted(spec_names)
 
 
 def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
@@ -383,6 +428,10 @@ def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
         process.terminate()
         process.wait(timeout=15)
         log.close()
+    return families_of(text)
+
+
+def families_of(text: str) -> set[str]:
     families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
     samples = {re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split(" ")[0])
                for line in text.splitlines() if line and not line.startswith("#")}
@@ -390,20 +439,87 @@ def agent_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
     return families
 
 
+def audit_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
+    """Starts the real audit process as the chart's audit Deployment runs it — the container's
+    args, with the rules and objects of files instead of the cluster's (the default rule, the
+    fixture dump of agent/tests/fixtures/audit) and loopback addresses — in periodic mode, waits
+    for a completed run (/status), and scrapes it where the chart's audit ServiceMonitor does: its
+    endpoint's scheme and path, on the container port its Service targets (the one `--address`
+    binds, which also serves the probes)."""
+    docs = render(sets=["audit.interval=1s", "metrics.serviceMonitor.enabled=true"])
+    pod = find(docs, "Deployment", AUDIT)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = [a for a in container["args"]
+            if not a.startswith(("--address=", "--last-good-configmap=", "--audit-reports="))]
+    assert args[0] == "audit" and "--audit-interval=1s" in args, args
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(render_text("--show-only", "templates/default-rule.yaml").stdout)
+    port, admin = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_") and k != "KUBECONFIG"}
+    log = open(tmp_path / "audit.log", "wb")
+    process = subprocess.Popen(
+        [str(agent_binary), *args, "--rules", str(rule), "--objects", str(AUDIT_FIXTURES / "deployments.yaml"),
+         "--address", f"127.0.0.1:{port}", "--admin-address", f"127.0.0.1:{admin}"],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def get(port_: int, path: str) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", port_, timeout=10)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read().decode()
+        finally:
+            conn.close()
+
+    probe = container["livenessProbe"]["httpGet"]
+    assert probe["port"] == "http" and probe.get("scheme", "HTTP") == "HTTP"
+    (endpoint,) = find(docs, "ServiceMonitor", AUDIT)["spec"]["endpoints"]
+    (service_port,) = find(docs, "Service", AUDIT)["spec"]["ports"]
+    assert endpoint["scheme"] == "http" and endpoint["port"] == service_port["name"]
+    (container_port,) = [p for p in container["ports"] if p["name"] == service_port["targetPort"]]
+    assert f"--address=:{container_port['containerPort']}" in container["args"]
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (tmp_path / "audit.log").read_text()
+            try:
+                code, body = get(admin, "/status")
+                if code == 200 and json.loads(body).get("audit", {}).get("lastCompleted"):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "audit.log").read_text()
+            time.sleep(0.1)
+        assert get(port, probe["path"])[0] == 200
+        assert get(port, container["readinessProbe"]["httpGet"]["path"])[0] == 200
+        code, text = get(port, endpoint["path"])
+        assert code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        log.close()
+    # The run judged the fixture: the labelled families have samples.
+    assert 'drift_sentinel_audit_objects{result="drifted"}' in text, text
+    return families_of(text)
+
+
 def test_dashboard_and_alerts_use_only_metrics_the_agent_exposes(helm, agent_binary, tmp_path):
     exposed = agent_metric_families(agent_binary, tmp_path)
+    audit = audit_metric_families(agent_binary, tmp_path)
     # The labelled families appeared (the review was counted): the comparison is not vacuous.
     for family in ("drift_sentinel_admission_requests_total", "drift_sentinel_violations_total",
                    "drift_sentinel_admission_duration_seconds", "drift_sentinel_export_records_dropped_total",
                    "drift_sentinel_export_records_published_total", "drift_sentinel_rules_invalid"):
         assert family in exposed, sorted(exposed)
-    assert not exposed & set(AUDIT_METRICS_NOT_YET_EXPOSED), \
-        "the agent serves audit metrics now: replace AUDIT_METRICS_NOT_YET_EXPOSED with the audit's /metrics"
+    # The webhook does not serve the audit's metrics; the audit process serves every one of them.
+    assert not exposed & set(AUDIT_METRICS), sorted(exposed & set(AUDIT_METRICS))
+    assert set(AUDIT_METRICS) <= audit, sorted(audit)
+    exposed |= audit
     rule_exprs = [r["expr"] for r in alerts(render(sets=["metrics.prometheusRule.enabled=true"])).values()]
     used = referenced_metrics(dashboard_exprs() + rule_exprs)
     assert used, "no metric referenced"
-    unknown = used - exposed - set(AUDIT_METRICS_NOT_YET_EXPOSED)
-    assert not unknown, f"referenced but not exposed by the agent: {sorted(unknown)}"
+    unknown = used - exposed
+    assert not unknown, f"referenced but not exposed by the agent or the audit: {sorted(unknown)}"
     # And every alert of the brief and the audit drift panels are there.
     assert {"drift_sentinel_admission_duration_seconds", "drift_sentinel_admission_requests_total",
             "drift_sentinel_export_records_dropped_total", "drift_sentinel_rules_invalid",

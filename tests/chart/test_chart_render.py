@@ -26,7 +26,7 @@ ALL_CRDS = yaml.safe_load(VALUES_ALL_CRDS.read_text())
 # fields): the oldest the chart declares (kubeVersion >=1.25) and the newest known.
 K8S_VERSIONS = ["1.25.0", "1.35.0", kubernetes_validate.latest_version() + ".0"]
 # Values whose content is free-form Kubernetes structure: a leaf as a whole.
-FREE_FORM = {"resources"}
+FREE_FORM = {"resources", "audit.resources"}
 # Values that values-all.yaml must keep at their default, and why (test_chart_export.py covers
 # their other values).
 AT_DEFAULT = {
@@ -61,7 +61,7 @@ def leaves(values: dict, prefix: tuple = ()) -> list[tuple]:
     out = []
     for key, value in values.items():
         path = prefix + (key,)
-        if isinstance(value, dict) and value and path[0] not in FREE_FORM:
+        if isinstance(value, dict) and value and ".".join(path) not in FREE_FORM:
             out += leaves(value, path)
         else:
             out.append(path)
@@ -139,6 +139,13 @@ def test_defaults_render_the_documented_objects(helm):
         ("Secret", f"{FULLNAME}-cert"),
         ("Service", FULLNAME),
         ("ServiceAccount", FULLNAME),
+        # The audit (audit.enabled, on by default).
+        ("ClusterRole", f"{FULLNAME}-audit"),
+        ("ClusterRoleBinding", f"{FULLNAME}-audit"),
+        ("Deployment", f"{FULLNAME}-audit"),
+        ("Role", f"{FULLNAME}-audit-last-good"),
+        ("RoleBinding", f"{FULLNAME}-audit-last-good"),
+        ("ServiceAccount", f"{FULLNAME}-audit"),
         ("ValidatingWebhookConfiguration", FULLNAME),
     ])
     for doc in docs:

@@ -55,7 +55,7 @@ def test_last_good_configmap_and_its_role(helm):
     last_good = find(docs, "ConfigMap", name)
     assert last_good["metadata"]["namespace"] == NAMESPACE
     assert "data" not in last_good, "the agent fills it; an upgrade must leave what it wrote"
-    (role,) = [r for r in find_all(docs, "Role") if r["metadata"]["name"].endswith("-last-good")]
+    role = find(docs, "Role", f"{FULLNAME}-last-good")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
                               "resourceNames": [name], "verbs": ["get", "patch"]}]
     binding = find(docs, "RoleBinding", role["metadata"]["name"])

@@ -58,7 +58,7 @@ fn init_logging(level: tracing::Level) {
 }
 
 async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let metrics = crate::metrics::Metrics::new().context("cannot register metrics")?;
+    let metrics = crate::metrics::Metrics::audit().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
     let cluster_configured =
@@ -125,7 +125,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         client: client.clone(),
         objects: args.objects.clone(),
         managers: args.audit_drift_managers.clone(),
-        webhook_resources: objects::parse_resources(&args.audit_resources),
+        webhook_resources: drift_api::audit::parse_resources(&args.audit_resources),
         chunk: args.audit_chunk_size,
         export,
         connection_name: args.audit_connection.clone(),
@@ -262,6 +262,7 @@ async fn periodic(
         read_timeout: std::time::Duration::from_secs(15),
         write_timeout: std::time::Duration::from_secs(15),
     };
+    shared.set_audit_interval(args.audit_interval);
     let admin_dir = auditor.admin_dir();
     tokio::spawn(crate::server::serve(
         probes,

@@ -1,9 +1,8 @@
-//! Where audited objects come from: files as `kubectl get -o yaml` writes them (offline, for
-//! CI), or the cluster — the resources the auditing rules select, resolved through discovery,
-//! listed page by page (`--audit-chunk-size`) so that memory does not grow with the number of
-//! objects: each page is judged and dropped before the next is fetched.
-
-use std::path::{Path, PathBuf};
+//! Where audited objects come from in a cluster (offline, files are read by
+//! [`drift_api::audit::object_files`], as `kubectl drift audit` reads them): the resources the
+//! auditing rules select, resolved through discovery, listed page by page
+//! (`--audit-chunk-size`) so that memory does not grow with the number of objects: each page is
+//! judged and dropped before the next is fetched.
 
 use anyhow::Context as _;
 use drift_engine::RuleSet;
@@ -17,18 +16,6 @@ use serde_json::Value;
 pub struct Listed {
     pub resource: ApiResource,
     pub namespaced: bool,
-}
-
-/// `group/resource` of the webhook's resources (`--audit-resources`; the core group is empty).
-pub fn parse_resources(texts: &[String]) -> Vec<(String, String)> {
-    texts
-        .iter()
-        .filter_map(|t| {
-            let t = t.trim();
-            let (group, resource) = t.rsplit_once('/').unwrap_or(("", t));
-            (!resource.is_empty()).then(|| (group.to_owned(), resource.to_owned()))
-        })
-        .collect()
 }
 
 /// The resources the auditing rules select, resolved through discovery (the preferred version
@@ -293,57 +280,6 @@ pub async fn list<E>(
     }
 }
 
-/// The object files of `--objects`: each file, or the `*.yaml`/`*.yml`/`*.json` files of each
-/// directory, in name order.
-pub fn object_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("cannot read directory {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    matches!(
-                        p.extension().and_then(|e| e.to_str()),
-                        Some("yaml" | "yml" | "json")
-                    )
-                })
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else if path.exists() {
-            files.push(path.clone());
-        } else {
-            anyhow::bail!("{} does not exist", path.display());
-        }
-    }
-    Ok(files)
-}
-
-/// The objects of one file (YAML or JSON, several documents, `List`s flattened).
-pub fn read_objects(file: &Path) -> anyhow::Result<Vec<Value>> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let origin = file.display().to_string();
-    Ok(drift_engine::manifests::parse_documents(&text, &origin)?)
-}
-
-/// The plural resource name of a kind, for records of objects read from files (the API server
-/// is not there to say): `Deployment` → `deployments`, `Ingress` → `ingresses`, `NetworkPolicy`
-/// → `networkpolicies`.
-pub fn plural_of(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if let Some(stem) = lower.strip_suffix('y')
-        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
-    {
-        return format!("{stem}ies");
-    }
-    if lower.ends_with('s') || lower.ends_with("x") || lower.ends_with("ch") {
-        return format!("{lower}es");
-    }
-    format!("{lower}s")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,20 +297,5 @@ mod tests {
         let token = read_page(br#"{"items":null,"metadata":{}}"#, &mut |_| panic!()).unwrap();
         assert_eq!(token, None);
         assert!(read_page(br#"{"items":[{"a":1},"#, &mut |_| {}).is_err());
-    }
-
-    #[test]
-    fn plurals_and_resources() {
-        assert_eq!(plural_of("Deployment"), "deployments");
-        assert_eq!(plural_of("Ingress"), "ingresses");
-        assert_eq!(plural_of("NetworkPolicy"), "networkpolicies");
-        assert_eq!(plural_of("Gateway"), "gateways");
-        assert_eq!(
-            parse_resources(&["apps/deployments".into(), "/pods".into(), "x/".into()]),
-            [
-                ("apps".to_owned(), "deployments".to_owned()),
-                (String::new(), "pods".to_owned())
-            ]
-        );
     }
 }

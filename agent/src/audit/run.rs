@@ -10,17 +10,15 @@ use std::time::{Instant, SystemTime};
 
 use drift_api::status::{AuditCounts, AuditRun};
 use drift_api::violation::format_rfc3339;
-use drift_engine::message::display_value;
-use drift_engine::{Audit, AuditContext, Detail};
 use serde_json::Value;
 
 use super::files::{AuditFileError, AuditFiles, RunFile};
 use super::objects;
 use super::reports::{self, Reports};
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
-use crate::export::record::{AuditedObject, audit_record};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
 use crate::state::{Shared, Snapshot};
+use drift_api::audit::{AuditedObject, audit_record, drift_text};
 
 /// Where the Connection is read from.
 pub enum ConnectionSource {
@@ -107,21 +105,13 @@ struct Progress<'s> {
 impl Progress<'_> {
     /// Judges one object; a failed export write aborts the run.
     fn judge(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
-        let rules = &self.snapshot.rules;
-        if !drift_engine::audit::is_selected(rules, object) {
+        let snapshot = self.snapshot;
+        let Some(audit) =
+            drift_api::audit::judge(&snapshot.rules, &snapshot.namespaces, object, self.managers)
+        else {
             return Ok(());
-        }
-        let identity = AuditedObject::of(object, resource);
-        let namespace_mode = self
-            .snapshot
-            .namespaces
-            .get(identity.namespace)
-            .and_then(|n| n.mode_annotation.as_deref());
-        let context = AuditContext {
-            namespace_mode,
-            drift_managers: self.managers,
         };
-        let audit = drift_engine::audit(rules, object, &context, Detail::Verdict);
+        let identity = AuditedObject::of(object, resource);
         if let Some(ignored) = audit
             .matched
             .as_ref()
@@ -134,12 +124,7 @@ impl Progress<'_> {
                 "invalid drift-sentinel.k8s.io/mode annotation ignored: the rule's mode applies"
             );
         }
-        match audit.result_label() {
-            "drifted" => self.counts.drifted += 1,
-            "clean" => self.counts.clean += 1,
-            "no_baseline" => self.counts.no_baseline += 1,
-            _ => self.counts.skipped += 1,
-        }
+        self.counts.add(&audit);
         if let Some(reports) = &mut self.reports {
             reports.add(identity.namespace, object, &audit, self.now_seconds);
         }
@@ -150,7 +135,8 @@ impl Progress<'_> {
             *self.drifted_by_rule.entry(rule.id.to_string()).or_default() += 1;
         }
         if self.print {
-            print_drift(&identity, &audit);
+            let text = drift_text(&identity, &audit);
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
         if let Some(file) = &mut self.file
             && let Some(record) = audit_record(&self.id, &identity, &audit, SystemTime::now())
@@ -165,41 +151,6 @@ impl Progress<'_> {
         }
         Ok(())
     }
-}
-
-/// `drifted apps/v1 Deployment shop/web (rule ops/web, enforce)` and one indented line per
-/// drifted path, declared → live, and who changed it.
-fn print_drift(identity: &AuditedObject<'_>, audit: &Audit<'_>) {
-    let mut out = String::new();
-    let object = if identity.namespace.is_empty() {
-        identity.name.to_owned()
-    } else {
-        format!("{}/{}", identity.namespace, identity.name)
-    };
-    out.push_str(&format!(
-        "drifted {} {} {object} (rule {}, {})\n",
-        identity.api_version,
-        identity.kind,
-        audit.rule().map(|r| r.id.to_string()).unwrap_or_default(),
-        audit.mode().map_or("", |m| m.as_str()),
-    ));
-    for change in audit.changes().iter().filter(|c| !c.mutable) {
-        out.push_str(&format!(
-            "  {}: {} → {}",
-            change.path,
-            display_value(change.change.old.as_deref()),
-            display_value(change.change.new.as_deref())
-        ));
-        if let Some(edit) = &change.edit {
-            out.push_str(&format!(" (by {}", edit.manager));
-            if let Some(time) = &edit.time {
-                out.push_str(&format!(" at {time}"));
-            }
-            out.push(')');
-        }
-        out.push('\n');
-    }
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
 }
 
 impl Auditor {
@@ -426,20 +377,22 @@ impl Auditor {
             duration_seconds: outcome.duration.as_secs_f64(),
             counts: outcome.counts,
             error: outcome.error.clone(),
+            // Set from the previous run when this one failed.
+            last_completed: None,
         });
     }
 
     /// Every object: the files' offline, the listed resources' in a cluster.
     async fn each_object(&self, progress: &mut Progress<'_>) -> Result<(), RunError> {
         if !self.objects.is_empty() {
-            let files = objects::object_files(&self.objects)
+            let files = drift_api::audit::object_files(&self.objects)
                 .map_err(|e| RunError::Source(format!("{e:#}")))?;
             for file in files {
-                let documents =
-                    objects::read_objects(&file).map_err(|e| RunError::Source(format!("{e:#}")))?;
+                let documents = drift_api::audit::read_objects(&file)
+                    .map_err(|e| RunError::Source(format!("{e:#}")))?;
                 for object in documents {
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                    let resource = objects::plural_of(kind);
+                    let resource = drift_api::audit::plural_of(kind);
                     progress
                         .judge(&object, &resource)
                         .map_err(RunError::Export)?;

@@ -6,25 +6,14 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+use drift_api::audit::enforcement_action;
 use drift_api::violation::{
-    ADMISSION_EVENT, AUDIT_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, RequestFields,
-    ViolationRecord, format_rfc3339,
+    ADMISSION_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, RequestFields, ViolationRecord,
+    format_rfc3339,
 };
 use drift_engine::json::{Document, Node};
-use drift_engine::rule::Mode;
 use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
-
-fn enforcement_action(mode: Mode) -> Option<&'static str> {
-    match mode {
-        Mode::Enforce => Some("deny"),
-        Mode::Warn => Some("warn"),
-        Mode::DryRun => Some("dryrun"),
-        Mode::Off => None,
-    }
-}
-
-static NO_LABELS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 /// `metadata.labels` of the request's object (or old object): borrowed from a parsed
 /// document, read from the raw text of one.
@@ -114,107 +103,7 @@ pub fn admission_record<'a, O: Document>(
     })
 }
 
-/// The identity of an audited object, as the audit listed it.
-#[derive(Debug, Clone, Copy)]
-pub struct AuditedObject<'a> {
-    /// The resource's plural name (`deployments`).
-    pub resource: &'a str,
-    pub api_version: &'a str,
-    pub kind: &'a str,
-    pub namespace: &'a str,
-    pub name: &'a str,
-    pub labels: &'a Map<String, Value>,
-}
-
-impl<'a> AuditedObject<'a> {
-    /// Reads the identity of `object` (its `apiVersion`, `kind` and metadata).
-    pub fn of(object: &'a Value, resource: &'a str) -> Self {
-        let text = |pointer: &str| {
-            object
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        };
-        Self {
-            resource,
-            api_version: text("/apiVersion"),
-            kind: text("/kind"),
-            namespace: text("/metadata/namespace"),
-            name: text("/metadata/name"),
-            labels: object
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .unwrap_or(&NO_LABELS),
-        }
-    }
-}
-
-/// The `violation_audited` record of a drifted object (SPEC §8): `id` is the run's id, there is
-/// no request, and each change carries `old` (declared), `new` (live) and, for imperative edits,
-/// `manager` and `time`. `None` when the object did not drift (or its mode exports nothing).
-pub fn audit_record<'a>(
-    run_id: &'a str,
-    object: &AuditedObject<'a>,
-    audit: &'a drift_engine::Audit<'a>,
-    at: SystemTime,
-) -> Option<ViolationRecord<'a>> {
-    let drift = audit.drift()?;
-    let mode = audit.mode()?;
-    let action = enforcement_action(mode)?;
-    let rule = audit.rule()?;
-    let changes = audit.changes();
-    let details = Details {
-        denied_paths: drift
-            .denied
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|p| Cow::Borrowed(p.as_str()))
-            .collect(),
-        changed_paths: changes
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| Cow::Borrowed(c.path.as_str()))
-            .collect(),
-        changes: changes
-            .iter()
-            .filter(|c| !c.mutable)
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| {
-                let mut record = ChangeRecord::new(
-                    c.path.as_str(),
-                    c.change.old.as_deref(),
-                    c.change.new.as_deref(),
-                );
-                if let Some(edit) = &c.edit {
-                    record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
-                    record.time = edit.time.as_deref().map(Cow::Borrowed);
-                }
-                record
-            })
-            .collect(),
-        denied_count: drift.denied_count,
-        changed_count: audit.comparison().map_or(0, |c| c.changed_count),
-    };
-    Some(ViolationRecord {
-        event_type: Cow::Borrowed(AUDIT_EVENT),
-        id: Cow::Borrowed(run_id),
-        timestamp: Cow::Owned(format_rfc3339(at)),
-        request: None,
-        resource: Cow::Borrowed(object.resource),
-        sub_resource: Cow::Borrowed(""),
-        resource_api_version: Cow::Borrowed(object.api_version),
-        resource_kind: Cow::Borrowed(object.kind),
-        resource_namespace: Cow::Borrowed(object.namespace),
-        resource_name: Cow::Borrowed(object.name),
-        resource_labels: Cow::Borrowed(object.labels),
-        rule_name: Cow::Borrowed(&rule.id.name),
-        rule_namespace: Cow::Borrowed(&rule.id.namespace),
-        mode: Cow::Borrowed(mode.as_str()),
-        enforcement_action: Cow::Borrowed(action),
-        message: Cow::Borrowed(drift.reason.as_str()),
-        details,
-    })
-}
+pub use drift_api::audit::{AuditedObject, audit_record};
 
 #[cfg(test)]
 mod tests {

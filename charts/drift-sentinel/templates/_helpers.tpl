@@ -47,6 +47,76 @@ app.kubernetes.io/component: webhook
 app.kubernetes.io/component: rule
 {{- end }}
 
+{{/* Labels of the audit's objects (its Deployment, ServiceAccount and RBAC). */}}
+{{- define "drift-sentinel.auditLabels" -}}
+{{ include "drift-sentinel.commonLabels" . }}
+app.kubernetes.io/component: audit
+{{- end }}
+
+{{/* Labels that select the audit pods (`kubectl drift status --audit-selector`). */}}
+{{- define "drift-sentinel.auditSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "drift-sentinel.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: audit
+{{- end }}
+
+{{/* Name of the audit's objects. */}}
+{{- define "drift-sentinel.auditName" -}}
+{{- printf "%s-audit" (include "drift-sentinel.fullname" .) }}
+{{- end }}
+
+{{/* ServiceAccount of the audit: its own when the chart creates them (its RBAC differs from the
+webhook's), else `serviceAccount.name` (or `default`), as the webhook's. */}}
+{{- define "drift-sentinel.auditServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- include "drift-sentinel.auditName" . }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The resources the webhook intercepts (`webhook.rules`, subresources left out) as
+`group/resource,…`: what a rule selector with `*` audits (`--audit-resources`), and what the
+audit may list.
+*/}}
+{{- define "drift-sentinel.auditResources" -}}
+{{- $found := list }}
+{{- range .Values.webhook.rules }}
+{{- $rule := . }}
+{{- range $rule.apiGroups }}
+{{- $group := . }}
+{{- range $rule.resources }}
+{{- if not (contains "/" .) }}
+{{- $found = append $found (printf "%s/%s" $group .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- join "," (uniq $found) }}
+{{- end }}
+
+{{/*
+Where the audit writes results besides the export (`--audit-reports`): `audit.reports`, where
+`auto` means `openreports` when the cluster serves openreports.io/v1alpha1 (or the chart installs
+its CRDs) and `none` otherwise.
+*/}}
+{{- define "drift-sentinel.auditReports" -}}
+{{- if ne .Values.audit.reports "auto" }}
+{{- .Values.audit.reports }}
+{{- else if or .Values.openreports.installCRDs (.Capabilities.APIVersions.Has "openreports.io/v1alpha1/Report") }}
+{{- "openreports" }}
+{{- else }}
+{{- "none" }}
+{{- end }}
+{{- end }}
+
+{{/* Whether an export (the webhook's or the audit's) is on: the Connection, its RBAC and the
+checks of the export values. */}}
+{{- define "drift-sentinel.anyExport" -}}
+{{- if or .Values.enableAdmissionViolationExport (and .Values.audit.enabled .Values.enableViolationExport) }}true{{ end }}
+{{- end }}
+
 {{/* Labels that select the agent pods. */}}
 {{- define "drift-sentinel.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "drift-sentinel.name" . }}
@@ -140,9 +210,11 @@ Checks of the export values, which fail rendering with a message naming them. In
 templates that use them; renders nothing.
 */}}
 {{- define "drift-sentinel.validateExport" -}}
-{{- if .Values.enableAdmissionViolationExport }}
+{{- if include "drift-sentinel.anyExport" . }}
 {{- if ne .Values.exportBackend "disk" }}
-{{- fail (printf "exportBackend must be \"disk\" when enableAdmissionViolationExport is true (got %q): admission violation export supports only the disk driver" .Values.exportBackend) }}
+{{- $which := ternary "enableAdmissionViolationExport" "enableViolationExport" .Values.enableAdmissionViolationExport }}
+{{- $what := ternary "admission violation export" "audit violation export" .Values.enableAdmissionViolationExport }}
+{{- fail (printf "exportBackend must be \"disk\" when %s is true (got %q): %s supports only the disk driver" $which .Values.exportBackend $what) }}
 {{- end }}
 {{- $mount := clean .Values.audit.exportVolumeMount.path }}
 {{- $path := include "drift-sentinel.exportPath" . }}
@@ -216,7 +288,7 @@ value. Included by the Deployment; renders nothing.
 {{- if or (eq $tlsDir "/") (eq $tlsDir "/tmp") (hasPrefix "/tmp/" $tlsDir) }}
 {{- fail (printf "tls.certFile %q: its directory %q would hide the pod's root or scratch directory /tmp when the TLS Secret is mounted there; choose a directory of its own, such as /tls" .Values.tls.certFile $tlsDir) }}
 {{- end }}
-{{- if .Values.enableAdmissionViolationExport }}
+{{- if include "drift-sentinel.anyExport" . }}
 {{- $mount := clean .Values.audit.exportVolumeMount.path }}
 {{- if or (eq $tlsDir $mount) (hasPrefix (printf "%s/" $mount) $tlsDir) (hasPrefix (printf "%s/" $tlsDir) $mount) }}
 {{- fail (printf "tls.certFile %q and audit.exportVolumeMount.path %q overlap: the TLS Secret and the export volume need directories of their own" .Values.tls.certFile .Values.audit.exportVolumeMount.path) }}

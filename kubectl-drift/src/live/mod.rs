@@ -18,7 +18,7 @@
 
 mod dry_run;
 mod edit;
-mod resolve;
+pub(crate) mod resolve;
 
 use std::path::Path;
 
@@ -126,7 +126,7 @@ async fn fetch_live(
 /// The cluster's rule ConfigMaps (annotated `drift-sentinel.k8s.io/rule: "true"`, any
 /// namespace): listed as metadata, the rules' data read one by one, compiled by `drift-engine`
 /// as the offline commands compile files.
-async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRules> {
+pub(crate) async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRules> {
     let config_maps = collection_path("", "v1", None, "configmaps");
     let listed = cluster
         .list(&config_maps, true)
@@ -263,7 +263,7 @@ pub(crate) async fn names(
 }
 
 /// Connects as the plan says; without a cluster, the hint is to work offline.
-async fn connect(kube: &Kube) -> anyhow::Result<Cluster> {
+pub(crate) async fn connect(kube: &Kube) -> anyhow::Result<Cluster> {
     cluster::connect(kube, ", or work offline with --rules PATH").await
 }
 

@@ -174,6 +174,20 @@ pub(crate) async fn kinds(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// Every resource that can be listed, in the version discovery recommends: for each group and
+/// resource the first version seen (a group's preferred version first), as the agent's audit
+/// resolves the kinds its rules select.
+pub(crate) async fn listable(cluster: &Cluster) -> anyhow::Result<Vec<Resource>> {
+    let mut seen = std::collections::BTreeSet::new();
+    Ok(discover(cluster)
+        .await?
+        .into_iter()
+        .filter(|e| e.resource.verbs.iter().any(|v| v == "list"))
+        .filter(|e| seen.insert((e.group.clone(), e.resource.name.clone())))
+        .map(|e| Resource::from_api(&e.group, &e.version, &e.resource))
+        .collect())
+}
+
 /// What an argument can mean, in the order kubectl tries: `resource.version.group` (two dots
 /// or more), `resource.group` (a dot), `resource`.
 fn readings(argument: &str) -> Vec<(&str, Option<&str>, Option<&str>)> {

@@ -1,5 +1,5 @@
-//! What `status` asks the cluster: the agent pods, each running pod's admin `/status` (through a
-//! port-forward of its own, all at once), the Connection and the webhook configurations. Every
+//! What `status` asks the cluster: the agent pods and the audit pods, each running pod's admin
+//! `/status` (through a port-forward of its own, all at once), the Connection and the webhook configurations. Every
 //! request is bounded by the request timeout. Nothing here judges what it read.
 
 use anyhow::{Context as _, anyhow};
@@ -27,22 +27,32 @@ pub(super) struct Facts {
     /// `None` when it does not exist.
     pub connection: Option<Connection>,
     pub webhook_configurations: Vec<ValidatingWebhookConfiguration>,
+    /// The audit pods (the chart's audit Deployment) and, by pod, their admin `/status`.
+    pub audit_pods: Vec<AgentPod>,
+    pub audit_admins: Vec<Option<AdminAnswer>>,
 }
 
 pub(super) async fn fetch(plan: &Status) -> anyhow::Result<Facts> {
     let cluster = cluster::connect(&plan.kube, "").await?;
     let agents = &plan.agents;
-    let pods = pods::agent_pods(&cluster, &agents.namespace, &agents.selector).await?;
-    let (connection, webhook_configurations, admins) = tokio::join!(
+    let (pods, audit_pods) = tokio::join!(
+        pods::agent_pods(&cluster, &agents.namespace, &agents.selector),
+        pods::agent_pods(&cluster, &agents.namespace, &plan.audit_selector),
+    );
+    let (pods, audit_pods) = (pods?, audit_pods?);
+    let (connection, webhook_configurations, admins, audit_admins) = tokio::join!(
         read_connection(&cluster, &agents.namespace, &plan.connection),
         read_webhooks(&cluster, plan.webhook.as_deref()),
         ask_admins(&cluster, plan, &pods),
+        ask_admins(&cluster, plan, &audit_pods),
     );
     Ok(Facts {
         pods,
         admins,
         connection: connection?,
         webhook_configurations: webhook_configurations?,
+        audit_pods,
+        audit_admins,
     })
 }
 

@@ -41,6 +41,13 @@ pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
         .iter()
         .map(|c| webhook_report(c, &plan.agents.namespace))
         .collect();
+    let (audit, audit_problems, audit_warnings) = super::audit::judge(
+        &plan.audit_selector,
+        &plan.agents.namespace,
+        facts.audit_pods,
+        facts.audit_admins,
+        now,
+    );
     let mut report = Report {
         namespace: plan.agents.namespace.clone(),
         selector: plan.agents.selector.clone(),
@@ -50,11 +57,14 @@ pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
         pods,
         connection,
         webhook_configurations,
+        audit,
     };
     let mut findings = Findings::default();
     pod_findings(&report, port, &mut findings);
     connection_findings(&report, now, &mut findings);
     webhook_findings(&report, plan.webhook.as_deref(), &mut findings);
+    findings.problems.extend(audit_problems);
+    findings.warnings.extend(audit_warnings);
     report.healthy = findings.problems.is_empty();
     report.problems = findings.problems;
     report.warnings = findings.warnings;
@@ -649,6 +659,7 @@ mod tests {
                 selector: "app=agent".into(),
                 port: 9090,
             },
+            audit_selector: "app=audit".into(),
             connection: "audit-connection".into(),
             webhook: None,
         }
@@ -695,6 +706,20 @@ mod tests {
             ],
             connection: Some(connection),
             webhook_configurations: Vec::new(),
+            // An audit that completed 30 s ago, every minute: healthy, nothing said.
+            audit_pods: vec![pod("audit-0", true)],
+            audit_admins: vec![Some(Ok((
+                200,
+                serde_json::to_vec(&json!({
+                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
+                    "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
+                    "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
+                        "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
+                        "counts": {"drifted": 1, "clean": 2, "noBaseline": 0, "skipped": 0}}
+                }))
+                .unwrap(),
+            )))],
         };
         let report = judge(facts, &plan(), now);
         assert!(!report.healthy);

@@ -6,13 +6,16 @@
 //!   errors — a source whose last success is more than 2 minutes old is flagged stale: a
 //!   problem while it is still being attempted (or no longer succeeding), a warning when
 //!   nothing was attempted since (idle);
-//! - the ValidatingWebhookConfiguration: caBundle present, failurePolicy, namespaceSelector.
+//! - the ValidatingWebhookConfiguration: caBundle present, failurePolicy, namespaceSelector;
+//! - the audit pods (the chart's audit Deployment) and their last run: an audit that has not
+//!   completed within 3 intervals is a problem ([`audit`]).
 //!
 //! Three steps: [`fetch`] asks the cluster (the only I/O), [`judge`] decides what is healthy,
 //! stale or a problem (pure, tested without a cluster), [`render`] prints the [`Report`] as
 //! text, JSON or YAML. Exit 0 when healthy, 1 when something is not (each problem is named),
 //! 2 when the cluster cannot be asked.
 
+mod audit;
 mod fetch;
 mod judge;
 mod render;
@@ -40,6 +43,7 @@ pub(crate) struct Report {
     pub pods: Vec<PodReport>,
     pub connection: ConnectionReport,
     pub webhook_configurations: Vec<WebhookConfigReport>,
+    pub audit: audit::AuditReport,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -60,6 +60,7 @@ fn text(report: &Report, now: SystemTime, style: Style) -> String {
     let mut out = pods_text(report, now, &style);
     connection_text(report, now, &style, &mut out);
     webhooks_text(report, &style, &mut out);
+    audit_text(report, now, &mut out);
     if !report.warnings.is_empty() {
         out.push_str(&format!("\n{}\n", style.yellow("Warnings:")));
         for warning in &report.warnings {
@@ -80,6 +81,25 @@ fn text(report: &Report, now: SystemTime, style: Style) -> String {
         }
     }
     out
+}
+
+/// The audit pods and their last run.
+fn audit_text(report: &Report, now: SystemTime, out: &mut String) {
+    let audit = &report.audit;
+    out.push_str(&format!(
+        "\nAudit pods (namespace {}, selector {}):\n",
+        report.namespace, audit.selector
+    ));
+    if audit.pods.is_empty() {
+        out.push_str("  none\n");
+        return;
+    }
+    let rows: Vec<Vec<String>> = audit
+        .pods
+        .iter()
+        .map(|p| super::audit::row(p, now))
+        .collect();
+    out.push_str(&table(super::audit::HEADER, &rows));
 }
 
 fn pod_row(p: &PodReport, now: SystemTime, style: &Style) -> Vec<String> {

@@ -128,7 +128,9 @@ impl LinePrint {
                         _ => cells[4].clone(),
                     };
                 }
-                format!("{}\n", cells.join("  "))
+                // Lines of both sources mix in one output: each says which it is, after the time.
+                let source = record.source().map_or("?", |s| s.as_str());
+                format!("{}  {source}  {}\n", cells[0], cells[1..].join("  "))
             }
         })
     }
@@ -447,7 +449,8 @@ mod tests {
             colour: false,
         };
         let line = plain.record(text, &record).unwrap();
-        assert!(line.starts_with("01-15 08:00:20  prod/"), "{line}");
+        // The source follows the time: admission and audit lines mix in one output.
+        assert!(line.starts_with("01-15 08:00:20  webhook  prod/"), "{line}");
     }
 
     #[test]

@@ -1,0 +1,230 @@
+//! `kubectl drift audit` against the cluster: its rule ConfigMaps (as `explain` reads them),
+//! its Namespaces' mode annotations, the resources the auditing rules select (resolved through
+//! discovery as the agent resolves them, a `*` selector standing for the resources the
+//! cluster's drift-sentinel webhook intercepts), and their objects listed page by page — each
+//! page judged and dropped before the next is read.
+
+use anyhow::{Context as _, anyhow};
+use drift_engine::manifests::{self, Namespaces};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use kube::Api;
+use kube::api::ListParams;
+use kube::core::request::Request;
+use serde_json::Value;
+
+use super::{Report, Run};
+use crate::cluster::{Cluster, collection_path};
+use crate::live::{self, resolve};
+use crate::plan::Kube;
+
+/// The label the chart puts on its objects, the webhook configuration included.
+const CHART_LABEL: &str = "app.kubernetes.io/name=drift-sentinel";
+
+/// Audits the objects of `namespace` (the context's unless `all_namespaces`).
+pub(super) async fn audit(
+    kube: &Kube,
+    all_namespaces: bool,
+    resources: Option<&[(String, String)]>,
+    chunk: u32,
+    managers: &[String],
+) -> anyhow::Result<Report> {
+    let cluster = live::connect(kube).await?;
+    let scope = (!all_namespaces).then(|| {
+        kube.namespace
+            .clone()
+            .unwrap_or_else(|| cluster.default_namespace.clone())
+    });
+    let (rules, namespaces, webhook, served) = tokio::join!(
+        live::cluster_rules(&cluster),
+        read_namespaces(&cluster, scope.as_deref()),
+        webhook_resources(&cluster, resources),
+        resolve::listable(&cluster),
+    );
+    let (rules, namespaces, served) = (rules?, namespaces?, served?);
+    let selected: Vec<resolve::Resource> = served
+        .into_iter()
+        .filter(|r| scope.is_none() || r.namespaced)
+        .filter(|r| {
+            let intercepted = webhook
+                .iter()
+                .any(|(group, plural)| *group == r.group && *plural == r.plural);
+            drift_engine::audit::selects_kind(&rules.set, &r.group, &r.kind, intercepted)
+        })
+        .collect();
+    let mut run = Run::new(&rules.set, &namespaces, managers, scope.clone());
+    for resource in &selected {
+        list(&cluster, resource, scope.as_deref(), chunk, &mut run).await?;
+    }
+    Ok(run.report)
+}
+
+/// Every object of `resource` in `namespace` (every namespace when `None`), `chunk` a page,
+/// each judged as it is read.
+async fn list(
+    cluster: &Cluster,
+    resource: &resolve::Resource,
+    namespace: Option<&str>,
+    chunk: u32,
+    run: &mut Run<'_>,
+) -> anyhow::Result<()> {
+    let collection = collection_path(
+        &resource.group,
+        &resource.version,
+        namespace.filter(|_| resource.namespaced),
+        &resource.plural,
+    );
+    let what = match namespace {
+        Some(namespace) => format!("{} in namespace {namespace:?}", resource.qualified()),
+        None => resource.qualified(),
+    };
+    let api_version = Value::String(resource.api_version());
+    let kind = Value::String(resource.kind.clone());
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(chunk);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let request = Request::new(&collection)
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        let text = cluster
+            .timed(cluster.client.request_text(request))
+            .await
+            .with_context(|| format!("cannot list {what} at {}", cluster.server))?;
+        let mut page: Value = serde_json::from_str(&text)
+            .with_context(|| format!("the list of {what} is not JSON"))?;
+        if let Some(Value::Array(items)) = page.get_mut("items").map(Value::take) {
+            for mut item in items {
+                // List items carry no apiVersion and kind; rules match on them.
+                if let Some(map) = item.as_object_mut() {
+                    map.insert("apiVersion".into(), api_version.clone());
+                    map.insert("kind".into(), kind.clone());
+                }
+                run.judge(&item, &resource.plural);
+            }
+        }
+        token = page
+            .pointer("/metadata/continue")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        if token.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// The Namespaces' mode annotations: every namespace's (metadata only), or the one audited.
+async fn read_namespaces(cluster: &Cluster, scope: Option<&str>) -> anyhow::Result<Namespaces> {
+    let collection = collection_path("", "v1", None, "namespaces");
+    let mut found = match scope {
+        None => cluster.list(&collection, true).await.with_context(|| {
+            format!(
+                "cannot list the Namespaces (for their drift-sentinel.k8s.io/mode annotation) at {}",
+                cluster.server
+            )
+        })?,
+        Some(namespace) => cluster
+            .get(&collection, namespace)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read Namespace {namespace:?} (for its drift-sentinel.k8s.io/mode annotation)"
+                )
+            })?
+            .into_iter()
+            .collect(),
+    };
+    for namespace in &mut found {
+        namespace["kind"] = Value::from("Namespace");
+    }
+    Ok(manifests::namespaces(&found))
+}
+
+/// What a `*` selector audits: `--resources`, else the resources the chart's webhook
+/// intercepts (its `webhook.rules`, as the chart passes them to the audit Deployment), else the
+/// chart's defaults. A user who may not read webhook configurations gets the defaults.
+async fn webhook_resources(
+    cluster: &Cluster,
+    given: Option<&[(String, String)]>,
+) -> Vec<(String, String)> {
+    if let Some(given) = given {
+        return given.to_vec();
+    }
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(cluster.client.clone());
+    let listed = cluster
+        .timed(api.list(&ListParams::default().labels(CHART_LABEL)))
+        .await
+        .map_err(|e| anyhow!("{e}"));
+    let found = listed.map(|l| intercepted(&l.items)).unwrap_or_default();
+    if found.is_empty() {
+        drift_api::audit::parse_resources(&[drift_api::audit::DEFAULT_AUDIT_RESOURCES])
+    } else {
+        found
+    }
+}
+
+/// `(group, resource)` of every rule of the drift-sentinel admission webhooks (subresources and
+/// wildcards left out).
+fn intercepted(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let hooks = configurations
+        .iter()
+        .flat_map(|c| c.webhooks.iter().flatten())
+        .filter(|w| w.name == crate::WEBHOOK_NAME);
+    for rule in hooks.flat_map(|w| w.rules.iter().flatten()) {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                let pair = (group.clone(), resource.clone());
+                if group != "*"
+                    && resource != "*"
+                    && !resource.contains('/')
+                    && !found.contains(&pair)
+                {
+                    found.push(pair);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_webhook_rules_name_the_intercepted_resources() {
+        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ds"},
+            "webhooks": [
+                {"name": "validate.drift-sentinel.k8s.io", "admissionReviewVersions": ["v1"],
+                 "sideEffects": "None", "clientConfig": {},
+                 "rules": [
+                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                     "resources": ["deployments", "deployments/scale", "statefulsets"]},
+                    {"apiGroups": ["argoproj.io"], "apiVersions": ["v1alpha1"], "operations": ["UPDATE"],
+                     "resources": ["rollouts", "*"]}]},
+                {"name": "rules.drift-sentinel.k8s.io", "admissionReviewVersions": ["v1"],
+                 "sideEffects": "None", "clientConfig": {},
+                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["configmaps"]}]}
+            ]
+        }))
+        .unwrap();
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(g, r)| ((*g).to_owned(), (*r).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            intercepted(&[configuration]),
+            pairs(&[
+                ("apps", "deployments"),
+                ("apps", "statefulsets"),
+                ("argoproj.io", "rollouts")
+            ])
+        );
+    }
+}

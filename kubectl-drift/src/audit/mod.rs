@@ -1,0 +1,224 @@
+//! `kubectl drift audit` (SPEC §8, §9): the audit of `drift-sentinel audit` run from the
+//! plugin. Which objects a run judges, the judgement, the record and the text of a drifted
+//! object are `drift_api::audit`'s — the agent's own code around the engine's
+//! [`drift_engine::audit()`] — so that the plugin and the agent name the same objects and paths.
+//!
+//! Offline ([`offline`]): the rules and namespaces of files (as `explain --rules` reads them)
+//! and the objects of `-f` files, parsed as the agent parses its `--objects`. Against the
+//! cluster ([`cluster`]): its rule ConfigMaps and Namespaces as `explain` reads them, the
+//! objects listed page by page. Exit 0 no drift, 1 drift, 2 error.
+
+mod cluster;
+
+use std::time::SystemTime;
+
+use drift_api::audit::{AuditedObject, audit_record, drift_text};
+use drift_api::status::AuditCounts;
+use drift_engine::RuleSet;
+use drift_engine::manifests::Namespaces;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Verdict;
+use crate::offline;
+use crate::plan::{Audit, AuditSource, Print};
+use crate::render::Style;
+
+/// What a run found, as `-o json|yaml` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    /// The run's id (its start, as the agent names its runs): the `id` of its records.
+    id: String,
+    /// The namespace audited; `None` for every namespace (`-A`, or offline without `-n`).
+    namespace: Option<String>,
+    counts: AuditCounts,
+    /// One `violation_audited` record per drifted object, as the agent exports them.
+    drifted: Vec<Value>,
+    /// Text of each drifted object, for `-o text`.
+    #[serde(skip)]
+    text: Vec<String>,
+}
+
+/// A run in progress: the rules and namespaces it judges with, and what it found.
+struct Run<'r> {
+    rules: &'r RuleSet,
+    namespaces: &'r Namespaces,
+    managers: &'r [String],
+    report: Report,
+}
+
+impl<'r> Run<'r> {
+    fn new(
+        rules: &'r RuleSet,
+        namespaces: &'r Namespaces,
+        managers: &'r [String],
+        namespace: Option<String>,
+    ) -> Self {
+        Run {
+            rules,
+            namespaces,
+            managers,
+            report: Report {
+                id: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+                namespace,
+                counts: AuditCounts::default(),
+                drifted: Vec::new(),
+                text: Vec::new(),
+            },
+        }
+    }
+
+    /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
+    fn judge(&mut self, object: &Value, resource: &str) {
+        let Some(audit) =
+            drift_api::audit::judge(self.rules, self.namespaces, object, self.managers)
+        else {
+            return;
+        };
+        self.report.counts.add(&audit);
+        if !audit.is_drifted() {
+            return;
+        }
+        let identity = AuditedObject::of(object, resource);
+        // A drifted object always has a record (its mode is not off); text and record go
+        // together so that `-o text` and `-o json` show the same objects.
+        if let Some(record) = audit_record(&self.report.id, &identity, &audit, SystemTime::now())
+            && let Ok(value) = serde_json::to_value(&record)
+        {
+            self.report.drifted.push(value);
+            self.report.text.push(drift_text(&identity, &audit));
+        }
+    }
+}
+
+/// Runs the audit the plan says and prints it; drift is [`Verdict::Denied`] (exit 1).
+pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
+    let report = match &plan.source {
+        AuditSource::Offline {
+            rules,
+            files,
+            namespace,
+        } => {
+            let loaded = offline::load_rules(&rules.rules)?;
+            let namespaces = offline::load_namespaces(rules.namespace_file.as_deref())?;
+            let mut run = Run::new(&loaded.set, &namespaces, &plan.managers, namespace.clone());
+            for file in drift_api::audit::object_files(files)? {
+                for object in drift_api::audit::read_objects(&file)? {
+                    if namespace
+                        .as_deref()
+                        .is_some_and(|n| n != namespace_of(&object))
+                    {
+                        continue;
+                    }
+                    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+                    run.judge(&object, &drift_api::audit::plural_of(kind));
+                }
+            }
+            run.report
+        }
+        AuditSource::Cluster {
+            kube,
+            all_namespaces,
+            resources,
+            chunk,
+        } => {
+            cluster::audit(
+                kube,
+                *all_namespaces,
+                resources.as_deref(),
+                *chunk,
+                &plan.managers,
+            )
+            .await?
+        }
+    };
+    print_report(&report, print)?;
+    Ok(if report.counts.drifted > 0 {
+        Verdict::Denied
+    } else {
+        Verdict::Allowed
+    })
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The summary line: `8 objects: 5 drifted, 2 clean, 1 no_baseline, 0 skipped`, and where.
+fn summary(report: &Report) -> String {
+    let c = &report.counts;
+    let place = match &report.namespace {
+        Some(namespace) => format!(" in namespace {namespace}"),
+        None => String::new(),
+    };
+    format!(
+        "{} objects{place}: {} drifted, {} clean, {} no_baseline, {} skipped",
+        c.total(),
+        c.drifted,
+        c.clean,
+        c.no_baseline,
+        c.skipped
+    )
+}
+
+/// `-o text`: each drifted object (its first word coloured by the mode: red for enforce,
+/// yellow otherwise), then the summary.
+fn text(report: &Report, style: &Style) -> String {
+    let mut out = String::new();
+    for (drifted, record) in report.text.iter().zip(&report.drifted) {
+        let word = match drifted.strip_prefix("drifted") {
+            Some(_) if record["mode"] == "enforce" => style.red("drifted"),
+            Some(_) => style.yellow("drifted"),
+            None => String::new(),
+        };
+        out.push_str(&word);
+        out.push_str(drifted.strip_prefix("drifted").unwrap_or(drifted));
+    }
+    if report.counts.total() == 0 {
+        out.push_str(
+            "No object is selected by an auditing rule (mode enforce, warn or dry-run).\n",
+        );
+    }
+    let line = summary(report);
+    out.push_str(&if report.counts.drifted == 0 {
+        style.green(&line)
+    } else {
+        style.bold(&line)
+    });
+    out.push('\n');
+    out
+}
+
+fn print_report(report: &Report, print: Print) -> anyhow::Result<()> {
+    let document = serde_json::to_value(report)?;
+    crate::render::emit(print, &document, |style| text(report, &style))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_the_namespace_and_every_count() {
+        let report = Report {
+            id: "r".into(),
+            namespace: Some("shop".into()),
+            counts: AuditCounts {
+                drifted: 5,
+                clean: 2,
+                no_baseline: 1,
+                skipped: 0,
+            },
+            drifted: Vec::new(),
+            text: Vec::new(),
+        };
+        assert_eq!(
+            summary(&report),
+            "8 objects in namespace shop: 5 drifted, 2 clean, 1 no_baseline, 0 skipped"
+        );
+    }
+}
