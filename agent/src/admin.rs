@@ -132,6 +132,7 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
         source_errors: snapshot.source_errors.clone(),
         stale_sources: snapshot.stale_sources.clone(),
         stale_rules: snapshot.stale_rules.clone(),
+        cluster_rule_namespaces: Some(shared.tier_policy().cluster_namespace_globs()),
         namespaces_known: snapshot.namespaces.len(),
         export: export_state(shared),
         audit: shared.last_audit(),

@@ -490,6 +490,8 @@ fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
     });
     let stale = &status["staleRules"][0];
     assert_eq!(stale["rule"], "ops/rule");
+    // `--cluster-rule-namespaces '*'`, as kubectl drift reads it back.
+    assert_eq!(status["clusterRuleNamespaces"], json!(["*"]));
     assert!(
         stale["reason"].as_str().unwrap().contains("mutabel"),
         "{stale}"

@@ -34,6 +34,12 @@ pub struct AgentStatus {
     /// Rules served in their last valid version (SPEC §2 "Last good version kept").
     #[serde(default)]
     pub stale_rules: Vec<StaleRule>,
+    /// The namespaces (globs) whose rule ConfigMaps are cluster rules (SPEC §2 "Who may write a
+    /// rule"): the agent's `--cluster-rule-namespaces`, by default its own namespace; `["*"]`
+    /// when every rule is a cluster rule (offline files). `None` from an agent that predates
+    /// it. `kubectl drift explain` and `preview` build the rules with the same tiers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_rule_namespaces: Option<Vec<String>>,
     pub namespaces_known: usize,
     pub export: ExportState,
     /// The audit process only: its last run.
@@ -251,7 +257,14 @@ mod tests {
                 reason: "did not find expected key".into(),
             }],
             stale_sources: vec![],
-            stale_rules: vec![],
+            stale_rules: vec![StaleRule {
+                rule: "ops/r".into(),
+                reason: "line 2 column 1: unknown field `mutabel`".into(),
+                since: Some("2026-07-28T12:01:00Z".into()),
+                served_resource_version: "7".into(),
+                resource_version: "9".into(),
+            }],
+            cluster_rule_namespaces: Some(vec!["ops".into(), "platform-*".into()]),
             namespaces_known: 3,
             export: ExportState {
                 enabled: true,
@@ -296,7 +309,21 @@ mod tests {
         );
         assert_eq!(value["source"]["kind"], "files");
         assert_eq!(value["audit"]["counts"]["noBaseline"], 3);
+        assert_eq!(value["clusterRuleNamespaces"][1], "platform-*");
+        assert_eq!(value["staleRules"][0]["servedResourceVersion"], "7");
         let back: AgentStatus = serde_json::from_str(&text).unwrap();
         assert_eq!(back, status);
+    }
+
+    #[test]
+    fn an_older_agent_reports_no_cluster_rule_namespaces() {
+        let status: AgentStatus = serde_json::from_value(serde_json::json!({
+            "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+            "rulesLoaded": 0, "rulesInvalid": 0, "namespacesKnown": 0, "export": {"enabled": false}
+        }))
+        .unwrap();
+        assert_eq!(status.cluster_rule_namespaces, None);
+        let text = serde_json::to_string(&status).unwrap();
+        assert!(!text.contains("clusterRuleNamespaces"), "{text}");
     }
 }

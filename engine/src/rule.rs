@@ -123,6 +123,15 @@ impl TierPolicy {
         self.cluster_namespaces.is_none()
     }
 
+    /// The cluster rule namespaces as globs, as `--cluster-rule-namespaces` takes them: `["*"]`
+    /// when every namespace is one (what `/status` reports, and what the plugin reads back).
+    pub fn cluster_namespace_globs(&self) -> Vec<String> {
+        match &self.cluster_namespaces {
+            None => vec!["*".to_owned()],
+            Some(globs) => globs.iter().map(|g| g.as_str().to_owned()).collect(),
+        }
+    }
+
     pub fn tier_of(&self, namespace: &str) -> Tier {
         match &self.cluster_namespaces {
             None => Tier::Cluster,

@@ -117,6 +117,22 @@ pub(crate) struct Offline {
     pub namespace_file: Option<PathBuf>,
 }
 
+/// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): `explain`,
+/// `preview` and `audit`, offline and against the cluster.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Tiers {
+    /// Rule ConfigMaps in these namespaces (globs, comma-separated or repeated; `*` every one)
+    /// are cluster rules, the others namespace rules, as the agent's flag of the same name.
+    /// Offline, without it every rule file is a cluster rule. Against the cluster, without it
+    /// the agent's own setting is read from an agent pod's admin /status (--agent-namespace,
+    /// -l, --admin-port); when no agent answers, the agent's default is assumed: its own
+    /// namespace (--agent-namespace).
+    #[arg(long, value_name = "GLOBS", value_delimiter = ',')]
+    pub cluster_rule_namespaces: Vec<String>,
+    #[command(flatten)]
+    pub agents: AgentPods,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Show the changes of an edit, which are mutable, denied or excluded, and the verdict.
@@ -213,7 +229,8 @@ pub(crate) struct CompletionArgs {
     pub shell: Shell,
 }
 
-/// How the agent pods are found and reached (cluster mode of `status` and `tail`).
+/// How the agent pods are found and reached (cluster mode of `status` and `tail`; `explain` and
+/// `preview` read the agent's cluster rule namespaces from them).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct AgentPods {
     /// Namespace of the agent: its pods and the Connection.
@@ -257,6 +274,8 @@ pub(crate) struct PreviewArgs {
     pub display: Display,
     #[command(flatten)]
     pub offline: Offline,
+    #[command(flatten)]
+    pub tiers: Tiers,
     /// The object before the edit (offline).
     #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
@@ -295,6 +314,8 @@ pub(crate) struct ExplainArgs {
     pub display: Display,
     #[command(flatten)]
     pub offline: Offline,
+    #[command(flatten)]
+    pub tiers: Tiers,
     /// The object to explain (offline; against the cluster, an object of a file judged with
     /// the cluster's rules).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -316,6 +337,8 @@ pub(crate) struct AuditArgs {
     pub display: Display,
     #[command(flatten)]
     pub offline: Offline,
+    #[command(flatten)]
+    pub tiers: Tiers,
     /// Objects to audit (offline, with --rules): a file or a directory of *.yaml, *.yml and
     /// *.json files, as `kubectl get -o yaml` writes them; repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]

@@ -1,6 +1,13 @@
 //! The offline commands (`preview --rules --old --new`, `explain --rules -f`) and the rules,
 //! namespaces and objects they read from files. A file that cannot be read or parsed is an
-//! error that names it; invalid rules are kept and shown.
+//! error that names it; invalid rules are kept and shown. Every rule file is a cluster rule
+//! unless `--cluster-rule-namespaces` is given (SPEC §2 "Who may write a rule"); then a
+//! ConfigMap outside those namespaces is a namespace rule, as the agent would load it.
+//!
+//! `explain --rules` also lints the rules as the agent's `/validate-rule` webhook does
+//! (`drift_engine::lint`, with the built-in kinds' shapes), so a pipeline sees the errors and
+//! warnings `kubectl apply` would print before the rule reaches a cluster; an invalid rule makes
+//! it exit 2.
 //!
 //! The agent lists a rule directory the same way (`agent/src/rules_source.rs`, `list_yaml`);
 //! the engine does no I/O, so the listing cannot live there.
@@ -8,7 +15,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use drift_engine::lint::{LintContext, lint};
 use drift_engine::manifests::{self, Namespaces};
+use drift_engine::rule::TierPolicy;
 use drift_engine::{RuleSet, RuleSource};
 use serde_json::Value;
 
@@ -18,6 +27,41 @@ use crate::{Verdict, judge, render, request_for};
 /// The compiled rules.
 pub(crate) struct LoadedRules {
     pub set: RuleSet,
+}
+
+/// A warning of the rule linter about one valid rule.
+pub(crate) struct RuleWarning {
+    /// `namespace/name`.
+    pub rule: String,
+    /// The file it came from.
+    pub origin: Option<String>,
+    /// As the `/validate-rule` webhook words it, and `kubectl apply` prints it after `Warning: `.
+    pub warning: String,
+}
+
+impl LoadedRules {
+    /// The linter's warnings about the valid rules, as the agent's `/validate-rule` gives them
+    /// (`agent/src/validate_rule.rs`): the built-in kinds' shapes; the namespaces that exist
+    /// are not known offline.
+    pub(crate) fn lint_warnings(&self) -> Vec<RuleWarning> {
+        let context = LintContext {
+            shapes: Some(drift_api::shapes::built_in()),
+            namespaces: None,
+        };
+        let mut warnings = Vec::new();
+        let mut rules: Vec<_> = self.set.rules().iter().collect();
+        rules.sort_by(|a, b| (&a.origin, &a.id).cmp(&(&b.origin, &b.id)));
+        for rule in rules {
+            for warning in lint(rule, &context) {
+                warnings.push(RuleWarning {
+                    rule: rule.id.to_string(),
+                    origin: rule.origin.clone(),
+                    warning: format!("Drift Sentinel: rule {}: {warning}", rule.id),
+                });
+            }
+        }
+        warnings
+    }
 }
 
 /// `preview --rules PATH --old FILE --new FILE`.
@@ -54,12 +98,23 @@ pub(crate) fn explain(plan: &OfflineExplain, print: Print) -> anyhow::Result<Ver
     let namespace_mode = namespaces
         .get(request.namespace())
         .and_then(|n| n.mode_annotation.as_deref());
-    render::explain(print, &request, namespace_mode, &rules)?;
+    let warnings = rules.lint_warnings();
+    render::explain(print, &request, namespace_mode, &rules, &warnings)?;
+    // A pipeline fails on a rule the webhook would refuse (warnings alone do not fail it).
+    let invalid = rules.set.invalid();
+    if let Some(first) = invalid.first() {
+        bail!(
+            "{} invalid rule{} (the /validate-rule webhook refuses {}): {first}",
+            invalid.len(),
+            if invalid.len() == 1 { "" } else { "s" },
+            if invalid.len() == 1 { "it" } else { "them" }
+        );
+    }
     Ok(Verdict::Allowed)
 }
 
 fn load(files: &OfflineRules) -> anyhow::Result<(LoadedRules, Namespaces)> {
-    let rules = load_rules(&files.rules)?;
+    let rules = load_rules(&files.rules, &files.tiers)?;
     let namespaces = load_namespaces(files.namespace_file.as_deref())?;
     Ok((rules, namespaces))
 }
@@ -118,7 +173,7 @@ fn documents(path: &Path) -> anyhow::Result<Vec<Value>> {
     )?)
 }
 
-pub(crate) fn load_rules(paths: &[PathBuf]) -> anyhow::Result<LoadedRules> {
+pub(crate) fn load_rules(paths: &[PathBuf], tiers: &TierPolicy) -> anyhow::Result<LoadedRules> {
     let mut sources: Vec<RuleSource> = Vec::new();
     for path in paths {
         for file in yaml_files(path)? {
@@ -137,7 +192,7 @@ pub(crate) fn load_rules(paths: &[PathBuf]) -> anyhow::Result<LoadedRules> {
         );
     }
     Ok(LoadedRules {
-        set: RuleSet::build(sources),
+        set: RuleSet::build_with(sources, tiers),
     })
 }
 

@@ -9,10 +9,11 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context as _, bail};
 use drift_api::violation::{Source, parse_rfc3339};
 use drift_engine::glob::Glob;
+use drift_engine::rule::TierPolicy;
 
 use crate::cli::{
     AgentPods, AuditArgs, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags, Offline,
-    Output, PreviewArgs, Shell, StatusArgs, TailArgs, TailSource,
+    Output, PreviewArgs, Shell, StatusArgs, TailArgs, TailSource, Tiers,
 };
 use crate::http::AdminUrl;
 
@@ -127,6 +128,18 @@ pub(crate) enum Plan {
 pub(crate) struct OfflineRules {
     pub rules: Vec<PathBuf>,
     pub namespace_file: Option<PathBuf>,
+    /// `--cluster-rule-namespaces`; without it every rule file is a cluster rule.
+    pub tiers: TierPolicy,
+}
+
+/// Which rule ConfigMaps of the cluster are cluster rules.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterTiers {
+    /// `--cluster-rule-namespaces`, when given.
+    pub given: Option<TierPolicy>,
+    /// The agent pods whose `/status` says it otherwise; their namespace is the agent's
+    /// default when none answers.
+    pub agents: Agents,
 }
 
 #[derive(Debug)]
@@ -149,6 +162,7 @@ pub(crate) struct OfflineExplain {
 #[derive(Debug)]
 pub(crate) struct ClusterExplain {
     pub kube: Kube,
+    pub tiers: ClusterTiers,
     pub object: ObjectRef,
     pub user: Option<String>,
 }
@@ -181,6 +195,7 @@ pub(crate) struct OfflinePreview {
 #[derive(Debug)]
 pub(crate) struct ClusterPreview {
     pub kube: Kube,
+    pub tiers: ClusterTiers,
     pub edit: Edit,
     pub server_dry_run: bool,
     pub user: Option<String>,
@@ -219,6 +234,8 @@ pub(crate) enum AuditSource {
         /// `--resources`: what a `*` selector audits; `None` asks the cluster's webhook.
         resources: Option<Vec<(String, String)>>,
         chunk: u32,
+        /// Which rule ConfigMaps are cluster rules, as the agent's audit has them.
+        tiers: ClusterTiers,
     },
 }
 
@@ -295,11 +312,35 @@ fn refuse_cluster_flags(kube: &KubeFlags, mode: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn offline_rules(offline: &Offline) -> OfflineRules {
-    OfflineRules {
+fn offline_rules(offline: &Offline, tiers: &Tiers) -> anyhow::Result<OfflineRules> {
+    Ok(OfflineRules {
         rules: offline.rules.clone(),
         namespace_file: offline.namespace_file.clone(),
+        tiers: tier_policy(tiers)?.unwrap_or_else(TierPolicy::all_cluster),
+    })
+}
+
+/// `--cluster-rule-namespaces` as a tier policy; `None` when not given (or only empty globs).
+fn tier_policy(tiers: &Tiers) -> anyhow::Result<Option<TierPolicy>> {
+    let globs: Vec<&str> = tiers
+        .cluster_rule_namespaces
+        .iter()
+        .map(|g| g.trim())
+        .filter(|g| !g.is_empty())
+        .collect();
+    if globs.is_empty() {
+        return Ok(None);
     }
+    let policy = TierPolicy::cluster_namespaces(&globs)
+        .map_err(|e| anyhow::anyhow!("--cluster-rule-namespaces: {e}"))?;
+    Ok(Some(policy))
+}
+
+fn cluster_tiers(tiers: &Tiers) -> anyhow::Result<ClusterTiers> {
+    Ok(ClusterTiers {
+        given: tier_policy(tiers)?,
+        agents: Agents::of(&tiers.agents),
+    })
 }
 
 /// `KIND/NAME` split in two.
@@ -324,7 +365,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
             bail!("offline explain needs the object: -f FILE");
         };
         return Ok(Explain::Offline(OfflineExplain {
-            rules: offline_rules(&args.offline),
+            rules: offline_rules(&args.offline, &args.tiers)?,
             file,
             namespace: args.kube.namespace.clone(),
             user: args.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned()),
@@ -348,6 +389,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
     };
     Ok(Explain::Cluster(ClusterExplain {
         kube: Kube::of(&args.kube)?,
+        tiers: cluster_tiers(&args.tiers)?,
         object,
         user: args.user.clone(),
     }))
@@ -375,7 +417,7 @@ fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
             bail!("offline preview needs both --old FILE and --new FILE");
         };
         return Ok(Preview::Offline(OfflinePreview {
-            rules: offline_rules(&args.offline),
+            rules: offline_rules(&args.offline, &args.tiers)?,
             old: old.clone(),
             new: new.clone(),
             namespace: args.kube.namespace.clone(),
@@ -408,6 +450,7 @@ fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
     };
     Ok(Preview::Cluster(ClusterPreview {
         kube: Kube::of(&args.kube)?,
+        tiers: cluster_tiers(&args.tiers)?,
         edit,
         server_dry_run: args.server_dry_run,
         user: args.user.clone(),
@@ -456,7 +499,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
         }
         return Ok(Audit {
             source: AuditSource::Offline {
-                rules: offline_rules(&args.offline),
+                rules: offline_rules(&args.offline, &args.tiers)?,
                 files: args.files.clone(),
                 namespace: args.kube.namespace.clone(),
             },
@@ -486,6 +529,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
             all_namespaces: args.all_namespaces,
             resources,
             chunk: args.chunk_size,
+            tiers: cluster_tiers(&args.tiers)?,
         },
         managers,
     })

@@ -10,6 +10,10 @@ use drift_testkit::ApiServer;
 use serde_json::{Value, json};
 
 const WEBHOOK: &str = "validate.drift-sentinel.k8s.io";
+/// The agent's namespace in these tests: its rules (`ops/…`) are cluster rules. No agent pod
+/// runs there unless a test adds one, so the plugin takes the agent's default (its own
+/// namespace) and says so on stderr.
+const AGENT_NAMESPACE: &str = "ops";
 
 /// Deployments and StatefulSets in `prod` and `staging`; only images may change.
 /// `kubectl apply` rewrites the last-applied annotation with every apply: mutable, as in the
@@ -124,11 +128,12 @@ impl Cluster {
         self.dir.path()
     }
 
-    /// Runs the plugin with `--kubeconfig` and `env`.
+    /// Runs the plugin with `--kubeconfig`, `--agent-namespace ops` and `env`.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-drift"));
         command
             .args(args)
+            .args(["--agent-namespace", AGENT_NAMESPACE])
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .env("NO_COLOR", "1")
@@ -882,7 +887,15 @@ fn server_dry_run_agreeing_and_disagreeing() {
         ],
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // One error line (besides the warning that no agent pod told the tiers: see AGENT_NAMESPACE).
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| !l.starts_with("warning: "))
+            .count(),
+        1,
+        "{stderr}"
+    );
     assert!(
         stderr.contains("the verdicts disagree: kubectl drift allows the update, the API server's dry run denies it; the installed webhook runs a different rule set"),
         "{stderr}"
@@ -957,7 +970,14 @@ fn kubectl_runs_a_cluster_command() {
     );
     let scaled = cluster.file("scaled.yaml", &edited("Deployment", "prod", 5, "nginx:1"));
     let output = Command::new(kubectl)
-        .args(["drift", "preview", "-f", &scaled])
+        .args([
+            "drift",
+            "preview",
+            "-f",
+            &scaled,
+            "--agent-namespace",
+            AGENT_NAMESPACE,
+        ])
         .env("PATH", path)
         .env("NO_COLOR", "1")
         .env("KUBECONFIG", &cluster.kubeconfig)
@@ -1048,5 +1068,187 @@ fn server_dry_run_conflicts_are_retried_on_the_new_version() {
     assert_eq!(
         dry_runs, 5,
         "each attempt reads the live object again and retries"
+    );
+}
+
+/// A TCP server on loopback answering every connection with `answer` (an agent's admin API
+/// reached through the double's port-forward).
+fn serve(answer: String) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    address
+}
+
+/// The line of explain's rule list starting with `start` (after its indent) holds every one of
+/// `cells`.
+fn assert_row(output: &Output, start: &str, cells: &[&str]) {
+    let screen = screen(output);
+    let line = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no row {start:?} in\n{screen}"));
+    for cell in cells {
+        assert!(
+            line.contains(cell),
+            "missing {cell:?} in {line:?}\n{screen}"
+        );
+    }
+}
+
+/// An agent pod in the agent namespace whose admin port answers `/status` with `status`.
+fn agent_pod(cluster: &Cluster, status: &Value) {
+    let body = status.to_string();
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let admin = serve(answer);
+    cluster.api().apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "agent-a", "namespace": AGENT_NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "drift-sentinel",
+                "app.kubernetes.io/component": "webhook"}},
+        "spec": {"containers": [{"name": "drift-sentinel", "image": "drift-sentinel:test"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    cluster
+        .api()
+        .set_pod_port_target(AGENT_NAMESPACE, "agent-a", 9090, admin);
+}
+
+fn agent_status(cluster_rule_namespaces: Option<&[&str]>) -> Value {
+    let mut status = json!({
+        "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+        "rulesLoaded": 0, "rulesInvalid": 0, "namespacesKnown": 0, "export": {"enabled": false}
+    });
+    if let Some(globs) = cluster_rule_namespaces {
+        status["clusterRuleNamespaces"] = json!(globs);
+    }
+    status
+}
+
+/// SPEC §2 "Who may write a rule": the rules are built with the agent's tiers. A tenant's rule
+/// in `prod` (priority 1000, every namespace, nothing mutable) is a namespace rule: it never
+/// beats the platform's cluster rule, and the verdict (and the server's dry run) agree with the
+/// agent's. The tiers come from `--cluster-rule-namespaces`, else an agent pod's `/status`,
+/// else the agent's default (its own namespace, with a warning).
+#[test]
+fn rules_are_judged_in_the_agents_tiers() {
+    let cluster = Cluster::start("prod");
+    cluster.api().apply(rule(
+        "prod",
+        "tenant",
+        "mode: enforce\npriority: 1000\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+    ));
+    let image = cluster.file("image.yaml", &edited("Deployment", "prod", 2, "nginx:2"));
+
+    // No agent pod: the agent's default, said on stderr.
+    let output = cluster.plugin(&["explain", "deploy/web"]);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(&output, &["Winner:  ops/images (cluster rule)"]);
+    assert_row(&output, "WINS     ops/images", &["cluster rule"]);
+    assert_row(
+        &output,
+        "no       prod/tenant",
+        &[
+            "namespace rule",
+            "a namespace rule, and a cluster rule matches",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no running agent pod in namespace ops")
+            && stderr.contains(
+                "rule ConfigMaps in its namespace \"ops\" (--agent-namespace) are cluster rules"
+            ),
+        "{stderr}"
+    );
+    let document = json_of(&cluster.plugin(&["explain", "deploy/web", "-o", "json"]));
+    let tiers: Vec<(String, String)> = document["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rule"].as_str().unwrap().to_owned(),
+                r["tier"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        tiers.contains(&("prod/tenant".into(), "namespace".into()))
+            && tiers.contains(&("ops/images".into(), "cluster".into())),
+        "{tiers:?}"
+    );
+    // The image edit: the platform allows it, the tenant's rule cannot deny it; the server's
+    // dry run (an agent that allows it) agrees.
+    let output = cluster.plugin(&["preview", "-f", &image, "--server-dry-run"]);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(
+        &output,
+        &["Rule:    ops/images (cluster rule", "They agree."],
+    );
+
+    // An agent pod that lists prod among its cluster rule namespaces: the tenant's rule is a
+    // cluster rule there, and wins; nothing is assumed.
+    agent_pod(&cluster, &agent_status(Some(&["ops", "prod"])));
+    let output = cluster.plugin(&["explain", "deploy/web"]);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(&output, &["Winner:  prod/tenant (cluster rule)"]);
+    assert_row(&output, "WINS     prod/tenant", &["cluster rule"]);
+    assert!(output.stderr.is_empty(), "{}", screen(&output));
+    assert!(
+        cluster
+            .api()
+            .requests()
+            .iter()
+            .any(|r| r.contains("/namespaces/ops/pods/agent-a/portforward?")),
+        "the agent's /status was read through a port-forward"
+    );
+    let output = cluster.plugin(&["preview", "-f", &image]);
+    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
+    assert_contains(&output, &["Rule:    prod/tenant (cluster rule"]);
+
+    // The flag wins over the agent's answer.
+    let output = cluster.plugin(&["explain", "deploy/web", "--cluster-rule-namespaces", "ops"]);
+    assert_contains(&output, &["Winner:  ops/images (cluster rule)"]);
+    let output = cluster.plugin(&["explain", "deploy/web", "--cluster-rule-namespaces", "*"]);
+    assert_contains(&output, &["Winner:  prod/tenant (cluster rule)"]);
+}
+
+/// An agent that does not report its cluster rule namespaces (older than the field): the
+/// default is assumed, and the warning says why.
+#[test]
+fn an_agent_without_cluster_rule_namespaces_gets_the_default() {
+    let cluster = Cluster::start("prod");
+    cluster.api().apply(rule(
+        "prod",
+        "tenant",
+        "mode: enforce\npriority: 1000\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+    ));
+    agent_pod(&cluster, &agent_status(None));
+    let output = cluster.plugin(&["explain", "deploy/web"]);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(
+        &output,
+        &[
+            "Winner:  ops/images (cluster rule)",
+            "pod agent-a: its /status does not report the cluster rule namespaces",
+        ],
     );
 }

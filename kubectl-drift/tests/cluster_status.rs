@@ -907,3 +907,72 @@ fn status_takes_the_agent_namespace_flag_not_n() {
         "{text}"
     );
 }
+
+/// Each rule's tier and the rules served in their last valid version (stale, with the reason),
+/// from the agents' `/status`: a stale rule is a problem to fix (exit 1).
+#[test]
+fn status_shows_tiers_and_stale_rules() {
+    let cluster = Cluster::start();
+    cluster.webhook(true);
+    let body = json!({
+        "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+        "rulesLoaded": 2, "rulesInvalid": 0,
+        "rules": [{"rule": "drift-sentinel/platform", "mode": "enforce", "priority": 10, "tier": "cluster"},
+                  {"rule": "team-a/own", "mode": "warn", "priority": 500, "tier": "namespace"}],
+        "staleRules": [{"rule": "drift-sentinel/platform",
+                        "reason": "data.spec line 4 column 1: field mutabel: unknown field `mutabel`",
+                        "since": "2026-07-28T12:01:00Z", "servedResourceVersion": "7", "resourceVersion": "9"}],
+        "clusterRuleNamespaces": ["drift-sentinel"],
+        "namespacesKnown": 3, "export": {"enabled": false}
+    })
+    .to_string();
+    let answer: &'static [u8] = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .leak()
+    .as_bytes();
+    let admin = serve_raw(answer, 8);
+    cluster.agent_pod("agent-a", true, Some(admin));
+    let output = cluster.plugin(&["status"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
+    assert_eq!(
+        row(&text, "Rules in force:", "  drift-sentinel/platform"),
+        [
+            "drift-sentinel/platform",
+            "cluster rule",
+            "enforce",
+            "10",
+            "stale",
+            "agent-a"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        row(&text, "Rules in force:", "  team-a/own"),
+        [
+            "team-a/own",
+            "namespace rule",
+            "warn",
+            "500",
+            "current",
+            "agent-a"
+        ],
+        "{text}"
+    );
+    for expected in [
+        "Cluster rule namespaces: drift-sentinel (rule ConfigMaps elsewhere are namespace rules)",
+        "Stale rules (the last valid version is served):",
+        "  drift-sentinel/platform (pod agent-a): its last valid version (resourceVersion 7) is served since 2026-07-28T12:01:00Z, not the current 9: data.spec line 4 column 1: field mutabel: unknown field `mutabel`",
+        "  - stale rule drift-sentinel/platform (pod agent-a): its last valid version",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let output = cluster.plugin(&["status", "-o", "json"]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let admin = &document["pods"][0]["admin"];
+    assert_eq!(admin["rules"][1]["tier"], "namespace", "{document:#}");
+    assert_eq!(admin["staleRules"][0]["servedResourceVersion"], "7");
+    assert_eq!(admin["clusterRuleNamespaces"], json!(["drift-sentinel"]));
+}

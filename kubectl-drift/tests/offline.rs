@@ -313,10 +313,17 @@ fn explain_lists_every_rule_with_why() {
     let object = write(dir.path(), "web.yaml", &deployment("prod", 2, "nginx:1"));
     let output = plugin(&["explain", "--rules", &rules, "-f", &object]);
     let screen = text(&output);
-    assert_eq!(output.status.code(), Some(0), "{screen}");
+    // The broken rule makes it exit 2, after the whole explanation, naming the rule.
+    assert_eq!(output.status.code(), Some(2), "{screen}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).starts_with(
+            "error: 1 invalid rule (the /validate-rule webhook refuses it): rule ConfigMap ops/broken"
+        ),
+        "{screen}"
+    );
     for expected in [
         "WINS",
-        "ops/images",
+        "ops/images   cluster rule",
         "namespace \"prod\" matches none of staging",
         "Mutable: spec.template.spec.containers[*].image",
         "Exclude: metadata.labels",
@@ -330,6 +337,7 @@ fn explain_lists_every_rule_with_why() {
         );
     }
     let output = plugin(&["explain", "--rules", &rules, "-f", &object, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     let document: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(document["winner"], "ops/images");
     assert_eq!(document["mode"], "enforce");
@@ -450,5 +458,254 @@ fn colour_follows_color_and_no_color() {
     assert!(
         plain.contains("Verdict: DENIED") && !plain.contains('\x1b'),
         "{plain}"
+    );
+}
+
+/// A rule ConfigMap in `namespace` holding `spec`.
+fn rule(namespace: &str, name: &str, spec: &str) -> String {
+    let spec: String = spec.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n{spec}"
+    )
+}
+
+/// The platform's rule (images only, in prod-*) and a tenant's switch-off rule in team-a.
+fn platform_and_tenant(dir: &Path) -> String {
+    write(
+        dir,
+        "rules.yaml",
+        &format!(
+            "{}---\n{}",
+            rule(
+                "drift-system",
+                "platform",
+                "mode: enforce\nnamespaces: ['prod-*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']"
+            ),
+            rule(
+                "team-a",
+                "switch-off",
+                "mode: 'off'\npriority: 100000\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]"
+            )
+        ),
+    )
+}
+
+/// SPEC §2: offline files are cluster rules unless `--cluster-rule-namespaces` is given; with
+/// it, a ConfigMap outside those namespaces is a namespace rule, as the agent loads it.
+#[test]
+fn cluster_rule_namespaces_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = platform_and_tenant(dir.path());
+    let old = write(
+        dir.path(),
+        "old.yaml",
+        &deployment("prod-shop", 2, "nginx:1"),
+    );
+    let new = write(
+        dir.path(),
+        "new.yaml",
+        &deployment("prod-shop", 5, "nginx:1"),
+    );
+
+    // Without the flag, as before: the tenant's rule is a cluster rule and switches it off.
+    let output = plugin(&["preview", "--rules", &rules, "--old", &old, "--new", &new]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(
+        text(&output).contains("Rule:    team-a/switch-off (cluster rule"),
+        "{}",
+        text(&output)
+    );
+    let output = plugin(&["explain", "--rules", &rules, "-f", &old]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(
+        text(&output).contains("Winner:  team-a/switch-off (cluster rule)"),
+        "{}",
+        text(&output)
+    );
+
+    // With it, the platform's rule wins and denies; the tenant's is a namespace rule.
+    for flag in ["drift-system", "drift-*,other"] {
+        let output = plugin(&[
+            "preview",
+            "--rules",
+            &rules,
+            "--old",
+            &old,
+            "--new",
+            &new,
+            "--cluster-rule-namespaces",
+            flag,
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{flag}: {}", text(&output));
+        assert!(
+            text(&output).contains("Rule:    drift-system/platform (cluster rule"),
+            "{}",
+            text(&output)
+        );
+    }
+    let output = plugin(&[
+        "explain",
+        "--rules",
+        &rules,
+        "-f",
+        &old,
+        "--cluster-rule-namespaces",
+        "drift-system",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["winner"], "drift-system/platform");
+    let tenant = document["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "team-a/switch-off")
+        .unwrap();
+    assert_eq!(tenant["tier"], "namespace");
+    assert_eq!(
+        tenant["reason"],
+        "a namespace rule, and a cluster rule matches"
+    );
+    // In its own namespace, where no cluster rule matches, the tenant's rule acts.
+    let own = write(dir.path(), "own.yaml", &deployment("team-a", 2, "nginx:1"));
+    let output = plugin(&[
+        "explain",
+        "--rules",
+        &rules,
+        "-f",
+        &own,
+        "--cluster-rule-namespaces",
+        "drift-system",
+    ]);
+    assert!(
+        text(&output).contains("Winner:  team-a/switch-off (namespace rule)"),
+        "{}",
+        text(&output)
+    );
+    // `*`: every rule a cluster rule again; a bad glob is a usage error.
+    let output = plugin(&[
+        "preview",
+        "--rules",
+        &rules,
+        "--old",
+        &old,
+        "--new",
+        &new,
+        "--cluster-rule-namespaces",
+        "*",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let output = plugin(&[
+        "explain",
+        "--rules",
+        &rules,
+        "-f",
+        &old,
+        "--cluster-rule-namespaces",
+        "[",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("--cluster-rule-namespaces: invalid glob"),
+        "{}",
+        text(&output)
+    );
+}
+
+/// Issue 17 item 2: `explain --rules` shows the linter's errors and warnings offline, worded as
+/// the `/validate-rule` webhook words them, so a pipeline catches a typo; an invalid rule exits
+/// 2 (after the explanation), warnings alone exit 0.
+#[test]
+fn explain_lints_the_rule_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let object = write(dir.path(), "web.yaml", &deployment("prod", 2, "nginx:1"));
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        &rule(
+            "ops",
+            "typo",
+            "mode: enforce\nnamespaces: [prod]\nselectors: [{apiGroup: apps, kind: Deployment}]\nexclude: ['metadata.annotations']\nmutable: ['spec.template.spec.containerz[*].image', \"metadata.annotations['a']\"]\n",
+        ),
+    );
+    let output = plugin(&["explain", "--rules", &typo, "-f", &object]);
+    let screen = text(&output);
+    assert_eq!(output.status.code(), Some(0), "warnings alone: {screen}");
+    for expected in [
+        "Rule warnings (the /validate-rule webhook admits these rules with them):",
+        &format!(
+            "{typo}: Warning: Drift Sentinel: rule ops/typo: mutable pattern spec.template.spec.containerz[*].image names a path that none of the selected kinds (apps/Deployment) has: check its spelling"
+        ),
+        &format!(
+            "{typo}: Warning: Drift Sentinel: rule ops/typo: mutable pattern metadata.annotations.a lies inside the excluded subtree metadata.annotations: it is never compared"
+        ),
+    ] {
+        assert!(
+            screen.contains(expected),
+            "missing {expected:?} in\n{screen}"
+        );
+    }
+    let output = plugin(&["explain", "--rules", &typo, "-f", &object, "-o", "json"]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let warnings = document["ruleWarnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 2, "{document:#}");
+    assert_eq!(warnings[0]["rule"], "ops/typo");
+    assert_eq!(warnings[0]["origin"], typo.as_str());
+
+    // A namespace rule reaching beyond its namespace is warned about with the flag.
+    let rules = platform_and_tenant(dir.path());
+    let output = plugin(&[
+        "explain",
+        "--rules",
+        &rules,
+        "-f",
+        &object,
+        "--cluster-rule-namespaces",
+        "drift-system",
+    ]);
+    assert!(
+        text(&output)
+            .contains("Warning: Drift Sentinel: rule team-a/switch-off: this is a namespace rule"),
+        "{}",
+        text(&output)
+    );
+
+    // A misspelt key and `bypass: ""`: the line and column, and exit 2.
+    let broken = write(
+        dir.path(),
+        "broken.yaml",
+        &format!(
+            "{}---\n{}",
+            rule(
+                "ops",
+                "misspelt",
+                "mode: enforce\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutabel: [x]"
+            ),
+            rule(
+                "ops",
+                "empty-bypass",
+                "mode: enforce\nselectors: [{apiGroup: apps, kind: Deployment}]\nbypass: \"\""
+            )
+        ),
+    );
+    let output = plugin(&["explain", "--rules", &broken, "-f", &object]);
+    let screen = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "rule ConfigMap ops/misspelt (from {broken}): data.spec line 3 column 1: field mutabel: unknown field `mutabel`"
+        )),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("rule ConfigMap ops/empty-bypass"),
+        "{screen}"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("error: 2 invalid rules (the /validate-rule webhook refuses them): "),
+        "{screen}"
     );
 }

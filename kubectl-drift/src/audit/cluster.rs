@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{Report, Run};
 use crate::cluster::{Cluster, collection_path};
 use crate::live::{self, resolve};
-use crate::plan::Kube;
+use crate::plan::{ClusterTiers, Kube};
 
 /// The label the chart puts on its objects, the webhook configuration included.
 const CHART_LABEL: &str = "app.kubernetes.io/name=drift-sentinel";
@@ -23,6 +23,7 @@ const CHART_LABEL: &str = "app.kubernetes.io/name=drift-sentinel";
 /// Audits the objects of `namespace` (the context's unless `all_namespaces`).
 pub(super) async fn audit(
     kube: &Kube,
+    tiers: &ClusterTiers,
     all_namespaces: bool,
     resources: Option<&[(String, String)]>,
     chunk: u32,
@@ -35,7 +36,7 @@ pub(super) async fn audit(
             .unwrap_or_else(|| cluster.default_namespace.clone())
     });
     let (rules, namespaces, webhook, served) = tokio::join!(
-        live::cluster_rules(&cluster),
+        live::tiered_rules(&cluster, tiers),
         read_namespaces(&cluster, scope.as_deref()),
         webhook_resources(&cluster, resources),
         resolve::listable(&cluster),

@@ -100,7 +100,7 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             files,
             namespace,
         } => {
-            let loaded = offline::load_rules(&rules.rules)?;
+            let loaded = offline::load_rules(&rules.rules, &rules.tiers)?;
             let namespaces = offline::load_namespaces(rules.namespace_file.as_deref())?;
             let mut run = Run::new(&loaded.set, &namespaces, &plan.managers, namespace.clone());
             for file in drift_api::audit::object_files(files)? {
@@ -122,9 +122,11 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             all_namespaces,
             resources,
             chunk,
+            tiers,
         } => {
             cluster::audit(
                 kube,
+                tiers,
                 *all_namespaces,
                 resources.as_deref(),
                 *chunk,

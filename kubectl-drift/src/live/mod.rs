@@ -2,8 +2,11 @@
 //! `$EDITOR`) and `--server-dry-run`.
 //!
 //! The rules are the cluster's rule ConfigMaps (any namespace), built into a rule set by
-//! `drift-engine` exactly as the offline commands build it from files; the mode annotation is
-//! the live Namespace's; the verdict is `drift-engine`'s, the agent's own code. Kinds are named
+//! `drift-engine` with the agent's tiers (SPEC §2 "Who may write a rule"): the cluster rule
+//! namespaces of `--cluster-rule-namespaces`, else those an agent pod's admin `/status` reports
+//! (read through port-forwarding), else the agent's default, its own namespace
+//! (`--agent-namespace`), with a warning saying so. The mode annotation is the live
+//! Namespace's; the verdict is `drift-engine`'s, the agent's own code. Kinds are named
 //! as kubectl names them and resolved through the API server's discovery ([`resolve`]).
 //!
 //! What is judged is the update the API server would receive:
@@ -23,18 +26,22 @@ pub(crate) mod resolve;
 use std::path::Path;
 
 use anyhow::{Context as _, anyhow, bail};
-use drift_engine::RuleSet;
 use drift_engine::apply::{self, Patch};
 use drift_engine::manifests;
-use drift_engine::rule::{is_rule_annotation, rule_source_from_config_map};
+use drift_engine::rule::{TierPolicy, is_rule_annotation, rule_source_from_config_map};
+use drift_engine::{RuleSet, RuleSource};
 use futures::future::join_all;
 use serde_json::Value;
 
 use crate::cli::Output;
-use crate::cluster::{self, Cluster, collection_path};
+use crate::cluster::{self, Cluster, collection_path, forward, pods};
 use crate::offline::{self, LoadedRules};
-use crate::plan::{ClusterExplain, ClusterPreview, DEFAULT_USER, Edit, Kube, ObjectRef, Print};
+use crate::plan::{
+    Agents, ClusterExplain, ClusterPreview, ClusterTiers, DEFAULT_USER, Edit, Kube, ObjectRef,
+    Print,
+};
 use crate::{Verdict, judge, render, request_for};
+use drift_api::status::AgentStatus;
 use resolve::Resource;
 
 /// Metadata the API server keeps on an update when the sent object lacks it, as the update
@@ -124,9 +131,9 @@ async fn fetch_live(
 }
 
 /// The cluster's rule ConfigMaps (annotated `drift-sentinel.k8s.io/rule: "true"`, any
-/// namespace): listed as metadata, the rules' data read one by one, compiled by `drift-engine`
-/// as the offline commands compile files.
-pub(crate) async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRules> {
+/// namespace): listed as metadata, the rules' data read one by one, to be compiled by
+/// `drift-engine` as the offline commands compile files.
+async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<Vec<RuleSource>> {
     let config_maps = collection_path("", "v1", None, "configmaps");
     let listed = cluster
         .list(&config_maps, true)
@@ -164,9 +171,76 @@ pub(crate) async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<LoadedRul
         config_map["apiVersion"] = Value::from("v1");
         sources.extend(rule_source_from_config_map(&config_map, "default", None));
     }
-    Ok(LoadedRules {
-        set: RuleSet::build(sources),
-    })
+    Ok(sources)
+}
+
+/// Which rule ConfigMaps are cluster rules, as the agent decides it: `--cluster-rule-namespaces`
+/// when given, else what an agent pod's `/status` reports, else (with a warning on stderr) the
+/// agent's default, its own namespace.
+async fn tier_policy(cluster: &Cluster, tiers: &ClusterTiers) -> TierPolicy {
+    if let Some(policy) = &tiers.given {
+        return policy.clone();
+    }
+    let agents = &tiers.agents;
+    match agent_tier_policy(cluster, agents).await {
+        Ok(policy) => policy,
+        Err(why) => {
+            eprintln!(
+                "warning: {why}; assuming the agent's default: rule ConfigMaps in its namespace {:?} (--agent-namespace) are cluster rules, those elsewhere namespace rules (say which with --cluster-rule-namespaces)",
+                agents.namespace
+            );
+            // A namespace name is a valid glob (it has none of a glob's special characters).
+            TierPolicy::cluster_namespaces(&[agents.namespace.as_str()])
+                .unwrap_or_else(|_| TierPolicy::all_cluster())
+        }
+    }
+}
+
+/// The cluster rule namespaces an agent pod's admin `/status` reports (the first running pod
+/// that answers), or why none could be read.
+async fn agent_tier_policy(cluster: &Cluster, agents: &Agents) -> Result<TierPolicy, String> {
+    let pods = pods::agent_pods(cluster, &agents.namespace, &agents.selector)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let running: Vec<_> = pods.iter().filter(|p| p.reachable()).collect();
+    if running.is_empty() {
+        return Err(format!(
+            "no running agent pod in namespace {} matches the selector {} to read its cluster rule namespaces from",
+            agents.namespace, agents.selector
+        ));
+    }
+    let mut reasons = Vec::new();
+    for pod in running {
+        let answer = forward::admin_get(
+            cluster,
+            &agents.namespace,
+            &pod.name,
+            agents.port,
+            "/status",
+        )
+        .await;
+        let reason = match answer {
+            Ok((200, body)) => match serde_json::from_slice::<AgentStatus>(&body) {
+                Ok(AgentStatus {
+                    cluster_rule_namespaces: Some(globs),
+                    ..
+                }) => match TierPolicy::cluster_namespaces(&globs) {
+                    Ok(policy) => return Ok(policy),
+                    Err(e) => format!("its cluster rule namespaces {globs:?}: {e}"),
+                },
+                Ok(_) => "its /status does not report the cluster rule namespaces (an older agent)"
+                    .to_owned(),
+                Err(e) => format!("GET /status did not answer the agent's status document ({e})"),
+            },
+            Ok((status, _)) => format!("GET /status answered HTTP {status}"),
+            Err(e) => format!("cannot read its admin API (port {}): {e}", agents.port),
+        };
+        reasons.push(format!("pod {}: {reason}", pod.name));
+    }
+    Err(format!(
+        "cannot read the agent's cluster rule namespaces: {}",
+        reasons.join("; ")
+    ))
 }
 
 /// The raw value of the Namespace's `drift-sentinel.k8s.io/mode` annotation.
@@ -202,18 +276,31 @@ async fn user(flag: Option<&str>, cluster: &Cluster) -> String {
     }
 }
 
-/// What the rules are judged with: the rules, the namespace's mode annotation and the user.
+/// What the rules are judged with: the rules (in the agent's tiers), the namespace's mode
+/// annotation and the user.
 async fn judging_context(
     cluster: &Cluster,
+    tiers: &ClusterTiers,
     namespace: &str,
     user_flag: Option<&str>,
 ) -> anyhow::Result<(LoadedRules, Option<String>, String)> {
     let (rules, mode, user) = tokio::join!(
-        cluster_rules(cluster),
+        tiered_rules(cluster, tiers),
         namespace_mode(cluster, namespace),
         user(user_flag, cluster)
     );
     Ok((rules?, mode?, user))
+}
+
+/// The cluster's rules, compiled in the agent's tiers.
+pub(crate) async fn tiered_rules(
+    cluster: &Cluster,
+    tiers: &ClusterTiers,
+) -> anyhow::Result<LoadedRules> {
+    let (sources, policy) = tokio::join!(cluster_rules(cluster), tier_policy(cluster, tiers));
+    Ok(LoadedRules {
+        set: RuleSet::build_with(sources?, &policy),
+    })
 }
 
 /// The object an update of `live` into `edited` sends, as the API server sees it: the server's
@@ -298,11 +385,12 @@ pub(crate) async fn explain(plan: &ClusterExplain, print: Print) -> anyhow::Resu
             (object, namespace)
         }
     };
-    let (rules, mode, user) = judging_context(&cluster, &namespace, plan.user.as_deref()).await?;
+    let (rules, mode, user) =
+        judging_context(&cluster, &plan.tiers, &namespace, plan.user.as_deref()).await?;
     // Explaining an object is explaining an edit of it that changes nothing.
     let request = request_for(object.clone(), object, &user)
         .context("cannot read the object as a Kubernetes object")?;
-    render::explain(print, &request, mode.as_deref(), &rules)?;
+    render::explain(print, &request, mode.as_deref(), &rules, &[])?;
     Ok(Verdict::Allowed)
 }
 
@@ -422,7 +510,8 @@ pub(crate) async fn preview(plan: &ClusterPreview, print: Print) -> anyhow::Resu
         mut edited,
         origin,
     } = edited;
-    let (rules, mode, user) = judging_context(&cluster, &namespace, plan.user.as_deref()).await?;
+    let (rules, mode, user) =
+        judging_context(&cluster, &plan.tiers, &namespace, plan.user.as_deref()).await?;
     let what = describe_object(&resource, &namespace, &name);
     let mut attempts = 0;
     loop {

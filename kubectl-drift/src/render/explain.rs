@@ -10,7 +10,7 @@ use drift_engine::{CompiledRule, Context, Detail, Evaluation, PathPattern, evalu
 use serde_json::{Value, json};
 
 use super::{Style, emit, mode_source, object_line, object_summary};
-use crate::offline::LoadedRules;
+use crate::offline::{LoadedRules, RuleWarning};
 use crate::plan::Print;
 
 /// One rule as `explain` lists it.
@@ -98,12 +98,14 @@ fn considered<'r>(request: &AdmissionRequest, evaluation: &Evaluation<'r>) -> Ve
         .collect()
 }
 
-/// Explains `request` (an UPDATE that changes nothing) against `rules`.
+/// Explains `request` (an UPDATE that changes nothing) against `rules`, with the linter's
+/// warnings about them (offline; the cluster's rules were linted when they were written).
 pub(crate) fn explain(
     print: Print,
     request: &AdmissionRequest,
     namespace_mode: Option<&str>,
     rules: &LoadedRules,
+    lint: &[RuleWarning],
 ) -> anyhow::Result<()> {
     let context = Context {
         namespace_mode,
@@ -119,9 +121,18 @@ pub(crate) fn explain(
         &standing,
         namespace_mode,
         rules,
+        lint,
     );
     emit(print, &document, |style| {
-        text(request, &evaluation, &considered, &standing, rules, &style)
+        text(
+            request,
+            &evaluation,
+            &considered,
+            &standing,
+            rules,
+            lint,
+            &style,
+        )
     })
 }
 
@@ -136,6 +147,7 @@ fn document(
     standing: &Standing<'_>,
     namespace_mode: Option<&str>,
     rules: &LoadedRules,
+    lint: &[RuleWarning],
 ) -> Value {
     let winner = evaluation.rule();
     json!({
@@ -155,6 +167,9 @@ fn document(
         "users": winner.map(|r| json!({"scoped": r.users, "inScope": standing.in_scope, "exempt": standing.exempt})),
         "warnings": evaluation.warnings(),
         "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "ruleWarnings": lint.iter().map(|w| json!({
+            "rule": w.rule, "origin": w.origin, "warning": w.warning,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -164,6 +179,7 @@ fn text(
     considered: &[Considered<'_>],
     standing: &Standing<'_>,
     rules: &LoadedRules,
+    lint: &[RuleWarning],
     style: &Style,
 ) -> String {
     let mut out = String::new();
@@ -174,6 +190,11 @@ fn text(
         .map(|c| c.rule.id.to_string().len())
         .max()
         .unwrap_or(4);
+    let tier_width = considered
+        .iter()
+        .map(|c| tier_text(c.rule).len())
+        .max()
+        .unwrap_or(0);
     for c in considered {
         let mark = if c.wins {
             style.green("WINS   ")
@@ -189,8 +210,9 @@ fn text(
         };
         let _ = writeln!(
             out,
-            "  {mark}  {:width$}  priority {:>5}  {}{shadowed}",
+            "  {mark}  {:width$}  {:tier_width$}  priority {:>5}  {}{shadowed}",
             c.rule.id.to_string(),
+            tier_text(c.rule),
             c.rule.priority,
             c.reason
         );
@@ -213,7 +235,30 @@ fn text(
             let _ = writeln!(out, "  {error}");
         }
     }
+    if !lint.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            style
+                .yellow("Rule warnings (the /validate-rule webhook admits these rules with them):")
+        );
+        for warning in lint {
+            match &warning.origin {
+                Some(origin) => {
+                    let _ = writeln!(out, "  {origin}: Warning: {}", warning.warning);
+                }
+                None => {
+                    let _ = writeln!(out, "  Warning: {}", warning.warning);
+                }
+            }
+        }
+    }
     out
+}
+
+/// `cluster rule` or `namespace rule`.
+fn tier_text(rule: &CompiledRule) -> String {
+    format!("{} rule", rule.tier)
 }
 
 fn winner_text(
@@ -224,7 +269,12 @@ fn winner_text(
     style: &Style,
     out: &mut String,
 ) {
-    let _ = writeln!(out, "\nWinner:  {}", style.bold(&rule.id.to_string()));
+    let _ = writeln!(
+        out,
+        "\nWinner:  {} ({})",
+        style.bold(&rule.id.to_string()),
+        tier_text(rule)
+    );
     let _ = writeln!(
         out,
         "Mode:    {} (from {})",

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::fetch::{AdminAnswer, CHART_LABEL, Facts};
 use super::{
-    AdminReport, ConnectionReport, InvalidRule, PodEntry, PodReport, Report, SourceEntry,
-    SourceState, WebhookConfigReport, WebhookReport,
+    AdminReport, ConnectionReport, InvalidRule, LoadedRule, PodEntry, PodReport, Report,
+    SourceEntry, SourceState, StaleRule, WebhookConfigReport, WebhookReport,
 };
 use crate::plan::Status;
 
@@ -121,6 +121,28 @@ fn admin_report(document: &AgentStatus) -> AdminReport {
         rules_loaded: Some(document.rules_loaded as u64),
         rules_invalid: Some(document.rules_invalid as u64),
         invalid_rules,
+        rules: document
+            .rules
+            .iter()
+            .map(|rule| LoadedRule {
+                rule: rule.rule.clone(),
+                tier: rule.tier.clone(),
+                mode: rule.mode.clone(),
+                priority: rule.priority,
+            })
+            .collect(),
+        stale_rules: document
+            .stale_rules
+            .iter()
+            .map(|stale| StaleRule {
+                rule: stale.rule.clone(),
+                reason: stale.reason.clone(),
+                since: stale.since.clone(),
+                served_resource_version: stale.served_resource_version.clone(),
+                resource_version: stale.resource_version.clone(),
+            })
+            .collect(),
+        cluster_rule_namespaces: document.cluster_rule_namespaces.clone(),
         // Each error's text, as the agent's log gives it: file, line and column, reason.
         source_errors: document
             .source_errors
@@ -372,6 +394,46 @@ pub(super) fn invalid_rules(pods: &[PodReport]) -> Vec<(&InvalidRule, Vec<&str>)
     rules
 }
 
+/// The rules the pods serve, each with the pods that serve it, in order (the same rule served
+/// differently by two pods — another tier, mode or priority — is listed twice).
+pub(super) fn loaded_rules(pods: &[PodReport]) -> Vec<(&LoadedRule, Vec<&str>)> {
+    grouped(pods, |a| &a.rules)
+}
+
+/// The stale rules that the pods report, each with the pods that report it, in order.
+pub(super) fn stale_rules(pods: &[PodReport]) -> Vec<(&StaleRule, Vec<&str>)> {
+    grouped(pods, |a| &a.stale_rules)
+}
+
+fn grouped<'p, T: PartialEq>(
+    pods: &'p [PodReport],
+    items: impl Fn(&'p AdminReport) -> &'p Vec<T>,
+) -> Vec<(&'p T, Vec<&'p str>)> {
+    let mut found: Vec<(&T, Vec<&str>)> = Vec::new();
+    for p in pods {
+        for item in p.admin.iter().flat_map(|a| items(a).iter()) {
+            match found.iter_mut().find(|(i, _)| *i == item) {
+                Some((_, names)) => names.push(&p.pod.name),
+                None => found.push((item, vec![&p.pod.name])),
+            }
+        }
+    }
+    found
+}
+
+/// What a stale rule is, in one line.
+pub(super) fn stale_text(stale: &StaleRule) -> String {
+    let since = stale
+        .since
+        .as_deref()
+        .map(|s| format!(" since {s}"))
+        .unwrap_or_default();
+    format!(
+        "its last valid version (resourceVersion {}) is served{since}, not the current {}: {}",
+        stale.served_resource_version, stale.resource_version, stale.reason
+    )
+}
+
 /// The pods: readiness, admin API, rules.
 fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
     let Findings { problems, warnings } = found;
@@ -436,6 +498,15 @@ fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
             rule.rule,
             pods.join(", "),
             rule.message
+        ));
+    }
+    // Still enforced, but not as its ConfigMap now says: fix or delete it.
+    for (stale, pods) in stale_rules(&report.pods) {
+        problems.push(format!(
+            "stale rule {} (pod {}): {}",
+            stale.rule,
+            pods.join(", "),
+            stale_text(stale)
         ));
     }
 }
@@ -620,10 +691,33 @@ mod tests {
                               "reason": "unknown field `mdoe`",
                               "message": "ops/broken: unknown field `mdoe`"}],
             "sourceErrors": [{"source": "rules/x.yaml", "line": 3, "column": 1, "reason": "bad"}],
+            "rules": [{"rule": "drift-sentinel/platform", "mode": "enforce", "priority": 10, "tier": "cluster"},
+                      {"rule": "team-a/own", "mode": "warn", "priority": 0, "tier": "namespace"}],
+            "staleRules": [{"rule": "drift-sentinel/platform", "reason": "unknown field `mutabel`",
+                            "since": "2026-07-28T12:01:00Z", "servedResourceVersion": "7", "resourceVersion": "9"}],
+            "clusterRuleNamespaces": ["drift-sentinel"],
             "namespacesKnown": 1, "export": {"enabled": true}
         }))
         .unwrap();
         let report = admin_report(&document);
+        assert_eq!(
+            report.rules[1],
+            LoadedRule {
+                rule: "team-a/own".into(),
+                tier: "namespace".into(),
+                mode: "warn".into(),
+                priority: 0
+            }
+        );
+        assert_eq!(report.stale_rules[0].served_resource_version, "7");
+        assert_eq!(
+            stale_text(&report.stale_rules[0]),
+            "its last valid version (resourceVersion 7) is served since 2026-07-28T12:01:00Z, not the current 9: unknown field `mutabel`"
+        );
+        assert_eq!(
+            report.cluster_rule_namespaces.as_deref(),
+            Some(&["drift-sentinel".to_owned()][..])
+        );
         // Source errors are shown as their text, not as JSON.
         assert_eq!(report.source_errors, ["rules/x.yaml: line 3 column 1: bad"]);
         assert!(report.reachable);

@@ -1,7 +1,9 @@
 //! `kubectl drift status` (SPEC §9): is Drift Sentinel healthy in this cluster?
 //!
 //! - the agent pods (the chart's selector labels) and their readiness;
-//! - each pod's admin `/status`, through port-forwarding: rules loaded and invalid, export on;
+//! - each pod's admin `/status`, through port-forwarding: rules loaded (each with its tier,
+//!   cluster or namespace rule) and invalid, rules served in their last valid version (stale,
+//!   with the reason), the cluster rule namespaces, export on;
 //! - the Connection's `status.byPod`: per pod and source, active, last attempt, last success,
 //!   errors — a source whose last success is more than 2 minutes old is flagged stale: a
 //!   problem while it is still being attempted (or no longer succeeding), a warning when
@@ -67,6 +69,14 @@ pub(crate) struct AdminReport {
     pub rules_loaded: Option<u64>,
     pub rules_invalid: Option<u64>,
     pub invalid_rules: Vec<InvalidRule>,
+    /// The rules in force, each with its tier.
+    pub rules: Vec<LoadedRule>,
+    /// Rules served in their last valid version: their ConfigMap now holds an invalid one.
+    pub stale_rules: Vec<StaleRule>,
+    /// The agent's cluster rule namespaces (`["*"]`: every rule is a cluster rule); `None` from
+    /// an agent that does not report them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_rule_namespaces: Option<Vec<String>>,
     pub source_errors: Vec<String>,
     pub export_enabled: Option<bool>,
 }
@@ -75,6 +85,27 @@ pub(crate) struct AdminReport {
 pub(crate) struct InvalidRule {
     pub rule: String,
     pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct LoadedRule {
+    pub rule: String,
+    /// `cluster` or `namespace`.
+    pub tier: String,
+    pub mode: String,
+    pub priority: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StaleRule {
+    pub rule: String,
+    /// Why its newest version is not served.
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    pub served_resource_version: String,
+    pub resource_version: String,
 }
 
 #[derive(Debug, Clone, Serialize)]

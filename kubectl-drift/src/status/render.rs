@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use super::judge::{age, ago, invalid_rules, short_duration};
+use super::judge::{
+    age, ago, invalid_rules, loaded_rules, short_duration, stale_rules, stale_text,
+};
 use super::{PodReport, Report, SourceState};
 use crate::cli::Output;
 use crate::plan::Print;
@@ -161,6 +163,71 @@ fn pods_text(report: &Report, now: SystemTime, style: &Style) -> String {
             ],
             &rows,
         ));
+    }
+    let rules = loaded_rules(&report.pods);
+    if !rules.is_empty() {
+        out.push_str("\nRules in force:\n");
+        let rows: Vec<Vec<String>> = rules
+            .iter()
+            .map(|(rule, pods)| {
+                let stale = stale_rules(&report.pods)
+                    .iter()
+                    .any(|(s, _)| s.rule == rule.rule);
+                vec![
+                    format!("  {}", rule.rule),
+                    format!("{} rule", rule.tier),
+                    rule.mode.clone(),
+                    rule.priority.to_string(),
+                    if stale {
+                        style.yellow("stale")
+                    } else {
+                        "current".to_owned()
+                    },
+                    pods.join(", "),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["  RULE", "TIER", "MODE", "PRIORITY", "VERSION", "PODS"],
+            &rows,
+        ));
+    }
+    let namespaces: Vec<String> = {
+        let mut seen: Vec<String> = Vec::new();
+        for globs in report
+            .pods
+            .iter()
+            .filter_map(|p| p.admin.as_ref()?.cluster_rule_namespaces.as_ref())
+        {
+            let text = globs.join(", ");
+            if !seen.contains(&text) {
+                seen.push(text);
+            }
+        }
+        seen
+    };
+    for text in namespaces {
+        if text == "*" {
+            out.push_str("Cluster rule namespaces: * (every rule ConfigMap is a cluster rule)\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "Cluster rule namespaces: {text} (rule ConfigMaps elsewhere are namespace rules)"
+            );
+        }
+    }
+    let stale = stale_rules(&report.pods);
+    if !stale.is_empty() {
+        out.push_str("\nStale rules (the last valid version is served):\n");
+        for (rule, pods) in stale {
+            let _ = writeln!(
+                out,
+                "  {} (pod {}): {}",
+                rule.rule,
+                pods.join(", "),
+                stale_text(rule)
+            );
+        }
     }
     let invalid = invalid_rules(&report.pods);
     if !invalid.is_empty() {
