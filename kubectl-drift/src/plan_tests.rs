@@ -1,0 +1,232 @@
+//! Unit tests of `plan` (a file of their own, to keep the module's code short).
+
+use super::*;
+use clap::Parser;
+
+fn plan(args: &[&str]) -> anyhow::Result<Plan> {
+    let mut all = vec!["kubectl-drift"];
+    all.extend(args);
+    let now = humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+    Plan::of(Cli::try_parse_from(all)?, now)
+}
+
+fn error(args: &[&str]) -> String {
+    format!("{:#}", plan(args).unwrap_err())
+}
+
+#[test]
+fn explain_and_preview_modes() {
+    match plan(&["explain", "deploy/web", "-n", "prod"]).unwrap() {
+        Plan::Explain(Explain::Cluster(ClusterExplain { kube, object, .. }), _) => {
+            assert_eq!(kube.namespace.as_deref(), Some("prod"));
+            assert_eq!(kube.timeout, Some(DEFAULT_REQUEST_TIMEOUT));
+            assert_eq!(
+                object,
+                ObjectRef::Live {
+                    kind: "deploy".into(),
+                    name: "web".into()
+                }
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        plan(&["explain", "--rules", "r", "-f", "o.yaml"]).unwrap(),
+        Plan::Explain(Explain::Offline(_), _)
+    ));
+    assert!(matches!(
+        plan(&[
+            "preview",
+            "-f",
+            "x.yaml",
+            "--replace",
+            "--request-timeout",
+            "0"
+        ])
+        .unwrap(),
+        Plan::Preview(
+            Preview::Cluster(ClusterPreview {
+                kube: Kube { timeout: None, .. },
+                edit: Edit::File { replace: true, .. },
+                ..
+            }),
+            _
+        )
+    ));
+    assert!(matches!(
+        plan(&["preview", "sts/db", "-o", "json"]).unwrap(),
+        Plan::Preview(
+            Preview::Cluster(ClusterPreview {
+                edit: Edit::Editor { .. },
+                ..
+            }),
+            Print {
+                output: Output::Json,
+                ..
+            }
+        )
+    ));
+}
+
+#[test]
+fn combinations_that_cannot_work_are_named() {
+    for (args, expected) in [
+        (&["explain"][..], "explain needs KIND/NAME"),
+        (&["explain", "deploy/web", "-f", "x"], "not both"),
+        (&["explain", "web"], "expected KIND/NAME"),
+        (
+            &["explain", "--rules", "r", "deploy/web"],
+            "-f FILE, not KIND/NAME",
+        ),
+        (
+            &["explain", "--rules", "r", "-f", "x", "--context", "c"],
+            "--context is for the cluster",
+        ),
+        (
+            &["explain", "--namespace-file", "n", "deploy/web"],
+            "--namespace-file is for offline",
+        ),
+        (
+            &["preview", "--rules", "r", "--old", "a"],
+            "both --old FILE and --new FILE",
+        ),
+        (
+            &[
+                "preview",
+                "--rules",
+                "r",
+                "--old",
+                "a",
+                "--new",
+                "b",
+                "--server-dry-run",
+            ],
+            "--server-dry-run needs the cluster",
+        ),
+        (
+            &["preview", "--old", "a", "--new", "b"],
+            "--old and --new are for offline",
+        ),
+        (&["preview"], "preview needs -f FILE"),
+        (
+            &["preview", "-f", "x", "--request-timeout", "soon"],
+            "--request-timeout \"soon\"",
+        ),
+        (
+            &["status", "-n", "drift-sentinel"],
+            "--agent-namespace drift-sentinel",
+        ),
+        (
+            &["tail", "--url", "http://127.0.0.1:9", "--context", "c"],
+            "--context finds the agent pods",
+        ),
+        (&["tail", "--url", "127.0.0.1:9"], "is not an http:// URL"),
+        (&["tail", "--since", "yesterday"], "--since \"yesterday\""),
+        (&["tail", "--rule", "[z-a]"], "--rule \"[z-a]\""),
+        (&["tail", "-o", "text"], "add --no-tui"),
+        (&["audit", "--rules", "r"], "needs the objects: -f FILE"),
+        (&["audit", "-f", "live.yaml"], "-f is for offline audit"),
+        (
+            &["audit", "--namespace-file", "n.yaml"],
+            "--namespace-file is for offline audit",
+        ),
+        (
+            &["audit", "--rules", "r", "-f", "x", "--kubeconfig", "k"],
+            "--kubeconfig is for the cluster",
+        ),
+        (
+            &["audit", "--resources", ","],
+            "--resources names no resource",
+        ),
+    ] {
+        let text = error(args);
+        assert!(text.contains(expected), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn tail_filters_views_and_sources() {
+    let Plan::Tail(tail) = plan(&[
+        "tail",
+        "--url",
+        "http://127.0.0.1:9090",
+        "-n",
+        "prod-?",
+        "--rule",
+        "strict",
+        "--source",
+        "audit",
+        "--since",
+        "10m",
+        "--no-tui",
+        "--request-timeout",
+        "3s",
+    ])
+    .unwrap() else {
+        panic!()
+    };
+    assert!(tail.filters.namespace.as_ref().unwrap().matches("prod-1"));
+    assert!(!tail.filters.namespace.as_ref().unwrap().matches("prod-eu"));
+    assert_eq!(tail.filters.source, Some(Source::Audit));
+    assert_eq!(tail.view, TailView::Lines(Output::Json));
+    assert_eq!(
+        tail.since,
+        Some(humantime::parse_rfc3339("2027-01-15T07:50:00Z").unwrap())
+    );
+    assert!(matches!(
+        tail.admins,
+        Admins::Urls { timeout: Some(t), .. } if t == Duration::from_secs(3)
+    ));
+    let Plan::Tail(tail) = plan(&["tail", "-o", "yaml", "--agent-namespace", "ops"]).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(tail.view, TailView::Lines(Output::Yaml));
+    assert!(
+        matches!(tail.admins, Admins::Cluster { agents: Agents { ref namespace, .. }, .. } if namespace == "ops")
+    );
+}
+
+#[test]
+fn request_timeouts_as_kubectl_reads_them() {
+    assert_eq!(parse_timeout("0").unwrap(), None);
+    assert_eq!(parse_timeout("0s").unwrap(), None);
+    assert_eq!(parse_timeout("7").unwrap(), Some(Duration::from_secs(7)));
+    assert_eq!(parse_timeout("5s").unwrap(), Some(Duration::from_secs(5)));
+    assert_eq!(
+        parse_timeout("1m30s").unwrap(),
+        Some(Duration::from_secs(90))
+    );
+    assert_eq!(
+        parse_timeout("250ms").unwrap(),
+        Some(Duration::from_millis(250))
+    );
+    assert!(parse_timeout("-1").is_err());
+}
+
+#[test]
+fn since_as_a_duration_or_a_time() {
+    let now = humantime::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+    let t = |s: &str| humantime::parse_rfc3339(s).unwrap();
+    assert_eq!(parse_since("10m", now).unwrap(), t("2027-01-15T07:50:00Z"));
+    assert_eq!(
+        parse_since("1h 30m", now).unwrap(),
+        t("2027-01-15T06:30:00Z")
+    );
+    assert_eq!(
+        parse_since("2027-01-15T09:00:00+01:00", now).unwrap(),
+        t("2027-01-15T08:00:00Z")
+    );
+    assert_eq!(
+        parse_since("2027-01-14T08:00:00.5Z", now).unwrap(),
+        t("2027-01-14T08:00:00.5Z")
+    );
+    let error = parse_since("yesterday", now).unwrap_err().to_string();
+    assert!(error.contains("--since \"yesterday\""), "{error}");
+}
+
+#[test]
+fn colour_choices() {
+    assert!(colour(ColorChoice::Always));
+    assert!(!colour(ColorChoice::Never));
+}
