@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::status::AuditCounts;
 use crate::violation::{
-    AUDIT_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, ViolationRecord, format_rfc3339,
+    AUDIT_EVENT, Details, MAX_DETAILED_CHANGES, ViolationRecord, format_rfc3339,
 };
 
 /// The resources a `*` selector audits when nothing else says: the webhook's, as the chart's
@@ -162,38 +162,12 @@ pub fn audit_record<'a>(
     let action = enforcement_action(mode)?;
     let rule = audit.rule()?;
     let changes = audit.changes();
-    let details = Details {
-        denied_paths: drift
-            .denied
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|p| Cow::Borrowed(p.as_str()))
-            .collect(),
-        changed_paths: changes
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| Cow::Borrowed(c.path.as_str()))
-            .collect(),
-        changes: changes
-            .iter()
-            .filter(|c| !c.mutable)
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| {
-                let mut record = ChangeRecord::new(
-                    c.path.as_str(),
-                    c.change.old.as_deref(),
-                    c.change.new.as_deref(),
-                );
-                if let Some(edit) = &c.edit {
-                    record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
-                    record.time = edit.time.as_deref().map(Cow::Borrowed);
-                }
-                record
-            })
-            .collect(),
-        denied_count: drift.denied_count,
-        changed_count: audit.comparison().map_or(0, |c| c.changed_count),
-    };
+    let details = Details::of(
+        &drift.denied,
+        changes,
+        drift.denied_count,
+        audit.comparison().map_or(0, |c| c.changed_count),
+    );
     Some(ViolationRecord {
         event_type: Cow::Borrowed(AUDIT_EVENT),
         id: Cow::Borrowed(run_id),

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::SystemTime;
 
+use drift_engine::evaluation::JudgedChange;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -90,6 +91,48 @@ pub struct Details<'a> {
     /// How many paths changed in all.
     #[serde(default)]
     pub changed_count: usize,
+}
+
+impl<'a> Details<'a> {
+    /// The details of one evaluation (admission or audit): its first denied and changed paths,
+    /// the uncovered changes with their values (and who made them, where the audit knows), and
+    /// the counts of all.
+    pub fn of(
+        denied: &'a [String],
+        changes: &'a [JudgedChange<'_>],
+        denied_count: usize,
+        changed_count: usize,
+    ) -> Self {
+        let first = |paths: &mut dyn Iterator<Item = &'a str>| {
+            paths
+                .take(MAX_DETAILED_CHANGES)
+                .map(Cow::Borrowed)
+                .collect::<Vec<_>>()
+        };
+        Details {
+            denied_paths: first(&mut denied.iter().map(String::as_str)),
+            changed_paths: first(&mut changes.iter().map(|c| c.path.as_str())),
+            changes: changes
+                .iter()
+                .filter(|c| !c.mutable)
+                .take(MAX_DETAILED_CHANGES)
+                .map(|c| {
+                    let mut record = ChangeRecord::new(
+                        c.path.as_str(),
+                        c.change.old.as_deref(),
+                        c.change.new.as_deref(),
+                    );
+                    if let Some(edit) = &c.edit {
+                        record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
+                        record.time = edit.time.as_deref().map(Cow::Borrowed);
+                    }
+                    record
+                })
+                .collect(),
+            denied_count,
+            changed_count,
+        }
+    }
 }
 
 /// One denied path with its values: the JSON values themselves (a number stays a number) when

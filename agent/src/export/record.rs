@@ -8,8 +8,7 @@ use std::time::SystemTime;
 
 use drift_api::audit::enforcement_action;
 use drift_api::violation::{
-    ADMISSION_EVENT, ChangeRecord, Details, MAX_DETAILED_CHANGES, RequestFields, ViolationRecord,
-    format_rfc3339,
+    ADMISSION_EVENT, Details, RequestFields, ViolationRecord, format_rfc3339,
 };
 use drift_engine::json::{Document, Node};
 use drift_engine::{AdmissionRequest, Evaluation};
@@ -49,33 +48,12 @@ pub fn admission_record<'a, O: Document>(
         Cow::Owned(format!("{}/{}", kind.group, kind.version))
     };
     let changes = evaluation.changes();
-    let details = Details {
-        denied_paths: violation
-            .denied
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|p| Cow::Borrowed(p.as_str()))
-            .collect(),
-        changed_paths: changes
-            .iter()
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| Cow::Borrowed(c.path.as_str()))
-            .collect(),
-        changes: changes
-            .iter()
-            .filter(|c| !c.mutable)
-            .take(MAX_DETAILED_CHANGES)
-            .map(|c| {
-                ChangeRecord::new(
-                    c.path.as_str(),
-                    c.change.old.as_deref(),
-                    c.change.new.as_deref(),
-                )
-            })
-            .collect(),
-        denied_count: violation.denied_count,
-        changed_count: evaluation.comparison().map_or(0, |c| c.changed_count),
-    };
+    let details = Details::of(
+        &violation.denied,
+        changes,
+        violation.denied_count,
+        evaluation.comparison().map_or(0, |c| c.changed_count),
+    );
     Some(ViolationRecord {
         event_type: Cow::Borrowed(ADMISSION_EVENT),
         id: Cow::Borrowed(&request.uid),
