@@ -140,10 +140,20 @@ impl ReloadingTls {
                 _ = shutdown.changed() => return,
             }
             let current = self.fingerprint();
-            if current == last || current.is_none() {
+            if current == last {
                 continue;
             }
+            let vanished = current.is_none();
             last = current;
+            if vanished {
+                // SPEC §6: files that vanish keep the last good pair, with a WARN each time.
+                tracing::warn!(
+                    cert = %self.cert_path.display(),
+                    key = %self.key_path.display(),
+                    "TLS files cannot be read (removed, or not readable); keeping the current certificate"
+                );
+                continue;
+            }
             match load_certified_key(&self.cert_path, &self.key_path) {
                 Ok(certified) => {
                     self.resolver.current.store(Arc::new(certified));

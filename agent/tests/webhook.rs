@@ -601,6 +601,67 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
     );
 }
 
+/// SPEC §6: TLS files that vanish keep the last good pair, with a WARN each time; when they
+/// come back they are used.
+#[test]
+fn vanished_tls_files_keep_the_certificate_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
+    let first = Pki::new("first");
+    let (cert, key) = first.write(dir.path());
+    let agent = Agent::start(
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+        true,
+    );
+    let healthz = format!("{}/healthz", agent.base);
+    let warned = |agent: &Agent| {
+        agent
+            .logs()
+            .iter()
+            .filter(|l| l.contains("TLS files cannot be read") && l.contains("WARN"))
+            .count()
+    };
+    assert_eq!(warned(&agent), 0);
+    std::fs::remove_file(&cert).unwrap();
+    std::fs::remove_file(&key).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while warned(&agent) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no WARN for vanished TLS files"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The last good pair is still served, to new connections too.
+    assert!(first.client().get(&healthz).send().is_ok());
+    // Back again (a new pair): used; gone again: warned again.
+    let second = Pki::new("second");
+    second.write(dir.path());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while second.client().get(&healthz).send().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new certificate never served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::remove_file(&cert).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while warned(&agent) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no second WARN");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(second.client().get(&healthz).send().is_ok());
+}
+
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let (_dir, mut agent) = offline_agent(SIMPLE_RULE, None);
