@@ -537,8 +537,9 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
     );
 }
 
-#[test]
-fn tls_certificate_is_reloaded_without_dropping_connections() {
+/// An agent serving HTTPS with the pair of `first` written into its directory as
+/// `tls.crt`/`tls.key`, one rule file beside them.
+fn tls_agent() -> (tempfile::TempDir, Pki, Agent) {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.yaml");
     std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
@@ -555,6 +556,12 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
         ],
         true,
     );
+    (dir, first, agent)
+}
+
+#[test]
+fn tls_certificate_is_reloaded_without_dropping_connections() {
+    let (dir, first, agent) = tls_agent();
     let url = format!("{}/validate", agent.base);
     let review = fixtures::review(
         "x",
@@ -605,22 +612,8 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
 /// come back they are used.
 #[test]
 fn vanished_tls_files_keep_the_certificate_with_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules.yaml");
-    std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
-    let first = Pki::new("first");
-    let (cert, key) = first.write(dir.path());
-    let agent = Agent::start(
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--tls-cert-file",
-            cert.to_str().unwrap(),
-            "--tls-key-file",
-            key.to_str().unwrap(),
-        ],
-        true,
-    );
+    let (dir, first, agent) = tls_agent();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     let healthz = format!("{}/healthz", agent.base);
     let warned = |agent: &Agent| {
         agent
