@@ -11,7 +11,7 @@
 //! tests validate them against those CRDs' schemas (tests/chart/operator_kinds.py, with
 //! tests/chart/values-all-crds.yaml).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -213,23 +213,6 @@ fn install_upgrade_and_uninstall() {
     );
 }
 
-/// The directory of the workspace's binaries (`target/<profile>`), where `kubectl-drift` is
-/// built (`.ci/e2e` builds every binary first).
-fn binaries() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf();
-    assert!(
-        dir.join("kubectl-drift").is_file(),
-        "{} is missing: build it first (`cargo build -p kubectl-drift`; `bash .ci/e2e` does)",
-        dir.join("kubectl-drift").display()
-    );
-    dir
-}
-
 /// One command line of the NOTES, run by a shell as an installer would paste it: the real
 /// kubectl (and the plugin) first on PATH, the given kubeconfig.
 fn shell(command: &str, kubeconfig: &Path) -> Output {
@@ -238,7 +221,7 @@ fn shell(command: &str, kubeconfig: &Path) -> Output {
         .expect("kubectl's directory")
         .to_path_buf();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![kubectl_dir, binaries()];
+    let mut dirs = vec![kubectl_dir, crate::env::binaries()];
     dirs.extend(std::env::split_paths(&path));
     Command::new("sh")
         .arg("-c")

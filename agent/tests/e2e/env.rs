@@ -294,3 +294,20 @@ pub fn teardown() {
     let env = SHARED.lock().unwrap_or_else(|e| e.into_inner()).take();
     drop(env);
 }
+
+/// The directory of the workspace's binaries (`target/<profile>`), where `kubectl-drift` is
+/// built (`.ci/e2e` builds every binary first).
+pub(crate) fn binaries() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .to_path_buf();
+    assert!(
+        dir.join("kubectl-drift").is_file(),
+        "{} is missing: build it first (`cargo build -p kubectl-drift`; `bash .ci/e2e` does)",
+        dir.join("kubectl-drift").display()
+    );
+    dir
+}

@@ -2,7 +2,6 @@
 //! `explain`, `preview -f`, and `preview --server-dry-run`, where the real webhook answers;
 //! a team namespace's rule shown as the namespace rule the agent applies.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use libtest_mimic::Trial;
@@ -21,23 +20,6 @@ pub fn tests() -> Vec<Trial> {
     ]
 }
 
-/// The directory of the workspace's binaries (`target/<profile>`), where `kubectl-drift` is
-/// built (`.ci/e2e` builds every binary first).
-fn binaries() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf();
-    assert!(
-        dir.join("kubectl-drift").is_file(),
-        "{} is missing: build it first (`cargo build -p kubectl-drift`; `bash .ci/e2e` does)",
-        dir.join("kubectl-drift").display()
-    );
-    dir
-}
-
 /// `kubectl drift ARGS` with the plugin on PATH and the admin kubeconfig in KUBECONFIG, as a
 /// user runs it; the agent's namespace is the chart's release namespace here (no agent pod
 /// runs: the agent beside the API server is registered by URL, so the plugin takes the agent's
@@ -50,7 +32,7 @@ fn kubectl_drift(env: &Env, args: &[&str]) -> Output {
 
 fn kubectl_drift_as_given(env: &Env, args: &[&str]) -> Output {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![binaries()];
+    let mut dirs = vec![crate::env::binaries()];
     dirs.extend(std::env::split_paths(&path));
     Command::new(drift_testkit::cluster::kubectl_path())
         .arg("drift")
