@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::json::RawDocument;
 use crate::message::{truncate_bytes, truncate_chars};
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
@@ -165,7 +166,7 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
     let raw = parse_review_raw(body)?;
     let request = raw.request.and_then(|request| {
         request
-            .try_map_objects(|object| serde_json::from_str::<Value>(object.get()))
+            .try_map_objects(|object| serde_json::from_str::<Value>(object.text()))
             .map_err(malformed)
     });
     Ok(ParsedReview {
@@ -180,17 +181,56 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// a decision does not begin with two documents of the objects (the agent's hot path). A key
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
-pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotAReview> {
-    /// The top level of a review; the values are checked below.
-    #[derive(Deserialize)]
-    struct Envelope<'b> {
-        #[serde(borrow, default)]
-        kind: Option<&'b RawValue>,
-        #[serde(borrow, default, rename = "apiVersion")]
-        api_version: Option<&'b RawValue>,
-        #[serde(borrow, default)]
-        request: Option<&'b RawValue>,
+pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
+    let first = body
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
+    if first != Some(&b'{') {
+        // Valid JSON that is not an object says so (a derived struct would read a list).
+        serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
+        return Err(not_an_object());
     }
+    // The common case costs one pass over the body; anything else is read again in parts, to
+    // say exactly what is wrong (the answers are the same either way).
+    match serde_json::from_slice::<Envelope<'_, AdmissionRequest<RawDocument<'_>>>>(body) {
+        Ok(Envelope {
+            kind,
+            api_version,
+            request: Some(request),
+        }) => Ok(ParsedReview {
+            version: review_version(&raw_text(kind), &raw_text(api_version))?,
+            uid: request.uid.clone(),
+            request: Ok(request),
+        }),
+        _ => parse_review_in_parts(body),
+    }
+}
+
+/// The top level of a review: `request` read as `R` (the request, or its text to read on its
+/// own); `kind` and `apiVersion` are checked by [`review_version`].
+#[derive(Deserialize)]
+struct Envelope<'b, R> {
+    #[serde(borrow, default)]
+    kind: Option<&'b RawValue>,
+    #[serde(borrow, default, rename = "apiVersion")]
+    api_version: Option<&'b RawValue>,
+    #[serde(default = "none")]
+    request: Option<R>,
+}
+
+fn not_json(e: serde_json::Error) -> NotAReview {
+    NotAReview(format!("request body is not valid JSON: {e}"))
+}
+
+/// A string of the envelope, or empty.
+fn raw_text(raw: Option<&RawValue>) -> String {
+    raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+        .unwrap_or_default()
+}
+
+/// [`parse_review_raw`] of a body that is not a well-formed review: the envelope first, then
+/// the request, each with its own error.
+fn parse_review_in_parts(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
     /// Only the uid, for a request that is otherwise malformed.
     #[derive(Deserialize)]
     struct Uid {
@@ -198,22 +238,8 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotARevi
         uid: Option<Value>,
     }
 
-    let first = body
-        .iter()
-        .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
-    let not_json =
-        |e: serde_json::Error| NotAReview(format!("request body is not valid JSON: {e}"));
-    if first != Some(&b'{') {
-        // Valid JSON that is not an object says so (a derived struct would read a list).
-        serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
-        return Err(not_an_object());
-    }
-    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(not_json)?;
-    let text = |raw: Option<&RawValue>| {
-        raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
-            .unwrap_or_default()
-    };
-    let version = review_version(&text(envelope.kind), &text(envelope.api_version))?;
+    let envelope: Envelope<'_, &RawValue> = serde_json::from_slice(body).map_err(not_json)?;
+    let version = review_version(&raw_text(envelope.kind), &raw_text(envelope.api_version))?;
     let request = match envelope.request {
         None => {
             return Ok(ParsedReview {
@@ -224,7 +250,7 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<&RawValue>, NotARevi
         }
         Some(request) => request,
     };
-    let request = serde_json::from_str::<AdmissionRequest<&RawValue>>(request.get())
+    let request = serde_json::from_str::<AdmissionRequest<RawDocument<'_>>>(request.get())
         .map_err(|e| (e, request));
     let (uid, request) = match request {
         Ok(parsed) => (parsed.uid.clone(), Ok(parsed)),
@@ -529,6 +555,24 @@ mod tests {
         .unwrap();
         assert_eq!(parsed.uid, "x");
         assert!(parsed.request.unwrap_err().contains("malformed"));
+    }
+
+    /// The one-pass read of a well-formed review gives exactly what reading it in parts gives.
+    #[test]
+    fn one_pass_and_in_parts_agree() {
+        let bodies = [
+            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","operation":"UPDATE","kind":{"group":"apps","version":"v1","kind":"Deployment"},"object":{"a":[1,{"b":"]"}]},"oldObject":{"a":[2]},"dryRun":false}}"#,
+            r#" { "request" : { "uid" : "u2" , "operation" : "DELETE" } , "apiVersion" : "admission.k8s.io/v1beta1" , "kind" : "AdmissionReview" } "#,
+            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u3","operation":"UPDATE","object":null,"oldObject":{}},"extra":[1]}"#,
+        ];
+        for body in bodies {
+            let one_pass = parse_review_raw(body.as_bytes()).expect(body);
+            let in_parts = parse_review_in_parts(body.as_bytes()).expect(body);
+            assert_eq!(one_pass.version, in_parts.version, "{body}");
+            assert_eq!(one_pass.uid, in_parts.uid, "{body}");
+            assert_eq!(one_pass.request, in_parts.request, "{body}");
+            assert!(one_pass.request.is_ok(), "{body}");
+        }
     }
 
     #[test]

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
+use drift_engine::json::RawDocument;
 use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review_raw};
 use drift_engine::{AdmissionRequest, Context, Detail, Evaluation, evaluate};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{count_error, json, plain};
@@ -177,7 +177,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 /// agent can read them (cluster mode): then the request, for the read.
 fn needs_parent_labels(
     shared: &Shared,
-    parsed: &ParsedReview<&RawValue>,
+    parsed: &ParsedReview<RawDocument<'_>>,
 ) -> Option<AdmissionRequest> {
     let request = parsed.request.as_ref().ok()?;
     let needed = request.sub_resource() == "scale"
@@ -205,7 +205,7 @@ fn internal_error(uid: &str, message: &str) -> Response {
 
 fn judge(
     shared: &Shared,
-    parsed: ParsedReview<&RawValue>,
+    parsed: ParsedReview<RawDocument<'_>>,
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
     race: &Race,

@@ -424,9 +424,11 @@ proptest! {
     }
 }
 
+/// The text read as the agent reads a request's objects (within a document, indexed).
 fn raw(text: &str) -> crate::json::RawJson<'_> {
+    use crate::json::Document as _;
     let value: &serde_json::value::RawValue = serde_json::from_str(text).expect("valid JSON");
-    crate::json::RawJson::new(value)
+    Box::leak(Box::new(crate::json::RawDocument::new(value))).node()
 }
 
 /// The scopes and descent patterns the raw/parsed agreement is checked under.

@@ -7,11 +7,12 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
+mod brackets;
 mod number;
 mod raw;
 
 pub use number::{numbers_eq, text_numbers_eq};
-pub use raw::{RawItems, RawJson, RawMap};
+pub use raw::{RawDocument, RawItems, RawJson, RawMap};
 
 /// The JSON type of a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,16 +72,6 @@ impl Document for Value {
     type Node<'n> = &'n Value;
     fn node(&self) -> &Value {
         self
-    }
-}
-
-impl Document for &serde_json::value::RawValue {
-    type Node<'n>
-        = RawJson<'n>
-    where
-        Self: 'n;
-    fn node(&self) -> RawJson<'_> {
-        RawJson::new(self)
     }
 }
 

@@ -7,8 +7,8 @@
 //! only where the bytes differ are maps and lists read, one level at a time, borrowing keys and
 //! strings from the body.
 //!
-//! [`RawJson`] is only ever made from text serde_json has validated ([`RawJson::new`] takes a
-//! [`RawValue`]), so the scans below never meet malformed JSON; on text that is not valid
+//! [`RawJson`] is only ever made from text serde_json has validated ([`RawDocument::new`] takes
+//! a [`RawValue`]), so the scans below never meet malformed JSON; on text that is not valid
 //! anyway they stop early instead of panicking.
 
 use std::borrow::Cow;
@@ -18,14 +18,86 @@ use std::fmt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::brackets::{Brackets, string_end_from};
 use super::number::text_numbers_eq;
-use super::{MapView, Node, Shape};
+use super::{Document, MapView, Node, Shape};
 
-/// One JSON value as text.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// One object of a request as the body's text, with the index of its brackets built on first
+/// need (see [`Brackets`]): what the agent's parse gives for `object` and `oldObject`.
+#[derive(Debug, Clone, Default)]
+pub struct RawDocument<'a> {
+    text: &'a str,
+    brackets: OnceCell<Brackets>,
+}
+
+impl<'a> RawDocument<'a> {
+    /// The value serde_json validated.
+    pub fn new(raw: &'a RawValue) -> Self {
+        Self {
+            text: raw.get().trim_matches(is_whitespace_char),
+            brackets: OnceCell::new(),
+        }
+    }
+
+    /// The document's text, exactly as in the body.
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// The end (exclusive) of the container opening at `bytes[at]`, where `bytes` lies within
+    /// this document's text; `None` when it is not recorded.
+    fn container_end(&self, bytes: &[u8], at: usize) -> Option<usize> {
+        let base = self.text.as_ptr() as usize;
+        let start = (bytes.as_ptr() as usize).checked_sub(base)?;
+        if start + bytes.len() > self.text.len() {
+            return None;
+        }
+        let brackets = self.brackets.get_or_init(|| Brackets::of(self.text));
+        let close = brackets.close_of(start + at)?;
+        Some(close + 1 - start)
+    }
+}
+
+impl PartialEq for RawDocument<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawDocument<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(deserializer).map(RawDocument::new)
+    }
+}
+
+impl Document for RawDocument<'_> {
+    type Node<'n>
+        = RawJson<'n>
+    where
+        Self: 'n;
+    fn node(&self) -> RawJson<'_> {
+        RawJson {
+            text: self.text,
+            doc: Some(self),
+        }
+    }
+}
+
+/// One JSON value as text, within the document it was read from (whose index of brackets it
+/// uses; without one, containers are scanned).
+#[derive(Clone, Copy)]
 pub struct RawJson<'a> {
     text: &'a str,
+    doc: Option<&'a RawDocument<'a>>,
 }
+
+impl PartialEq for RawJson<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for RawJson<'_> {}
 
 impl fmt::Debug for RawJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -35,15 +107,21 @@ impl fmt::Debug for RawJson<'_> {
 }
 
 impl<'a> RawJson<'a> {
-    /// The value serde_json validated.
-    pub fn new(raw: &'a RawValue) -> Self {
-        Self::from_valid(raw.get())
-    }
-
-    /// Text that is known to be one valid JSON value (surrounding whitespace allowed).
+    /// Text that is known to be one valid JSON value (surrounding whitespace allowed), read
+    /// without an index.
+    #[cfg(test)]
     fn from_valid(text: &'a str) -> Self {
         Self {
             text: text.trim_matches(is_whitespace_char),
+            doc: None,
+        }
+    }
+
+    /// A value within the same document.
+    fn within(self, text: &'a str) -> Self {
+        Self {
+            text,
+            doc: self.doc,
         }
     }
 
@@ -59,7 +137,7 @@ impl<'a> RawJson<'a> {
     /// The entries of an object in text order, repeats included (see [`RawMap`]).
     fn entries(self) -> RawEntries<'a> {
         RawEntries {
-            text: self.text,
+            within: self,
             at: if self.bytes().first() == Some(&b'{') {
                 1
             } else {
@@ -103,28 +181,17 @@ fn find_from(
 
 /// The end (exclusive) of the string whose opening quote is at `at`.
 fn string_end(bytes: &[u8], at: usize) -> usize {
-    let mut from = at + 1;
-    loop {
-        let found = find_from(
-            bytes,
-            from,
-            |b| b == b'"' || b == b'\\',
-            |rest| memchr::memchr2(b'"', b'\\', rest),
-        );
-        match found {
-            None => return bytes.len(),
-            Some(i) if bytes[i] == b'"' => return i + 1,
-            // An escape: the next byte is never the closing quote.
-            Some(i) => from = i + 2,
-        }
-    }
+    string_end_from(bytes, at + 1)
 }
 
-/// The end (exclusive) of the value starting at `at`.
-fn value_end(bytes: &[u8], at: usize) -> usize {
+/// The end (exclusive) of the value starting at `at`; containers are looked up in the
+/// document's index of brackets where there is one.
+fn value_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> usize {
     match bytes.get(at) {
         Some(b'"') => string_end(bytes, at),
-        Some(b'{' | b'[') => container_end(bytes, at),
+        Some(b'{' | b'[') => doc
+            .and_then(|doc| doc.container_end(bytes, at))
+            .unwrap_or_else(|| container_end(bytes, at)),
         Some(_) => {
             let mut end = at;
             while let Some(b) = bytes.get(end) {
@@ -223,7 +290,8 @@ fn decode_string(quoted: &str) -> Cow<'_, str> {
 /// Iterates an object's entries as `(quoted key, value)`.
 #[derive(Clone)]
 struct RawEntries<'a> {
-    text: &'a str,
+    /// The object.
+    within: RawJson<'a>,
     at: usize,
 }
 
@@ -231,33 +299,35 @@ impl<'a> Iterator for RawEntries<'a> {
     type Item = (&'a str, RawJson<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let bytes = self.text.as_bytes();
+        let text = self.within.text;
+        let bytes = text.as_bytes();
         let mut at = skip_whitespace(bytes, self.at);
         if bytes.get(at) == Some(&b',') {
             at = skip_whitespace(bytes, at + 1);
         }
         if bytes.get(at) != Some(&b'"') {
             // `}` or the end.
-            self.at = self.text.len();
+            self.at = text.len();
             return None;
         }
         let key_end = string_end(bytes, at);
-        let key = self.text.get(at..key_end)?;
+        let key = text.get(at..key_end)?;
         let mut value_at = skip_whitespace(bytes, key_end);
         if bytes.get(value_at) == Some(&b':') {
             value_at = skip_whitespace(bytes, value_at + 1);
         }
-        let end = value_end(bytes, value_at);
-        let value = self.text.get(value_at..end)?;
+        let end = value_end(bytes, value_at, self.within.doc);
+        let value = text.get(value_at..end)?;
         self.at = end;
-        Some((key, RawJson { text: value }))
+        Some((key, self.within.within(value)))
     }
 }
 
 /// Iterates a list's items.
 #[derive(Clone)]
 pub struct RawItems<'a> {
-    text: &'a str,
+    /// The list.
+    within: RawJson<'a>,
     at: usize,
 }
 
@@ -265,22 +335,23 @@ impl<'a> Iterator for RawItems<'a> {
     type Item = RawJson<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let bytes = self.text.as_bytes();
+        let text = self.within.text;
+        let bytes = text.as_bytes();
         let mut at = skip_whitespace(bytes, self.at);
         if bytes.get(at) == Some(&b',') {
             at = skip_whitespace(bytes, at + 1);
         }
         match bytes.get(at) {
             None | Some(b']') => {
-                self.at = self.text.len();
+                self.at = text.len();
                 return None;
             }
             Some(_) => {}
         }
-        let end = value_end(bytes, at);
-        let item = self.text.get(at..end)?;
+        let end = value_end(bytes, at, self.within.doc);
+        let item = text.get(at..end)?;
         self.at = end;
-        Some(RawJson { text: item })
+        Some(self.within.within(item))
     }
 }
 
@@ -394,7 +465,7 @@ impl<'a> Node<'a> for RawJson<'a> {
 
     fn items(self) -> Option<RawItems<'a>> {
         (self.shape() == Shape::Array).then_some(RawItems {
-            text: self.text,
+            within: self,
             at: 1,
         })
     }

@@ -1,0 +1,78 @@
+//! Answers one review body N times without a server, for `valgrind --tool=callgrind` or `perf`:
+//! the per-request work of the agent (`agent`: the raw parse, the evaluation against a rules
+//! directory, the encoded answer) or of the reference (`reference`: parse into
+//! `serde_json::Value`, answer allowed), side by side on the same body.
+//!
+//!   cargo run --release -p drift-bench --example answer_loop -- agent|reference BODY RULES_DIR N
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use drift_engine::review::parse_review_raw;
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, evaluate};
+use serde_json::{Value, json};
+
+fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
+    let mut sources = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.path());
+    for entry in entries {
+        let text = std::fs::read_to_string(entry.path())?;
+        let config: Value = serde_yaml::from_str(&text)?;
+        let spec = config["data"]["spec"]
+            .as_str()
+            .context("data.spec")?
+            .to_owned();
+        let name = config["metadata"]["name"]
+            .as_str()
+            .context("name")?
+            .to_owned();
+        sources.push(RuleSource {
+            id: RuleId {
+                namespace: "drift-sentinel".into(),
+                name,
+            },
+            spec: Some(spec),
+            origin: None,
+        });
+    }
+    let set = RuleSet::build(sources);
+    if !set.invalid().is_empty() {
+        bail!("invalid rules: {:?}", set.invalid());
+    }
+    Ok(set)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, who, body, dir, n] = args.as_slice() else {
+        bail!("usage: answer_loop agent|reference BODY RULES_DIR N");
+    };
+    let body = std::fs::read(body)?;
+    let rules = rules(&PathBuf::from(dir))?;
+    let n: usize = n.parse()?;
+    let mut bytes = 0;
+    for _ in 0..n {
+        let answer = match who.as_str() {
+            "agent" => {
+                let parsed = parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?;
+                let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
+                let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+                evaluation
+                    .response(&request.uid)
+                    .into_review(parsed.version)
+                    .to_string()
+            }
+            "reference" => {
+                let review: Value = serde_json::from_slice(&body)?;
+                let uid = review["request"]["uid"].clone();
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "response": {"uid": uid, "allowed": true}})
+                .to_string()
+            }
+            other => bail!("unknown {other}"),
+        };
+        bytes += std::hint::black_box(answer).len();
+    }
+    println!("{bytes}");
+    Ok(())
+}

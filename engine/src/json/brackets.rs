@@ -1,0 +1,193 @@
+//! Where each object and list of a JSON text ends, found in one pass.
+//!
+//! Reading raw text lazily means finding where a value ends before it can be skipped or
+//! compared; scanning a container for its closing bracket costs its whole length, and a walk
+//! down to a change asks that of every level on the way (and `get` of every sibling): the cost
+//! grows with depth × size. One pass over the text records every container's end instead, so
+//! each later question is a binary search. The pass runs only for a document that is actually
+//! read (two identical objects are settled by their bytes and never indexed).
+//!
+//! Bounded: at most one entry per [`BYTES_PER_ENTRY`] bytes of text, plus [`ALWAYS_RECORDED`]
+//! (8 bytes each, so the index is at most half the text's size and 512 bytes); containers past
+//! that are not recorded and are found by scanning, as without an index.
+
+/// Text per recorded container, at most (the memory bound of the index).
+const BYTES_PER_ENTRY: usize = 16;
+/// Containers recorded whatever the text's size.
+const ALWAYS_RECORDED: usize = 64;
+
+/// The end of every object and list of one text, in the order they open.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Brackets {
+    /// (opening offset, closing offset) of each recorded container, sorted by opening offset.
+    pairs: Vec<(u32, u32)>,
+}
+
+/// Eight copies of a byte, for comparing eight bytes at a time.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+/// The bits marking bytes of `x` that are zero: the lowest marked byte is always the first
+/// zero byte (bytes above it may be marked falsely, which is never looked at).
+#[inline]
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(splat(0x01)) & !x & splat(0x80)
+}
+
+/// The end (exclusive) of the string whose content starts at `i` (just past its opening
+/// quote): eight bytes at a time until a quote or a backslash, then the byte itself.
+#[inline]
+pub(super) fn string_end_from(bytes: &[u8], mut i: usize) -> usize {
+    loop {
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let x = u64::from_le_bytes(word);
+            let marks = zero_bytes(x ^ splat(b'"')) | zero_bytes(x ^ splat(b'\\'));
+            if marks != 0 {
+                i += (marks.trailing_zeros() / 8) as usize;
+                break;
+            }
+            i += 8;
+        }
+        match bytes.get(i) {
+            Some(b'"') => return i + 1,
+            Some(b'\\') => i += 2,
+            Some(_) => i += 1,
+            None => return bytes.len(),
+        }
+    }
+}
+
+/// Marks a container opened past the entry bound on the stack of open containers.
+const UNRECORDED: u32 = u32::MAX;
+
+impl Brackets {
+    /// Indexes `text`, which serde_json validated (on other text the result is only
+    /// incomplete: unmatched brackets are never recorded, and lookups of them fail).
+    pub(crate) fn of(text: &str) -> Self {
+        let bytes = text.as_bytes();
+        // Offsets are u32: the agent's bodies are at most 8 MiB. A longer text is not indexed.
+        if u32::try_from(bytes.len()).is_err() {
+            return Self::default();
+        }
+        let limit = bytes.len() / BYTES_PER_ENTRY + ALWAYS_RECORDED;
+        let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(limit.min(bytes.len() / 32 + 8));
+        // Positions in `pairs` of the containers open at this point.
+        let mut open: Vec<u32> = Vec::new();
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            i += 1;
+            match b {
+                b'"' => i = string_end_from(bytes, i),
+                b'{' | b'[' => {
+                    let at = (i - 1) as u32;
+                    if pairs.len() < limit {
+                        open.push(pairs.len() as u32);
+                        pairs.push((at, UNRECORDED));
+                    } else {
+                        open.push(UNRECORDED);
+                    }
+                }
+                b'}' | b']' => {
+                    if let Some(slot) = open.pop()
+                        && slot != UNRECORDED
+                    {
+                        pairs[slot as usize].1 = (i - 1) as u32;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Containers never closed (text that was not valid) are forgotten.
+        pairs.retain(|&(_, close)| close != UNRECORDED);
+        Self { pairs }
+    }
+
+    /// The offset of the closing bracket of the container opening at `open`, when recorded.
+    pub(crate) fn close_of(&self, open: usize) -> Option<usize> {
+        let open = u32::try_from(open).ok()?;
+        let at = self.pairs.binary_search_by_key(&open, |&(o, _)| o).ok()?;
+        Some(self.pairs[at].1 as usize)
+    }
+
+    /// How many containers are recorded.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.pairs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The closing offset of every container by a plain stack, for comparison.
+    fn expected(text: &str) -> Vec<(usize, usize)> {
+        let value: serde_json::Value = serde_json::from_str(text).expect("valid");
+        drop(value);
+        let bytes = text.as_bytes();
+        let (mut stack, mut out, mut in_string, mut escaped) = (vec![], vec![], false, false);
+        for (i, &b) in bytes.iter().enumerate() {
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => stack.push(i),
+                b'}' | b']' => out.push((stack.pop().expect("balanced"), i)),
+                _ => {}
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn every_container_is_found_with_its_end() {
+        let texts = [
+            r#"{"a": [1, {"b": "]}"}, [[]]], "c": {"d\"{": "\\"}}"#,
+            r#"[ { } , [ "[" , "\\\"]" ] , { "k" : [ ] } ]"#,
+            r#"{"s": "é{[", "n": null}"#,
+        ];
+        for text in texts {
+            let brackets = Brackets::of(text);
+            let want = expected(text);
+            assert_eq!(brackets.len(), want.len(), "{text}");
+            for (open, close) in want {
+                assert_eq!(brackets.close_of(open), Some(close), "{text} at {open}");
+            }
+            // Positions that open nothing are not found.
+            assert_eq!(brackets.close_of(text.len() + 5), None);
+        }
+    }
+
+    #[test]
+    fn the_index_is_bounded_by_the_text() {
+        // 10,000 empty lists in 30,001 bytes: at most 1 entry per 16 bytes is kept; the rest
+        // are left to scanning, and those kept are right.
+        let text = format!("[{}]", vec!["[]"; 10_000].join(","));
+        let brackets = Brackets::of(&text);
+        assert_eq!(
+            brackets.len(),
+            text.len() / BYTES_PER_ENTRY + ALWAYS_RECORDED
+        );
+        assert_eq!(brackets.close_of(0), Some(text.len() - 1));
+        assert_eq!(brackets.close_of(1), Some(2));
+        assert_eq!(brackets.close_of(text.len() - 3), None);
+    }
+
+    #[test]
+    fn unbalanced_text_gives_no_wrong_answer() {
+        let brackets = Brackets::of(r#"{"a": [1, 2"#);
+        assert_eq!(brackets.close_of(0), None);
+        assert_eq!(brackets.close_of(6), None);
+    }
+}
