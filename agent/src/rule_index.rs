@@ -397,7 +397,7 @@ impl RuleIndex {
         for (id, entry) in &self.entries {
             let source = |spec: Option<String>| RuleSource {
                 id: id.clone(),
-                spec,
+                spec: spec.into(),
                 origin: None,
             };
             if let (Some(reason), Some(good)) = (entry.stale_reason(), &entry.last_good) {
@@ -472,7 +472,7 @@ impl RuleIndex {
 fn judge(id: &RuleId, entry: &mut Entry, read: &ReadVersion) {
     let source = RuleSource {
         id: id.clone(),
-        spec: read.spec.clone(),
+        spec: read.spec.clone().into(),
         origin: None,
     };
     match (drift_engine::rule::compile(&source), &read.spec) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use drift_engine::manifests;
-use drift_engine::{RuleId, RuleSet, RuleSource};
+use drift_engine::{RuleId, RuleSet, RuleSource, SpecText};
 use tokio::sync::watch;
 
 use crate::rule_files::{Observation, Read, TrackedFiles, fingerprint};
@@ -30,7 +30,7 @@ pub fn default_rule_id() -> RuleId {
 pub fn builtin_snapshot() -> Snapshot {
     let source = RuleSource {
         id: default_rule_id(),
-        spec: Some(DEFAULT_RULE_SPEC.to_owned()),
+        spec: SpecText::Yaml(DEFAULT_RULE_SPEC.to_owned()),
         origin: Some("built-in".into()),
     };
     let mut specs = BTreeMap::new();

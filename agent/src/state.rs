@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use drift_engine::manifests::Namespaces;
-use drift_engine::{RuleId, RuleSet};
+use drift_engine::{RuleId, RuleSet, SpecText};
 
 use crate::metrics::Metrics;
 
@@ -29,7 +29,7 @@ pub struct Snapshot {
     pub kind: SourceKind,
     pub loaded_at: SystemTime,
     /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
-    pub specs: BTreeMap<RuleId, Option<String>>,
+    pub specs: BTreeMap<RuleId, SpecText>,
 }
 
 impl Snapshot {

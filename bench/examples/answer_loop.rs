@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use drift_engine::review::parse_review_raw;
-use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, evaluate};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use serde_json::{Value, json};
 
 fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
@@ -31,7 +31,7 @@ fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
                 namespace: "drift-sentinel".into(),
                 name,
             },
-            spec: Some(spec),
+            spec: SpecText::Yaml(spec),
             origin: None,
         });
     }

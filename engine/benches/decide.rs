@@ -12,7 +12,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use drift_engine::review::{parse_review, parse_review_raw};
 use drift_engine::{
-    AdmissionRequest, Context, Detail, RuleId, RuleSet, RuleSource, Step, evaluate,
+    AdmissionRequest, Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, evaluate,
 };
 use serde_json::{Value, json};
 
@@ -22,7 +22,7 @@ fn rules(specs: &[(String, String)]) -> RuleSet {
             namespace: "drift-sentinel".into(),
             name: name.clone(),
         },
-        spec: Some(spec.clone()),
+        spec: SpecText::Yaml(spec.clone()),
         origin: None,
     }));
     assert!(set.invalid().is_empty(), "{:?}", set.invalid());

@@ -11,7 +11,7 @@ fn rule_source(namespace: &str, name: &str, spec: &str) -> RuleSource {
             namespace: namespace.into(),
             name: name.into(),
         },
-        spec: Some(spec.into()),
+        spec: crate::SpecText::Yaml(spec.into()),
         origin: None,
     }
 }

@@ -26,4 +26,4 @@ pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipRe
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};
 pub use path::{FieldPath, PathPattern, PathSegment};
 pub use review::{AdmissionRequest, AdmissionResponse, ReviewVersion, parse_review};
-pub use rule::{CompiledRule, Mode, RuleError, RuleId, RuleSet, RuleSource};
+pub use rule::{CompiledRule, Mode, RuleError, RuleId, RuleSet, RuleSource, SpecText};

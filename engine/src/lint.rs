@@ -268,7 +268,7 @@ mod tests {
                     namespace: namespace.into(),
                     name: "r".into(),
                 },
-                spec: Some(spec.into()),
+                spec: crate::SpecText::Yaml(spec.into()),
                 origin: None,
             }],
             policy,

@@ -158,10 +158,37 @@ impl fmt::Display for RuleId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSource {
     pub id: RuleId,
-    /// `None` when the ConfigMap has no `data.spec`.
-    pub spec: Option<String>,
+    pub spec: SpecText,
     /// Where the ConfigMap was read from (a file path offline); for messages only.
     pub origin: Option<String>,
+}
+
+/// `data.spec` of a rule ConfigMap, as found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecText {
+    /// The ConfigMap has no `data.spec`.
+    Missing,
+    /// `data.spec` is there but is not a string (a file can say `spec: 5`; the API server
+    /// stores only strings): its type, to name in the error.
+    NotAString(&'static str),
+    /// The rule YAML.
+    Yaml(String),
+}
+
+impl SpecText {
+    /// The rule YAML, when there is one.
+    pub fn yaml(&self) -> Option<&str> {
+        match self {
+            SpecText::Yaml(yaml) => Some(yaml),
+            _ => None,
+        }
+    }
+}
+
+impl From<Option<String>> for SpecText {
+    fn from(spec: Option<String>) -> Self {
+        spec.map_or(SpecText::Missing, SpecText::Yaml)
+    }
 }
 
 /// Why a rule is invalid. It names the ConfigMap, the field and, where known, the line and
@@ -428,13 +455,26 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
                 reason,
             }
         };
-    let Some(spec) = source.spec.as_deref() else {
-        return Err(error(
-            Some("data.spec".into()),
-            None,
-            None,
-            "the ConfigMap is annotated as a rule but has no data.spec; put the rule YAML under data.spec".into(),
-        ));
+    let spec = match &source.spec {
+        SpecText::Yaml(spec) => spec.as_str(),
+        SpecText::Missing => {
+            return Err(error(
+                Some("data.spec".into()),
+                None,
+                None,
+                "the ConfigMap is annotated as a rule but has no data.spec; put the rule YAML under data.spec".into(),
+            ));
+        }
+        SpecText::NotAString(kind) => {
+            return Err(error(
+                Some("data.spec".into()),
+                None,
+                None,
+                format!(
+                    "expected the rule YAML as a string, found {kind}; write it as a block string (spec: |) indented under data"
+                ),
+            ));
+        }
     };
     if spec.trim().is_empty() {
         return Err(error(
@@ -677,11 +717,14 @@ pub fn rule_source_from_config_map(
         .filter(|n| !n.is_empty())
         .unwrap_or(default_namespace);
     let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
-    let spec = object
-        .get("data")
-        .and_then(|d| d.get("spec"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let spec = match object.get("data").and_then(|d| d.get("spec")) {
+        None | Some(Value::Null) => SpecText::Missing,
+        Some(Value::String(yaml)) => SpecText::Yaml(yaml.clone()),
+        Some(Value::Bool(_)) => SpecText::NotAString("a boolean"),
+        Some(Value::Number(_)) => SpecText::NotAString("a number"),
+        Some(Value::Array(_)) => SpecText::NotAString("a list"),
+        Some(Value::Object(_)) => SpecText::NotAString("a map"),
+    };
     Some(RuleSource {
         id: RuleId {
             namespace: namespace.to_owned(),

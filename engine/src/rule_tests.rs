@@ -8,7 +8,7 @@ fn source(spec: &str) -> RuleSource {
             namespace: "drift-sentinel".into(),
             name: "r".into(),
         },
-        spec: Some(spec.into()),
+        spec: SpecText::Yaml(spec.into()),
         origin: None,
     }
 }
@@ -201,7 +201,7 @@ fn invalid_rules_table() {
 fn missing_or_empty_spec_is_invalid() {
     let mut s = source("");
     assert!(compile(&s).unwrap_err().reason.contains("empty"));
-    s.spec = None;
+    s.spec = SpecText::Missing;
     assert!(compile(&s).unwrap_err().reason.contains("no data.spec"));
 }
 
@@ -246,7 +246,7 @@ fn rule_set_orders_and_isolates_invalid_rules() {
             namespace: ns.into(),
             name: name.into(),
         },
-        spec: Some(spec),
+        spec: SpecText::Yaml(spec),
         origin: None,
     };
     let set = RuleSet::build(vec![
@@ -278,9 +278,35 @@ fn config_map_reading() {
     });
     let source = rule_source_from_config_map(&cm, "default", Some("f.yaml")).unwrap();
     assert_eq!(source.id.to_string(), "default/r1");
-    assert_eq!(source.spec.as_deref(), Some("mode: off"));
+    assert_eq!(source.spec.yaml(), Some("mode: off"));
     let unannotated = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "x"}});
     assert!(rule_source_from_config_map(&unannotated, "default", None).is_none());
     let secret = serde_json::json!({"kind": "Secret", "metadata": {"name": "x", "annotations": {RULE_ANNOTATION: "true"}}});
     assert!(rule_source_from_config_map(&secret, "default", None).is_none());
+    // A `data.spec` that is not a string is named as such, not as missing.
+    for (spec, kind) in [
+        (serde_json::json!(5), "a number"),
+        (serde_json::json!(true), "a boolean"),
+        (serde_json::json!({"mode": "off"}), "a map"),
+        (serde_json::json!(["x"]), "a list"),
+    ] {
+        let cm = serde_json::json!({
+            "kind": "ConfigMap",
+            "metadata": {"name": "r1", "annotations": {RULE_ANNOTATION: "true"}},
+            "data": {"spec": spec}
+        });
+        let source = rule_source_from_config_map(&cm, "default", None).unwrap();
+        assert_eq!(source.spec, SpecText::NotAString(kind));
+        let error = compile(&source).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("data.spec"));
+        assert!(
+            error.reason.starts_with(&format!(
+                "expected the rule YAML as a string, found {kind};"
+            )),
+            "{error}"
+        );
+    }
+    let missing = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "r1", "annotations": {RULE_ANNOTATION: "true"}}});
+    let source = rule_source_from_config_map(&missing, "default", None).unwrap();
+    assert_eq!(source.spec, SpecText::Missing);
 }

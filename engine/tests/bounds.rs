@@ -5,7 +5,7 @@
 
 use drift_engine::evaluation::MAX_KEPT_CHANGES;
 use drift_engine::review::{AdmissionRequest, parse_review_raw};
-use drift_engine::{Context, Detail, Evaluation, RuleId, RuleSet, RuleSource, evaluate};
+use drift_engine::{Context, Detail, Evaluation, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ fn rules_from(spec: &str) -> RuleSet {
             namespace: "platform".into(),
             name: "rule".into(),
         },
-        spec: Some(spec.into()),
+        spec: SpecText::Yaml(spec.into()),
         origin: None,
     }]);
     assert!(set.invalid().is_empty(), "{:?}", set.invalid());

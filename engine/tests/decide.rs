@@ -2,7 +2,9 @@
 
 use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, Step, Verdict, evaluate};
+use drift_engine::{
+    Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, Verdict, evaluate,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -12,7 +14,7 @@ fn rule(namespace: &str, name: &str, spec: &str) -> RuleSource {
             namespace: namespace.into(),
             name: name.into(),
         },
-        spec: Some(spec.into()),
+        spec: SpecText::Yaml(spec.into()),
         origin: None,
     }
 }

@@ -4,7 +4,7 @@
 //! indices. Table-driven through the public decision.
 
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, Step, evaluate};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, evaluate};
 use serde_json::{Value, json};
 
 fn deployment() -> Value {
@@ -65,7 +65,7 @@ fn judge(field: &str, patterns: &[&str], edit: Edit) -> (Step, Vec<String>) {
             namespace: "platform".into(),
             name: "rule".into(),
         },
-        spec: Some(spec),
+        spec: SpecText::Yaml(spec),
         origin: None,
     }]);
     assert!(rules.invalid().is_empty(), "{:?}", rules.invalid());

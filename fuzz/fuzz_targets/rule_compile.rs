@@ -8,7 +8,9 @@ use std::sync::LazyLock;
 use drift_engine::lint::{LintContext, lint};
 use drift_engine::review::parse_review;
 use drift_engine::rule::compile;
-use drift_engine::{AdmissionRequest, Context, Detail, PathPattern, RuleId, RuleSet, RuleSource, evaluate};
+use drift_engine::{
+    AdmissionRequest, Context, Detail, PathPattern, RuleId, RuleSet, RuleSource, SpecText, evaluate,
+};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../engine/tests/common/admission_bounds.rs"]
@@ -39,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
             namespace: "fuzz".into(),
             name: "rule".into(),
         },
-        spec: Some(text.to_owned()),
+        spec: SpecText::Yaml(text.to_owned()),
         origin: Some("fuzz.yaml".into()),
     };
     match compile(&source) {

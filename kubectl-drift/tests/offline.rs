@@ -708,4 +708,22 @@ fn explain_lints_the_rule_files() {
             .starts_with("error: 2 invalid rules (the /validate-rule webhook refuses them): "),
         "{screen}"
     );
+
+    // `data.spec` written as a number (YAML reads `spec: 5` so): named as what it is, not as
+    // a missing spec.
+    let numeric = write(
+        dir.path(),
+        "numeric.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numeric\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: 5\n",
+    );
+    let output = plugin(&["explain", "--rules", &numeric, "-f", &object]);
+    let screen = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "rule ConfigMap ops/numeric (from {numeric}): field data.spec: expected the rule YAML as a string, found a number; write it as a block string (spec: |)"
+        )),
+        "{screen}"
+    );
+    assert!(!screen.contains("has no data.spec"), "{screen}");
 }

@@ -90,7 +90,7 @@ fn a_list_asks_to_fetch_the_rules_only_and_fetches_make_them_sources() {
         ..
     } = index.sources();
     assert_eq!(sources.len(), 1);
-    assert_eq!(sources[0].spec.as_deref(), Some(SPEC));
+    assert_eq!(sources[0].spec.yaml(), Some(SPEC));
     assert!(unreadable.is_empty());
     // While a fetch runs, no second one is started.
     assert!(index.start_fetch(&id("ops", "rule")).is_none());
@@ -113,10 +113,7 @@ fn versions_deletions_and_the_annotation_removed() {
     let warn = SPEC.replace("enforce", "warn");
     let done = fetch(&mut index, &id("ops", "rule"), read("u1", "2", &warn));
     assert!(done.changed);
-    assert_eq!(
-        index.sources().rules[0].spec.as_deref(),
-        Some(warn.as_str())
-    );
+    assert_eq!(index.sources().rules[0].spec.yaml(), Some(warn.as_str()));
 
     // The annotation removed: forgotten, like a deletion.
     let removed = index.apply(&Event::Apply(meta("ops", "rule", "u1", "3", false)));
@@ -215,7 +212,7 @@ fn a_rule_that_cannot_be_read_is_reported_and_fetched_again() {
     let failed = fetch(&mut index, &id("ops", "rule"), Err("timed out".into()));
     assert!(failed.changed);
     let sources = index.sources();
-    assert_eq!(sources.rules[0].spec.as_deref(), Some(SPEC));
+    assert_eq!(sources.rules[0].spec.yaml(), Some(SPEC));
     assert!(sources.unreadable.is_empty());
     assert_eq!(sources.stale[0].reason, "timed out");
     assert_eq!(
@@ -310,7 +307,7 @@ fn an_invalid_version_keeps_the_last_good_one_stale_and_reported() {
     assert!(fetch(&mut index, &id("ops", "rule"), read("u1", "2", TYPO)).changed);
     let sources = index.sources();
     assert_eq!(sources.rules.len(), 1);
-    assert_eq!(sources.rules[0].spec.as_deref(), Some(SPEC));
+    assert_eq!(sources.rules[0].spec.yaml(), Some(SPEC));
     assert_eq!(sources.stale.len(), 1);
     let stale = &sources.stale[0];
     assert_eq!(stale.rule, "ops/rule");
@@ -350,7 +347,7 @@ fn a_rule_never_valid_is_not_served() {
     fetch(&mut index, &id("ops", "typo"), read("u1", "1", TYPO));
     let sources = index.sources();
     // Given to the engine as written: it reports it invalid and does not apply it.
-    assert_eq!(sources.rules[0].spec.as_deref(), Some(TYPO));
+    assert_eq!(sources.rules[0].spec.yaml(), Some(TYPO));
     assert!(sources.stale.is_empty());
     assert!(index.last_good().is_empty());
 }
@@ -388,7 +385,7 @@ fn last_good_versions_of_an_earlier_run_count_for_the_same_config_map_only() {
     let served: BTreeMap<String, Option<String>> = sources
         .rules
         .iter()
-        .map(|r| (r.id.name.clone(), r.spec.clone()))
+        .map(|r| (r.id.name.clone(), r.spec.yaml().map(str::to_owned)))
         .collect();
     assert_eq!(served["rule"].as_deref(), Some(SPEC));
     assert_eq!(served["recreated"].as_deref(), Some(TYPO));

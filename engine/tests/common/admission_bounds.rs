@@ -17,7 +17,7 @@ use drift_engine::message::{
 use drift_engine::review::{
     AdmissionRequest, AdmissionResponse, ParsedReview, parse_review, parse_review_raw, peek_uid,
 };
-use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, evaluate};
+use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use serde_json::{Map, Value};
 
 /// The whole response body (SPEC §5), not counting the echoed `uid`: the API server's uids are
@@ -110,7 +110,7 @@ pub fn rules() -> RuleSet {
             namespace: "drift-sentinel".into(),
             name: (*name).into(),
         },
-        spec: Some((*spec).into()),
+        spec: SpecText::Yaml((*spec).into()),
         origin: None,
     }));
     assert!(set.invalid().is_empty(), "{:?}", set.invalid());

@@ -16,7 +16,7 @@ mod model;
 mod workload;
 
 use drift_engine::review::{parse_review, parse_review_raw};
-use drift_engine::{Context, Detail, PathSegment, RuleId, RuleSet, RuleSource, evaluate};
+use drift_engine::{Context, Detail, PathSegment, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use model::{Path, Scoping, Seg};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -77,7 +77,7 @@ fn engine_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Result<Vec<P
             namespace: "platform".into(),
             name: "rule".into(),
         },
-        spec: Some(rule_yaml(scoping)),
+        spec: SpecText::Yaml(rule_yaml(scoping)),
         origin: None,
     }]);
     if let Some(error) = rules.invalid().first() {
