@@ -2,24 +2,24 @@
 //! (`main.rs`) only parses the command line and calls [`run`]; the decisions themselves are
 //! made by `drift-engine`.
 
-pub mod admin;
-pub mod audit;
+mod admin;
+mod audit;
 pub mod cli;
-pub mod cluster_source;
-pub mod connection_status;
+mod cluster_source;
+mod connection_status;
 pub mod export;
-pub mod last_good;
-pub mod metrics;
-pub mod parent_labels;
-pub mod review_cmd;
-pub mod rule_files;
-pub mod rule_index;
+mod last_good;
+mod metrics;
+mod parent_labels;
+mod review_cmd;
+mod rule_files;
+mod rule_index;
 pub mod rules_source;
 pub mod server;
-pub mod state;
+mod state;
 pub mod tls;
-pub mod validate_rule;
-pub mod watch_failures;
+mod validate_rule;
+mod watch_failures;
 pub mod webhook;
 
 use std::sync::Arc;

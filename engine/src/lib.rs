@@ -8,17 +8,17 @@
 
 pub mod apply;
 pub mod audit;
-pub mod baseline;
-pub mod comparison;
+mod baseline;
+mod comparison;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
 pub mod json;
 pub mod lint;
-pub mod managed;
+mod managed;
 pub mod manifests;
 pub mod message;
-pub mod path;
+mod path;
 pub mod review;
 pub mod rule;
 

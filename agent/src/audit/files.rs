@@ -199,10 +199,6 @@ impl AuditFiles {
 }
 
 impl RunFile {
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
     fn io_error(&self, action: &'static str) -> impl FnOnce(io::Error) -> AuditFileError + use<> {
         let file = self.path.display().to_string();
         move |source| AuditFileError::Io {
@@ -245,10 +241,6 @@ impl RunFile {
         line.extend_from_slice(record);
         line.push(b'\n');
         self.write_line(&line)
-    }
-
-    pub fn records(&self) -> u64 {
-        self.records
     }
 
     /// Writes the completion record, syncs, and publishes the run as `<id>.log`. On failure the

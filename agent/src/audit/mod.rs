@@ -25,7 +25,7 @@ use crate::connection_status::{
 };
 use crate::rules_source::FileSource;
 use crate::state::{Shared, Snapshot, SourceKind};
-pub use run::{Auditor, ConnectionSource, RunOutcome};
+pub use run::{Auditor, ConnectionSource};
 
 /// Exit code of a run once: drift found.
 pub const EXIT_DRIFT: u8 = 1;

@@ -15,7 +15,6 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub resource: ApiResource,
-    pub namespaced: bool,
 }
 
 /// The resources the auditing rules select, resolved through discovery (the preferred version
@@ -39,10 +38,7 @@ pub async fn resolve(
                 .iter()
                 .any(|(g, r)| *g == resource.group && *r == resource.plural);
             if drift_engine::audit::selects_kind(rules, &resource.group, &resource.kind, webhook) {
-                found.push(Listed {
-                    namespaced: capabilities.scope == kube::discovery::Scope::Namespaced,
-                    resource,
-                });
+                found.push(Listed { resource });
             }
         }
     }

@@ -59,8 +59,6 @@ pub struct RunOutcome {
     pub duration: std::time::Duration,
     pub counts: AuditCounts,
     pub drifted_by_rule: BTreeMap<String, u64>,
-    /// The export file, when the run was exported.
-    pub file: Option<PathBuf>,
     pub error: Option<String>,
 }
 
@@ -210,13 +208,13 @@ impl Auditor {
                 RunError::Source(e) => errors.push(e),
             }
         }
-        let mut file_path = None;
+        let mut published = false;
         if let Some(mut file) = progress.file.take() {
             if export_error.is_some() || !errors.is_empty() {
                 file.abort();
             } else {
                 match file.complete() {
-                    Ok(path) => file_path = Some(path),
+                    Ok(_) => published = true,
                     Err(e) => export_error = Some(e.to_string()),
                 }
             }
@@ -225,7 +223,7 @@ impl Auditor {
             self.finish_export(
                 files,
                 &progress,
-                file_path.is_some(),
+                published,
                 export_error.as_deref(),
             )
             .await;
@@ -243,7 +241,6 @@ impl Auditor {
             duration: started.elapsed(),
             counts: progress.counts,
             drifted_by_rule: progress.drifted_by_rule,
-            file: file_path,
             error: (!errors.is_empty()).then(|| errors.join("; ")),
         };
         self.record(&outcome);
