@@ -220,13 +220,8 @@ impl Auditor {
             }
         }
         if let Some(files) = &files {
-            self.finish_export(
-                files,
-                &progress,
-                published,
-                export_error.as_deref(),
-            )
-            .await;
+            self.finish_export(files, &progress, published, export_error.as_deref())
+                .await;
         }
         errors.extend(export_error);
         if errors.is_empty()
