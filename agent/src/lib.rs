@@ -82,10 +82,52 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let metrics = metrics::Metrics::new().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
+    let (shared, cluster_client) = start_rule_source(&args, metrics, &shutdown_rx).await?;
+    if args.enable_admission_violation_export {
+        start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
+    }
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            let tls = Arc::new(
+                tls::ReloadingTls::new(cert.clone(), key.clone())
+                    .context("cannot load the TLS certificate")?,
+            );
+            tokio::spawn(tls.clone().watch(args.reload_interval, shutdown_rx.clone()));
+            Some(tls.acceptor())
+        }
+        _ => None,
+    };
+    let servers = start_servers(&args, &shared, tls, &shutdown_rx).await?;
+
+    wait_for_signal().await?;
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+    shared.set_ready(false);
+    let _ = shutdown_tx.send(true);
+    let deadline = tokio::time::Instant::now() + args.shutdown_timeout;
+    let drained = tokio::time::timeout_at(deadline, async {
+        for server in servers {
+            let _ = server.await;
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("shutdown timeout reached; exiting");
+    }
+    drain_export(&shared, deadline).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Where rules and namespaces come from — files, the cluster, or the built-in default rule —
+/// started: the shared state it keeps current, and the cluster client when there is one.
+async fn start_rule_source(
+    args: &ServeArgs,
+    metrics: metrics::Metrics,
+    shutdown_rx: &watch::Receiver<bool>,
+) -> anyhow::Result<(Arc<Shared>, Option<kube::Client>)> {
     let offline = !args.rules.is_empty() || !args.namespaces.is_empty();
-    let tier_policy = tier_policy(&args, offline)?;
-    let mut cluster_client = None;
-    let shared = if offline {
+    let tier_policy = tier_policy(args, offline)?;
+    if offline {
         let source = FileSource {
             rules: args.rules.clone(),
             namespaces: args.namespaces.clone(),
@@ -99,7 +141,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         tracing::info!(rules = ?args.rules, namespaces = ?args.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
         let shared = Shared::new(metrics, snapshot);
-        shared.set_tier_policy(tier_policy.clone());
+        shared.set_tier_policy(tier_policy);
         shared.set_ready(true);
         tokio::spawn(rules_source::watch_files(
             source,
@@ -108,13 +150,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.reload_interval,
             shutdown_rx.clone(),
         ));
-        shared
-    } else if cluster_configured(&args) {
+        Ok((shared, None))
+    } else if cluster_configured(args) {
         let client = cluster_source::client(args.kubeconfig.as_deref()).await?;
-        cluster_client = Some(client.clone());
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
-        shared.set_tier_policy(tier_policy.clone());
+        shared.set_tier_policy(tier_policy);
         shared.set_parent_lookup(parent_labels::ParentLookup::new(
             client.clone(),
             std::time::Duration::from_secs(2),
@@ -124,7 +165,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_owned());
         tokio::spawn(cluster_source::run(
-            client,
+            client.clone(),
             shared.clone(),
             cluster_source::ClusterOptions {
                 startup_sync_timeout: args.startup_sync_timeout,
@@ -134,33 +175,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
             shutdown_rx.clone(),
         ));
-        shared
+        Ok((shared, Some(client)))
     } else {
         tracing::warn!(
             "no rule source configured (no --rules, no cluster configuration): serving the built-in default rule"
         );
         let shared = Shared::new(metrics, rules_source::builtin_snapshot());
-        shared.set_tier_policy(tier_policy.clone());
+        shared.set_tier_policy(tier_policy);
         shared.set_ready(true);
-        shared
-    };
-
-    if args.enable_admission_violation_export {
-        start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
+        Ok((shared, None))
     }
+}
 
-    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => {
-            let tls = Arc::new(
-                tls::ReloadingTls::new(cert.clone(), key.clone())
-                    .context("cannot load the TLS certificate")?,
-            );
-            tokio::spawn(tls.clone().watch(args.reload_interval, shutdown_rx.clone()));
-            Some(tls.acceptor())
-        }
-        _ => None,
-    };
-
+/// The webhook and admin listeners bound and served until shutdown.
+async fn start_servers(
+    args: &ServeArgs,
+    shared: &Arc<Shared>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown_rx: &watch::Receiver<bool>,
+) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
     let webhook_listener = TcpListener::bind(args.address)
         .await
         .with_context(|| format!("cannot listen on {}", args.address))?;
@@ -211,38 +244,28 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         shutdown_rx.clone(),
     ));
+    Ok([webhook_task, admin_task])
+}
 
-    wait_for_signal().await?;
-    tracing::info!("shutting down: no new connections, finishing in-flight requests");
-    shared.set_ready(false);
-    let _ = shutdown_tx.send(true);
-    let deadline = tokio::time::Instant::now() + args.shutdown_timeout;
-    let drained = tokio::time::timeout_at(deadline, async {
-        let _ = webhook_task.await;
-        let _ = admin_task.await;
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!("shutdown timeout reached; exiting");
-    }
-    if let Some(export) = shared.export() {
-        // In-flight requests are done: what they queued is drained within the time left.
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        export
-            .exporter
-            .shutdown(left.min(export::DRAIN_TIMEOUT))
-            .await;
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let _ = tokio::time::timeout(
-            left,
-            export
-                .status
-                .report(std::time::Instant::now(), std::time::Duration::ZERO),
-        )
+/// In-flight requests are done: what they queued for export is drained, and the export's
+/// health reported, within the time left before `deadline`.
+async fn drain_export(shared: &Shared, deadline: tokio::time::Instant) {
+    let Some(export) = shared.export() else {
+        return;
+    };
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    export
+        .exporter
+        .shutdown(left.min(export::DRAIN_TIMEOUT))
         .await;
-    }
-    tracing::info!("stopped");
-    Ok(())
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let _ = tokio::time::timeout(
+        left,
+        export
+            .status
+            .report(std::time::Instant::now(), std::time::Duration::ZERO),
+    )
+    .await;
 }
 
 /// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): those in

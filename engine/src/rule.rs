@@ -5,12 +5,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diff::Scope;
 use crate::glob::Glob;
 use crate::path::{PathPattern, PatternSegment};
+
+mod compile;
+
+pub use compile::compile;
 
 /// The annotation that marks a ConfigMap as a rule.
 pub const RULE_ANNOTATION: &str = "drift-sentinel.k8s.io/rule";
@@ -227,51 +231,6 @@ impl fmt::Display for RuleError {
     }
 }
 
-/// The document in `data.spec`, exactly as written. Unknown keys are errors.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RuleSpecDocument {
-    mode: Mode,
-    #[serde(default, deserialize_with = "null_as_default")]
-    priority: i64,
-    #[serde(default, deserialize_with = "null_as_default")]
-    namespaces: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    selectors: Vec<SelectorDocument>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    labels: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    users: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    exempt_users: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    include: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    exclude: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    mutable: Vec<String>,
-    #[serde(default)]
-    bypass: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SelectorDocument {
-    #[serde(default, deserialize_with = "null_as_default")]
-    api_group: String,
-    #[serde(default)]
-    kind: Option<String>,
-}
-
-/// An empty `key:` in YAML is `null`; for optional lists that means "not set".
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
 /// Matches an API group or a kind: a literal, or `*` for any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameMatch {
@@ -439,185 +398,6 @@ impl CompiledRule {
     }
 }
 
-/// Compiles one rule. Every problem is a [`RuleError`] naming the ConfigMap and the field.
-// Runs once per rule change, never per request: the size of the error is of no consequence.
-#[allow(clippy::result_large_err)]
-pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
-    let error =
-        |field: Option<String>, line: Option<usize>, column: Option<usize>, reason: String| {
-            RuleError {
-                namespace: source.id.namespace.clone(),
-                name: source.id.name.clone(),
-                origin: source.origin.clone(),
-                field,
-                line,
-                column,
-                reason,
-            }
-        };
-    let spec = match &source.spec {
-        SpecText::Yaml(spec) => spec.as_str(),
-        SpecText::Missing => {
-            return Err(error(
-                Some("data.spec".into()),
-                None,
-                None,
-                "the ConfigMap is annotated as a rule but has no data.spec; put the rule YAML under data.spec".into(),
-            ));
-        }
-        SpecText::NotAString(kind) => {
-            return Err(error(
-                Some("data.spec".into()),
-                None,
-                None,
-                format!(
-                    "expected the rule YAML as a string, found {kind}; write it as a block string (spec: |) indented under data"
-                ),
-            ));
-        }
-    };
-    if spec.trim().is_empty() {
-        return Err(error(
-            Some("data.spec".into()),
-            None,
-            None,
-            "data.spec is empty; it must hold the rule YAML (at least mode, namespaces and selectors)".into(),
-        ));
-    }
-    let document: RuleSpecDocument = serde_yaml::from_str(spec).map_err(|e| {
-        let location = e.location();
-        let (field, reason) = describe_yaml_error(&e);
-        error(
-            field,
-            location.as_ref().map(|l| l.line()),
-            location.as_ref().map(|l| l.column()),
-            reason,
-        )
-    })?;
-
-    // Semantic checks. Locate the offending text in the spec for a line and column.
-    let semantic = |field: String, needle: &str, reason: String| {
-        let (line, column) = locate(spec, needle);
-        error(Some(field), line, column, reason)
-    };
-
-    if document.namespaces.is_empty() {
-        return Err(semantic(
-            "namespaces".into(),
-            "namespaces",
-            "must list at least one namespace glob (use \"*\" for every namespace)".into(),
-        ));
-    }
-    let mut namespaces = Vec::with_capacity(document.namespaces.len());
-    for (i, text) in document.namespaces.iter().enumerate() {
-        let glob = Glob::new(text)
-            .map_err(|e| semantic(format!("namespaces[{i}]"), text, e.to_string()))?;
-        namespaces.push(glob);
-    }
-
-    if document.selectors.is_empty() {
-        return Err(semantic(
-            "selectors".into(),
-            "selectors",
-            "must list at least one {apiGroup, kind} selector".into(),
-        ));
-    }
-    let mut selectors = Vec::with_capacity(document.selectors.len());
-    for (i, selector) in document.selectors.iter().enumerate() {
-        let kind = match selector.kind.as_deref().map(str::trim) {
-            Some(kind) if !kind.is_empty() => kind,
-            _ => {
-                return Err(semantic(
-                    format!("selectors[{i}].kind"),
-                    "selectors",
-                    "a selector needs a kind (e.g. Deployment, or \"*\" for any kind)".into(),
-                ));
-            }
-        };
-        selectors.push(Selector {
-            group: NameMatch::new(selector.api_group.trim()),
-            kind: NameMatch::new(kind),
-        });
-    }
-
-    let mut labels = Vec::with_capacity(document.labels.len());
-    for (i, text) in document.labels.iter().enumerate() {
-        let requirement = LabelRequirement::parse(text)
-            .map_err(|reason| semantic(format!("labels[{i}]"), text, reason))?;
-        labels.push(requirement);
-    }
-
-    let mut exempt_users = Vec::with_capacity(document.exempt_users.len());
-    for (i, text) in document.exempt_users.iter().enumerate() {
-        let glob = Glob::new(text)
-            .map_err(|e| semantic(format!("exemptUsers[{i}]"), text, e.to_string()))?;
-        exempt_users.push(glob);
-    }
-
-    let patterns = |field: &str, texts: &[String]| -> Result<Vec<PathPattern>, RuleError> {
-        texts
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                PathPattern::parse(text).map_err(|e| {
-                    let (line, column) = locate(spec, text);
-                    // Point at the bad character itself where the pattern was found.
-                    let column = column.map(|c| c + e.column - 1);
-                    error(Some(format!("{field}[{i}]")), line, column, e.to_string())
-                })
-            })
-            .collect()
-    };
-    let include = patterns("include", &document.include)?;
-    let exclude = patterns("exclude", &document.exclude)?;
-    let mutable = patterns("mutable", &document.mutable)?;
-
-    let bypass = match document.bypass.as_deref().map(str::trim) {
-        None => DEFAULT_BYPASS_ANNOTATION.to_owned(),
-        Some("") => {
-            return Err(semantic(
-                "bypass".into(),
-                "bypass",
-                "must be a non-empty annotation key (or be left out for the default drift-sentinel.k8s.io/bypass)".into(),
-            ));
-        }
-        Some(key) => key.to_owned(),
-    };
-
-    let mut skip = never_compared(&bypass);
-    skip.extend(exclude.iter().cloned());
-    let scope = Scope::new((!include.is_empty()).then(|| include.clone()), skip);
-
-    let mutable_text = if mutable.is_empty() {
-        "none".to_owned()
-    } else {
-        mutable
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-
-    Ok(CompiledRule {
-        id: source.id.clone(),
-        mode: document.mode,
-        priority: document.priority,
-        namespaces,
-        selectors,
-        labels,
-        users: document.users,
-        exempt_users,
-        include,
-        exclude,
-        mutable,
-        bypass,
-        tier: Tier::Cluster,
-        scope,
-        mutable_text,
-        origin: source.origin.clone(),
-    })
-}
-
 /// What no rule ever compares: the implicit system fields and the rule's bypass annotation.
 pub fn never_compared(bypass: &str) -> Vec<PathPattern> {
     let mut skip: Vec<PathPattern> = SYSTEM_FIELDS
@@ -635,57 +415,6 @@ pub fn bypass_pattern(key: &str) -> PathPattern {
         PatternSegment::Key("annotations".into()),
         PatternSegment::Key(key.to_owned()),
     ])
-}
-
-/// Turns a serde_yaml error into (field, reason) without the trailing location.
-fn describe_yaml_error(error: &serde_yaml::Error) -> (Option<String>, String) {
-    let mut message = error.to_string();
-    if let Some(at) = message.rfind(" at line ") {
-        message.truncate(at);
-    }
-    // serde_yaml prefixes nested errors with their path: "selectors[0]: missing field `kind`".
-    let (field, reason) = match message.split_once(": ") {
-        Some((path, rest))
-            if !path.contains(' ') && !path.is_empty() && !path.starts_with("invalid") =>
-        {
-            (Some(path.to_owned()), rest.to_owned())
-        }
-        _ => (None, message.clone()),
-    };
-    // "unknown field `mutabel`, expected one of ..." / "missing field `mode`": the key is the
-    // field, below the path serde_yaml gave, if any.
-    let named_key = (reason.starts_with("unknown field") || reason.starts_with("missing field"))
-        .then(|| {
-            let start = reason.find('`')? + 1;
-            let end = start + reason[start..].find('`')?;
-            Some(reason[start..end].to_owned())
-        })
-        .flatten();
-    let field = match (field, named_key) {
-        (Some(path), Some(key)) => Some(format!("{path}.{key}")),
-        (path, key) => path.or(key),
-    };
-    let reason = if reason.starts_with("unknown field") {
-        format!("{reason} (unknown keys are rejected; check the spelling)")
-    } else {
-        reason
-    };
-    (field, reason)
-}
-
-/// 1-based line and column of the first occurrence of `needle` in `text`.
-fn locate(text: &str, needle: &str) -> (Option<usize>, Option<usize>) {
-    if needle.is_empty() {
-        return (None, None);
-    }
-    let Some(offset) = text.find(needle) else {
-        return (None, None);
-    };
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = text[line_start..offset].chars().count() + 1;
-    (Some(line), Some(column))
 }
 
 /// Whether a ConfigMap's annotations mark it as a rule: `"true"`, any case, spaces trimmed.
