@@ -1,143 +1,16 @@
-//! Realistic admission fixtures shared by the benchmarks and the agent's black-box tests:
-//! a production-like Deployment (3 containers, probes, resources, ~10 KB of JSON), one with
-//! 200 environment variables, and rule sets.
+//! The benchmarks' cases (shared with the agent's black-box tests): the realistic Deployment
+//! of `drift_testkit::objects` at ~10 KB, its image-only and replicas changes, one with 200
+//! environment variables and a sidecar inserted, and rule sets.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
 
-fn container(name: &str, image: &str, env_count: usize) -> Value {
-    let env: Vec<Value> = (0..env_count)
-        .map(|i| json!({"name": format!("{}_SETTING_{i:03}", name.to_uppercase()), "value": format!("value-{i}")}))
-        .collect();
-    json!({
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": ["--port=8080", "--log-format=json", "--metrics"],
-        "ports": [
-            {"name": "http", "containerPort": 8080, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}
-        ],
-        "env": env,
-        "envFrom": [{"configMapRef": {"name": format!("{name}-config")}}],
-        "resources": {
-            "requests": {"cpu": "250m", "memory": "256Mi"},
-            "limits": {"cpu": "1", "memory": "512Mi"}
-        },
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
-            "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 1,
-            "successThreshold": 1, "failureThreshold": 3
-        },
-        "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": 8080, "scheme": "HTTP"},
-            "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3
-        },
-        "volumeMounts": [
-            {"name": "config", "mountPath": "/etc/app", "readOnly": true},
-            {"name": "tmp", "mountPath": "/tmp"}
-        ],
-        "securityContext": {
-            "runAsNonRoot": true, "readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false,
-            "capabilities": {"drop": ["ALL"]}
-        },
-        "terminationMessagePath": "/dev/termination-log",
-        "terminationMessagePolicy": "File"
-    })
-}
-
-/// A Deployment as the API server sends it, with `env_count` variables per container.
-pub fn deployment_with(images: [&str; 3], replicas: i64, env_count: usize) -> Value {
-    let containers = vec![
-        container("api", images[0], env_count),
-        container("worker", images[1], 8),
-        container("proxy", images[2], 4),
-    ];
-    let template_spec = json!({
-        "serviceAccountName": "api",
-        "terminationGracePeriodSeconds": 30,
-        "dnsPolicy": "ClusterFirst",
-        "restartPolicy": "Always",
-        "schedulerName": "default-scheduler",
-        "securityContext": {"runAsUser": 1000, "fsGroup": 2000},
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchLabels": {"app": "api"}}}}
-        ]}},
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "api", "effect": "NoSchedule"}],
-        "initContainers": [container("migrate", "registry.example.com/api-migrate:1.4.2", 6)],
-        "imagePullSecrets": [{"name": "registry-credentials"}],
-        "containers": containers,
-        "volumes": [
-            {"name": "config", "configMap": {"name": "api-config", "defaultMode": 420}},
-            {"name": "tmp", "emptyDir": {}}
-        ]
-    });
-    let spec = json!({
-        "replicas": replicas,
-        "revisionHistoryLimit": 10,
-        "progressDeadlineSeconds": 600,
-        "selector": {"matchLabels": {"app": "api"}},
-        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
-        "template": {
-            "metadata": {"labels": {"app": "api", "version": "v1"}, "annotations": {"prometheus.io/scrape": "true"}},
-            "spec": template_spec
-        }
-    });
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": "api",
-            "namespace": "prod-eu",
-            "uid": "6f1c9a57-3f0e-4c8a-9d0b-1c2b3a4d5e6f",
-            "resourceVersion": "123456",
-            "generation": 7,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"app": "api", "team": "payments", "app.kubernetes.io/managed-by": "kubectl"},
-            "annotations": {
-                "deployment.kubernetes.io/revision": "7",
-                "kubectl.kubernetes.io/last-applied-configuration": format!("{{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{{\"name\":\"api\"}},\"spec\":{{\"replicas\":{replicas}}}}}")
-            },
-            "managedFields": [
-                {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1",
-                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
-                 "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}},
-                              "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {}}}}}},
-                {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
-                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "subresource": "status",
-                 "fieldsV1": {"f:status": {"f:replicas": {}, "f:conditions": {}}}}
-            ]
-        },
-        "spec": spec,
-        "status": {
-            "observedGeneration": 7, "replicas": replicas, "updatedReplicas": replicas,
-            "readyReplicas": replicas, "availableReplicas": replicas,
-            "conditions": [
-                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                 "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ]
-        }
-    })
-}
+pub use drift_testkit::objects::{IMAGES, NEW_IMAGES, deployment_with, review};
 
 /// The realistic Deployment: 36 variables in its main container (~10 KB of JSON).
 pub fn deployment(images: [&str; 3], replicas: i64) -> Value {
     deployment_with(images, replicas, 36)
 }
-
-pub const IMAGES: [&str; 3] = [
-    "registry.example.com/api:1.4.2",
-    "registry.example.com/worker:1.4.2",
-    "envoyproxy/envoy:v1.30.1",
-];
-pub const NEW_IMAGES: [&str; 3] = [
-    "registry.example.com/api:1.5.0",
-    "registry.example.com/worker:1.4.2",
-    "envoyproxy/envoy:v1.30.1",
-];
 
 /// (a) an image-only change of the realistic Deployment.
 pub fn image_change() -> (Value, Value) {
@@ -194,27 +67,4 @@ pub fn many_rule_specs() -> Vec<(String, String)> {
         .collect();
     specs.push(("production".into(), RULE_SPEC.into()));
     specs
-}
-
-/// An AdmissionReview for an UPDATE of `old` into `new` (a Deployment).
-pub fn review(uid: &str, old: &Value, new: &Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-            "requestKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-            "requestResource": {"group": "apps", "version": "v1", "resource": "deployments"},
-            "name": new["metadata"]["name"],
-            "namespace": new["metadata"]["namespace"],
-            "operation": "UPDATE",
-            "userInfo": {"username": "alice@example.com", "uid": "u-alice", "groups": ["developers", "system:authenticated"]},
-            "object": new,
-            "oldObject": old,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"}
-        }
-    })
 }

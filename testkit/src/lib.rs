@@ -2,7 +2,8 @@
 //!
 //! [`cluster::Cluster`] runs a real Kubernetes control plane (etcd, kube-apiserver and
 //! optionally kube-controller-manager, built by `.ci/build-cluster`) on loopback; [`pki`]
-//! makes the certificates tests need.
+//! makes the certificates tests need; [`objects`] builds the realistic Deployment and its
+//! AdmissionReview that tests and benchmarks share.
 //!
 //! [`ApiServer`] is a Kubernetes API server double served over real HTTP on loopback. It speaks
 //! enough of the protocol for the resources the agent uses — list, watch (with
@@ -33,6 +34,7 @@
 
 mod apiserver;
 pub mod cluster;
+pub mod objects;
 pub mod pki;
 
 pub use apiserver::{ApiServer, Fault, ManagedFields};
