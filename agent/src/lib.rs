@@ -25,7 +25,6 @@ pub mod webhook;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cli::{Command, ServeArgs};
@@ -194,15 +193,11 @@ async fn start_servers(
     tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown_rx: &watch::Receiver<bool>,
 ) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
-    let webhook_listener = TcpListener::bind(args.address)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.address))?;
-    let admin_listener = TcpListener::bind(args.admin_address)
-        .await
-        .with_context(|| format!("cannot listen on admin address {}", args.admin_address))?;
+    let (webhook_listener, admin_listener) =
+        server::bind_listeners(args.address, args.admin_address).await?;
     tracing::info!(
-        address = %webhook_listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        admin_address = %admin_listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        address = %server::local_address(&webhook_listener),
+        admin_address = %server::local_address(&admin_listener),
         tls = tls.is_some(),
         "listening"
     );

@@ -208,12 +208,7 @@ fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !name.starts_with('.')
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && p.is_file()
-        })
+        .filter(|p| manifests::is_manifest_file(p) && p.is_file())
         .collect();
     files.sort();
     Ok(files)

@@ -26,6 +26,30 @@ pub struct ConnectionTimeouts {
     pub shutdown: Duration,
 }
 
+/// The process's two listeners: its main address (webhook or probes) and its loopback admin
+/// address, each error naming which one could not be bound.
+pub async fn bind_listeners(
+    address: std::net::SocketAddr,
+    admin_address: std::net::SocketAddr,
+) -> anyhow::Result<(TcpListener, TcpListener)> {
+    use anyhow::Context as _;
+    let main = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address}"))?;
+    let admin = TcpListener::bind(admin_address)
+        .await
+        .with_context(|| format!("cannot listen on admin address {admin_address}"))?;
+    Ok((main, admin))
+}
+
+/// A listener's address as text, for the log line that says where the process listens.
+pub fn local_address(listener: &TcpListener) -> String {
+    listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+}
+
 /// Serves `router` until `shutdown` turns true, then drains.
 pub async fn serve(
     listener: TcpListener,

@@ -8,6 +8,14 @@ use serde_json::Value;
 
 use crate::rule::{MODE_ANNOTATION, RuleSource, rule_source_from_config_map};
 
+/// Whether a file in a directory of manifests is one to read, by its name: `.yaml` or `.yml`,
+/// not hidden (editors' swap files and Kubernetes' `..data` symlinks of a mounted ConfigMap
+/// are hidden). The one rule for the agent's `--rules` directories and the plugin's.
+pub fn is_manifest_file(path: &std::path::Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
+}
+
 /// A YAML document that could not be read, with where it went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: line {line} column {column}: {reason}")]

@@ -153,12 +153,7 @@ fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .with_context(|| format!("cannot list {}", path.display()))?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !name.starts_with('.')
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && p.is_file()
-        })
+        .filter(|p| manifests::is_manifest_file(p) && p.is_file())
         .collect();
     files.sort();
     Ok(files)

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cli::{AuditArgs, ReportsMode};
@@ -236,15 +235,10 @@ async fn periodic(
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let probes = TcpListener::bind(args.address)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.address))?;
-    let admin = TcpListener::bind(args.admin_address)
-        .await
-        .with_context(|| format!("cannot listen on admin address {}", args.admin_address))?;
+    let (probes, admin) = crate::server::bind_listeners(args.address, args.admin_address).await?;
     tracing::info!(
-        address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        admin_address = %admin.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        address = %crate::server::local_address(&probes),
+        admin_address = %crate::server::local_address(&admin),
         interval = ?args.audit_interval,
         "audit listening"
     );

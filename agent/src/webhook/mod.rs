@@ -56,7 +56,7 @@ pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
 /// never opens a hole"); see [`crate::validate_rule`].
 async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
-    let body = match read_review_body(&state, request).await {
+    let body = match read_review_body(request, state.config.read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
@@ -108,7 +108,8 @@ async fn metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-fn plain(status: StatusCode, message: impl Into<String>) -> Response {
+/// A plain-text answer (the webhook's answer to what is not an AdmissionReview at all).
+pub fn plain(status: StatusCode, message: impl Into<String>) -> Response {
     let mut text = message.into();
     text.push('\n');
     (
@@ -128,8 +129,9 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
 }
 
 /// Reads the body of an AdmissionReview POST: JSON only, at most [`MAX_BODY_BYTES`], within
-/// the read timeout; otherwise the plain answer to give.
-async fn read_review_body(state: &AppState, request: Request) -> Result<Bytes, Response> {
+/// `read_timeout`; otherwise the plain answer to give. (Public for the load benchmark's
+/// reference server, which reads bodies exactly so.)
+pub async fn read_review_body(request: Request, read_timeout: Duration) -> Result<Bytes, Response> {
     let content_type = request.headers().get(header::CONTENT_TYPE);
     if !is_json(content_type) {
         let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
@@ -147,7 +149,7 @@ async fn read_review_body(state: &AppState, request: Request) -> Result<Bytes, R
         return Err(too_large());
     }
     let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
-    match tokio::time::timeout(state.config.read_timeout, body.collect()).await {
+    match tokio::time::timeout(read_timeout, body.collect()).await {
         Err(_) => Err(plain(
             StatusCode::REQUEST_TIMEOUT,
             "request body not received within the read timeout",
@@ -163,7 +165,7 @@ async fn read_review_body(state: &AppState, request: Request) -> Result<Bytes, R
 
 async fn validate(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
-    let body = match read_review_body(&state, request).await {
+    let body = match read_review_body(request, state.config.read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
