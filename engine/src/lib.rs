@@ -24,6 +24,6 @@ pub mod rule;
 
 pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};
-pub use path::{FieldPath, PathPattern, PathSegment};
+pub use path::{FieldPath, PathPattern, PathSegment, PatternSegment};
 pub use review::{AdmissionRequest, AdmissionResponse, ReviewVersion, parse_review};
 pub use rule::{CompiledRule, Mode, RuleError, RuleId, RuleSet, RuleSource, SpecText};

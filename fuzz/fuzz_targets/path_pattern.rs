@@ -3,7 +3,7 @@
 //! input renders (SPEC §4's rendering) to text that parses as a pattern of the same steps.
 #![no_main]
 
-use drift_engine::path::PatternSegment;
+use drift_engine::PatternSegment;
 use drift_engine::{FieldPath, PathPattern, PathSegment};
 use libfuzzer_sys::fuzz_target;
 
