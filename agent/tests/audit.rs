@@ -253,12 +253,7 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+use drift_testkit::free_port;
 
 #[test]
 fn periodic_runs_serve_metrics_status_and_their_records() {

@@ -151,21 +151,12 @@ pub struct Pki {
 
 impl Pki {
     pub fn new() -> anyhow::Result<Self> {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "drift-bench CA");
-        let ca = ca_params.self_signed(&ca_key)?;
-        let key = KeyPair::generate()?;
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
-        let cert = params.signed_by(&key, &ca, &ca_key)?;
+        let ca = drift_testkit::pki::Ca::new("drift-bench");
+        let serving = ca.serving(&["127.0.0.1", "localhost"]);
         Ok(Self {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            ca_pem: ca.cert_pem(),
+            cert_pem: serving.cert_pem,
+            key_pem: serving.key_pem,
         })
     }
 }

@@ -38,3 +38,26 @@ pub mod objects;
 pub mod pki;
 
 pub use apiserver::{ApiServer, Fault, ManagedFields};
+
+/// A loopback port free at the moment of asking (the OS picks it), for a process under test
+/// to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Polls `check` every 50 ms until it returns something, for at most `limit`.
+pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

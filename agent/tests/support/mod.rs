@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -11,12 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+pub use drift_testkit::free_port;
 
 /// A CA and a serving certificate for `localhost` and `127.0.0.1`.
 pub struct Pki {
@@ -27,24 +21,12 @@ pub struct Pki {
 
 impl Pki {
     pub fn new(name: &str) -> Self {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, format!("{name} test CA"));
-        let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
-        let key = KeyPair::generate().expect("serving key");
-        let params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .expect("serving params");
-        let cert = params
-            .signed_by(&key, &ca, &ca_key)
-            .expect("serving certificate");
+        let ca = drift_testkit::pki::Ca::new(name);
+        let serving = ca.serving(&["localhost", "127.0.0.1"]);
         Self {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            ca_pem: ca.cert_pem(),
+            cert_pem: serving.cert_pem,
+            key_pem: serving.key_pem,
         }
     }
 

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -39,12 +38,7 @@ pub fn agent_bin() -> PathBuf {
         })
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+pub use drift_testkit::{free_port, wait_for};
 
 pub fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
@@ -52,20 +46,6 @@ pub fn client() -> reqwest::blocking::Client {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("HTTP client")
-}
-
-/// Polls `check` every 50 ms until it returns something, for at most `limit`.
-pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return Some(value);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 pub fn now_nanos() -> u128 {
