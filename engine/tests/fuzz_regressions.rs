@@ -70,3 +70,51 @@ fn unusual_envelopes_are_answered_as_the_whole_parse_answers() {
         check(body.as_bytes());
     }
 }
+
+/// rule_compile (fuzz, this stop): a rule whose YAML has lone carriage returns was reported at
+/// a line past the end of the text — serde_yaml counts a lone `\r` as a line break, while every
+/// other place in a rule error (and an editor) counts `\n` only — e.g. "data.spec line 35" of a
+/// 20-line spec. The inputs are the two files the fuzzer left, kept byte for byte.
+#[test]
+fn yaml_errors_are_placed_by_newlines_only() {
+    use drift_engine::rule::compile;
+    use drift_engine::{RuleId, RuleSource, SpecText};
+
+    let found =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_found/rule_compile");
+    let mut inputs: Vec<(String, String)> = std::fs::read_dir(&found)
+        .expect("the fuzz inputs")
+        .map(|entry| {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("UTF-8 input");
+            (path.display().to_string(), text)
+        })
+        .collect();
+    // And a small one written out: a lone `\r` ends the second line, `\n`s end the others.
+    inputs.push((
+        "written".into(),
+        "mode: enforce\nnamespaces: ['*']\rselectors: [{apiGroup: apps, kind: Deployment}]\nmutabel: [x]\n".into(),
+    ));
+    assert!(inputs.len() >= 3, "{inputs:?}");
+    for (name, text) in inputs {
+        let source = RuleSource {
+            id: RuleId {
+                namespace: "fuzz".into(),
+                name: "rule".into(),
+            },
+            spec: SpecText::Yaml(text.clone()),
+            origin: None,
+        };
+        let error = compile(&source).expect_err(&name);
+        let line = error.line.expect("a line");
+        assert!(
+            (1..=text.lines().count() + 1).contains(&line),
+            "{name}: line {line} of {} lines: {error}",
+            text.lines().count()
+        );
+        if name == "written" {
+            // `mutabel` starts the third `\n`-line.
+            assert_eq!((error.line, error.column), (Some(3), Some(1)), "{error}");
+        }
+    }
+}

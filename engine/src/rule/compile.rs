@@ -65,14 +65,13 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let spec = spec_yaml(source)?;
     let checks = Checks { source, spec };
     let document: RuleSpecDocument = serde_yaml::from_str(spec).map_err(|e| {
-        let location = e.location();
+        // The place is counted from serde_yaml's byte index, as every other place in a rule
+        // error is: YAML also breaks lines at a lone carriage return, an editor does not.
+        let (line, column) = e
+            .location()
+            .map_or((None, None), |l| position(spec, l.index()));
         let (field, reason) = describe_yaml_error(&e);
-        checks.error(
-            field,
-            location.as_ref().map(|l| l.line()),
-            location.as_ref().map(|l| l.column()),
-            reason,
-        )
+        checks.error(field, line, column, reason)
     })?;
 
     let namespaces = checks.namespaces(&document.namespaces)?;
@@ -298,9 +297,20 @@ fn locate(text: &str, needle: &str) -> (Option<usize>, Option<usize>) {
     if needle.is_empty() {
         return (None, None);
     }
-    let Some(offset) = text.find(needle) else {
-        return (None, None);
-    };
+    match text.find(needle) {
+        Some(offset) => position(text, offset),
+        None => (None, None),
+    }
+}
+
+/// 1-based line (lines end at `\n` only) and column (in characters) of the byte `offset` of
+/// `text`; an offset past the end or inside a character is placed at the nearest character
+/// before it.
+fn position(text: &str, offset: usize) -> (Option<usize>, Option<usize>) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
