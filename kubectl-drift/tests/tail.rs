@@ -711,14 +711,24 @@ fn no_tui_prints_yaml_documents_or_text_lines() {
         &["--url", &admin, "-o", "text", "--color", "always"],
     );
     agent.violate("yaml-1");
-    let lines = yaml.wait_lines(12, Duration::from_secs(10)).to_vec();
-    assert_eq!(lines[0], "---", "{lines:?}\n{}", yaml.stderr());
-    for expected in [
+    let expected = [
         "eventType: violation_admission",
         "id: yaml-1",
         "resourceNamespace: prod-eu",
         "enforcementAction: deny",
-    ] {
+    ];
+    let lines = yaml
+        .wait_until(Duration::from_secs(10), |lines| {
+            expected.iter().all(|e| lines.iter().any(|l| l == e))
+        })
+        .to_vec();
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("---"),
+        "{lines:?}\n{}",
+        yaml.stderr()
+    );
+    for expected in expected {
         assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
     }
     let line = text.wait_lines(1, Duration::from_secs(10))[0].clone();

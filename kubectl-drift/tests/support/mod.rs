@@ -107,6 +107,21 @@ impl NoTui {
         &self.seen
     }
 
+    /// Reads lines until `done` holds of all seen so far (a record's lines arrive as the
+    /// plugin writes them, not at once), for at most `limit`.
+    pub fn wait_until(&mut self, limit: Duration, done: impl Fn(&[String]) -> bool) -> &[String] {
+        let deadline = Instant::now() + limit;
+        self.seen.extend(self.lines.try_iter());
+        while !done(&self.seen) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        &self.seen
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
