@@ -408,8 +408,8 @@ async fn report_invalid(recorder: Recorder, invalid: InvalidVersion) {
         resource_version: Some(resource_version),
         ..ObjectReference::default()
     };
-    let mut note = error.to_string();
-    truncate_on_char_boundary(&mut note, 1000);
+    // An Event's note is at most 1 KiB.
+    let note = drift_engine::message::truncate_bytes(&error.to_string(), 1000);
     let event = KubeEvent {
         type_: EventType::Warning,
         reason: "InvalidRule".into(),
@@ -426,16 +426,6 @@ async fn report_invalid(recorder: Recorder, invalid: InvalidVersion) {
         Err(_) => {
             tracing::warn!(rule = %rule, "cannot record the InvalidRule event: no answer in time")
         }
-    }
-}
-
-fn truncate_on_char_boundary(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
     }
 }
 
