@@ -6,34 +6,24 @@
 //!   cargo run --release -p drift-bench --example answer_loop -- agent|reference BODY RULES_DIR N
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
+use drift_engine::manifests;
 use drift_engine::review::parse_review_raw;
-use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, SpecText, evaluate};
+use drift_engine::{Context, Detail, RuleSet, evaluate};
 use serde_json::{Value, json};
 
+/// The rules of a directory of rule ConfigMaps, read as the agent's `--rules` reads them.
 fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|path| manifests::is_manifest_file(path));
+    files.sort();
     let mut sources = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.path());
-    for entry in entries {
-        let text = std::fs::read_to_string(entry.path())?;
-        let config: Value = serde_yaml::from_str(&text)?;
-        let spec = config["data"]["spec"]
-            .as_str()
-            .context("data.spec")?
-            .to_owned();
-        let name = config["metadata"]["name"]
-            .as_str()
-            .context("name")?
-            .to_owned();
-        sources.push(RuleSource {
-            id: RuleId {
-                namespace: "drift-sentinel".into(),
-                name,
-            },
-            spec: SpecText::Yaml(spec),
-            origin: None,
-        });
+    for path in files {
+        let origin = path.display().to_string();
+        let documents = manifests::parse_documents(&std::fs::read_to_string(&path)?, &origin)?;
+        sources.extend(manifests::rule_sources(&documents, &origin));
     }
     let set = RuleSet::build(sources);
     if !set.invalid().is_empty() {
