@@ -128,9 +128,7 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
 /// The rule YAML of a source, or why there is none.
 #[allow(clippy::result_large_err)]
 fn spec_yaml(source: &RuleSource) -> Result<&str, RuleError> {
-    let problem = |reason: String| {
-        Checks { source, spec: "" }.error(Some("data.spec".into()), None, None, reason)
-    };
+    let problem = |reason: String| rule_error(source, Some("data.spec".into()), None, None, reason);
     match &source.spec {
         SpecText::Yaml(spec) if spec.trim().is_empty() => Err(problem(
             "data.spec is empty; it must hold the rule YAML (at least mode, namespaces and selectors)".into(),
@@ -142,6 +140,25 @@ fn spec_yaml(source: &RuleSource) -> Result<&str, RuleError> {
         SpecText::NotAString(kind) => Err(problem(format!(
             "expected the rule YAML as a string, found {kind}; write it as a block string (spec: |) indented under data"
         ))),
+    }
+}
+
+/// An error of `source`'s rule, at `field` (and a place in `data.spec`, where known).
+fn rule_error(
+    source: &RuleSource,
+    field: Option<String>,
+    line: Option<usize>,
+    column: Option<usize>,
+    reason: String,
+) -> RuleError {
+    RuleError {
+        namespace: source.id.namespace.clone(),
+        name: source.id.name.clone(),
+        origin: source.origin.clone(),
+        field,
+        line,
+        column,
+        reason,
     }
 }
 
@@ -161,15 +178,7 @@ impl Checks<'_> {
         column: Option<usize>,
         reason: String,
     ) -> RuleError {
-        RuleError {
-            namespace: self.source.id.namespace.clone(),
-            name: self.source.id.name.clone(),
-            origin: self.source.origin.clone(),
-            field,
-            line,
-            column,
-            reason,
-        }
+        rule_error(self.source, field, line, column, reason)
     }
 
     /// An error at the first place `needle` appears in the spec.
