@@ -221,7 +221,12 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         for (index, item) in items.enumerate() {
             self.path.push(PathStep::Index(index));
             let child = self.scope.child_coverage(coverage, &self.path);
-            let projected = self.project(item, child);
+            // An element exists even when its value is empty (`[null]` is not `[]`): wholly
+            // in scope it counts as it is, as it does under full coverage.
+            let projected = match child {
+                Coverage::In => Some(item.to_value().into_owned()),
+                _ => self.project(item, child),
+            };
             self.path.pop();
             any |= projected.is_some();
             out.push(projected.unwrap_or(Value::Null));

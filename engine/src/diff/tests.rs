@@ -287,6 +287,33 @@ fn scope_table() {
                 &["spec.template.spec.containers[0]"],
             )
         },
+        Case {
+            skip: &["spec.*[1]"],
+            ..case(
+                "a list of one null is present under partial coverage",
+                json!({"spec": {"x": 1, "name": null}}),
+                json!({"spec": {"x": 1, "name": [null]}}),
+                &["spec.name"],
+            )
+        },
+        Case {
+            skip: &["spec.*[0][1]"],
+            ..case(
+                "a null element of a nested list is present when wholly in scope",
+                json!({"spec": {"x": 1}}),
+                json!({"spec": {"x": 1, "name": [[null]]}}),
+                &["spec.name"],
+            )
+        },
+        Case {
+            skip: &["spec.*[0]"],
+            ..case(
+                "a null element out of scope is not",
+                json!({"spec": {"x": 1}}),
+                json!({"spec": {"x": 1, "name": [null]}}),
+                &[],
+            )
+        },
     ];
     run_cases(cases);
 }

@@ -255,6 +255,31 @@ mod regressions {
         assert_agree(old, new, Scoping::default());
     }
 
+    /// A key that appears as a list of one `null` under an `exclude` reaching into the list:
+    /// `[null]` is not `[]`, its element exists and is wholly in scope, so the key is judged
+    /// (the engine's projection dropped the element as if it were an absent map entry).
+    #[test]
+    fn a_list_of_one_null_is_present_under_partial_coverage() {
+        let old = deployment(json!({"template": {"spec": {"serviceAccountName": null}}}));
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["serviceAccountName"] = json!([null]);
+        let below = |tail: &[model::PatSeg]| {
+            let mut p = vec![key("spec"), key("template"), key("spec"), AnyKey];
+            p.extend_from_slice(tail);
+            Scoping {
+                exclude: vec![p],
+                ..Scoping::default()
+            }
+        };
+        assert_agree(old.clone(), new.clone(), below(&[Index(1)]));
+        // The element itself excluded: nothing of the key is in scope.
+        assert_agree(old.clone(), new, below(&[Index(0)]));
+        // One level deeper, the same rule.
+        let mut nested = old.clone();
+        nested["spec"]["template"]["spec"]["serviceAccountName"] = json!([[null]]);
+        assert_agree(old, nested, below(&[Index(0), Index(1)]));
+    }
+
     /// The model's own first mistake, kept so that it stays fixed: an element that becomes
     /// `null` at a kept position is judged whole (no descent below a list index).
     #[test]

@@ -374,9 +374,10 @@ fn has_content_in_scope(scoping: &Scoping, value: &Value, path: &mut Path) -> bo
             path.pop();
             found
         }),
+        // A list element exists even when its value is empty: wholly in scope, it is content.
         Value::Array(items) => items.iter().enumerate().any(|(i, v)| {
             path.push(Seg::Index(i));
-            let found = has_content_in_scope(scoping, v, path);
+            let found = wholly_in_scope(scoping, path) || has_content_in_scope(scoping, v, path);
             path.pop();
             found
         }),
