@@ -17,6 +17,10 @@ use crate::path::{
 };
 use crate::rule::CompiledRule;
 
+mod items;
+
+use items::ItemThresholds;
+
 /// How many changes of each kind (any, uncovered) an admission evaluation keeps: what the
 /// export record details (the most of the answer's bounds, SPEC §5).
 pub const MAX_KEPT_CHANGES: usize = 100;
@@ -241,6 +245,14 @@ impl<N> Smallest<N> {
         }
     }
 
+    /// The largest path kept, once the heap is full (until then every change is kept).
+    fn full_largest(&self) -> Option<&[u8]> {
+        if self.heap.len() < self.limit {
+            return None;
+        }
+        self.heap.peek().map(|largest| largest.rendered.as_bytes())
+    }
+
     fn push(&mut self, kept: Kept<N>) {
         self.heap.push(kept);
         if self.heap.len() > self.limit {
@@ -268,6 +280,10 @@ pub(crate) struct Judging<'r, 'a, N> {
     index_blind: bool,
     /// Whether the last change judged was mutable.
     last_mutable: bool,
+    /// Which items of the list the last path rendered is an item of either heap wants, for
+    /// a mutable or an uncovered item (`None` inside: only rendering each item can tell);
+    /// decided on its first item after a change of the path rendered or of a heap.
+    item_wants: Option<(bool, Option<ItemThresholds>)>,
 }
 
 impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
@@ -282,6 +298,7 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
             rendered_steps: Vec::new(),
             index_blind: !rule.mutable.iter().any(PathPattern::names_an_index),
             last_mutable: false,
+            item_wants: None,
         }
     }
 
@@ -303,6 +320,7 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
 
     /// Renders `path` into `rendered`, keeping the `shared` steps already rendered.
     fn render(&mut self, path: &[PathStep<'a>], shared: usize) {
+        self.item_wants = None;
         if path.is_empty() {
             self.rendered_steps.clear();
             self.rendered.clear();
@@ -320,14 +338,30 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
     }
 
     /// Whether either heap would keep the item `index` of the list the last path rendered
-    /// was an item of, decided without rendering it: the list's path and then `[index]` are
-    /// compared with each heap's largest.
-    fn wants_item(&self, index: usize, mutable: bool) -> bool {
+    /// was an item of, decided without rendering it: from the index alone (see
+    /// [`ItemThresholds`]), or else by comparing the list's path and then `[index]` with each
+    /// heap's largest.
+    fn wants_item(&mut self, index: usize, mutable: bool) -> bool {
         let list_end = match self.rendered_steps.len().checked_sub(2) {
             Some(parent) => self.rendered_steps[parent].1,
             None => 0,
         };
         let list = &self.rendered.as_bytes()[..list_end];
+        if !matches!(self.item_wants, Some((decided_for, _)) if decided_for == mutable) {
+            let first = ItemThresholds::of(list, self.first.full_largest());
+            let thresholds = if mutable {
+                first
+            } else {
+                let uncovered = ItemThresholds::of(list, self.first_uncovered.full_largest());
+                first
+                    .zip(uncovered)
+                    .map(|(first, uncovered)| first.either(&uncovered))
+            };
+            self.item_wants = Some((mutable, thresholds));
+        }
+        if let Some((_, Some(thresholds))) = &self.item_wants {
+            return thresholds.wants(index);
+        }
         let mut buffer = [0; 24];
         let item = render_index(index, &mut buffer);
         self.first.wants_parts(list, item)
@@ -420,6 +454,7 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, 'a, N> {
             mutable,
         };
         self.seq += 1;
+        self.item_wants = None;
         match (to_first, to_uncovered) {
             (true, true) => {
                 self.first_uncovered.push(kept.clone());

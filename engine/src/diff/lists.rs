@@ -74,41 +74,25 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             _ => None,
         };
         let (old_items, new_items) = (items_of(old), items_of(new));
-        if count(old_items.clone()) == count(new_items.clone())
-            && aligns_by_position(field.as_deref(), old_items.clone(), new_items.clone())
-        {
-            // Every element keeps its place: no reordering, nothing added or removed. Equal
-            // elements are settled by comparison, cheaper than a walk.
-            for (index, (old_item, new_item)) in old_items.zip(new_items).enumerate() {
-                if index < first_difference {
-                    continue;
-                }
-                let (old_shape, new_shape) = (old_item.shape(), new_item.shape());
-                let scalars = old_shape.is_scalar() && new_shape.is_scalar();
-                // Two scalars are compared once, here (a list of millions of changed numbers
-                // is the worst case of SPEC §5); anything else is walked unless equal.
-                let equal = if scalars {
-                    old_shape == new_shape && old_item.scalar_eq(new_item)
-                } else {
-                    index > first_difference && value_eq(old_item, new_item)
-                };
-                if equal {
-                    continue;
-                }
-                self.path.push(PathStep::Index(index));
-                let child = self.scope.child_coverage(coverage, &self.path);
-                if !scalars {
-                    self.walk(Some(old_item), Some(new_item), child);
-                } else if child != Coverage::Out {
-                    self.changed_node(Some(old_item), Some(new_item), child);
-                }
-                self.path.pop();
+        let merge_key = merge_key_for(field.as_deref(), old_items.clone(), new_items.clone());
+        let by_position = match merge_key {
+            // Aligned by index (scalars, mixed lists): position i pairs with position i and
+            // the longer list's tail is added or removed — never counted or collected, since
+            // a list of millions of changed numbers is the worst case of SPEC §5.
+            None => true,
+            // Every element keeps its place: no reordering, nothing added or removed.
+            Some(key) => {
+                count(old_items.clone()) == count(new_items.clone())
+                    && same_keys_by_position(key, old_items.clone(), new_items.clone())
             }
+        };
+        if by_position {
+            self.walk_by_position(old_items, new_items, first_difference, coverage);
             return;
         }
         let old_list: Vec<N> = old_items.collect();
         let new_list: Vec<N> = new_items.collect();
-        let alignment = align(field.as_deref(), &old_list, &new_list);
+        let alignment = align(merge_key, &old_list, &new_list);
         if self.reordered(&alignment, &old_list, &new_list, coverage) {
             let (old_value, new_value) = match coverage {
                 Coverage::InExceptBelow | Coverage::OnlyBelow => (
@@ -139,6 +123,83 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             let repeat = reported_removed.binary_search(&index).is_ok();
             self.whole_element(index, None, Some(new_list[index]), coverage, repeat);
         }
+    }
+
+    /// Walks two lists whose elements pair by position, as streams; the longer list's tail
+    /// is reported element by element, removed or added.
+    fn walk_by_position(
+        &mut self,
+        mut old_items: ItemsOf<N::Items>,
+        mut new_items: ItemsOf<N::Items>,
+        first_difference: usize,
+        coverage: Coverage,
+    ) {
+        let mut index = 0;
+        let (old_rest, new_rest) = loop {
+            match (old_items.next(), new_items.next()) {
+                (Some(old_item), Some(new_item)) => {
+                    if index >= first_difference {
+                        self.walk_pair(
+                            index,
+                            old_item,
+                            new_item,
+                            index > first_difference,
+                            coverage,
+                        );
+                    }
+                    index += 1;
+                }
+                (old_item, new_item) => {
+                    break (
+                        old_item.into_iter().chain(old_items),
+                        new_item.into_iter().chain(new_items),
+                    );
+                }
+            }
+        };
+        for (offset, item) in old_rest.enumerate() {
+            self.whole_element(index + offset, Some(item), None, coverage, false);
+        }
+        for (offset, item) in new_rest.enumerate() {
+            self.whole_element(index + offset, None, Some(item), coverage, false);
+        }
+    }
+
+    /// Two elements at one position. `may_be_equal`: false for the first difference, known
+    /// to differ. Equal elements are settled by comparison, cheaper than a walk.
+    #[inline]
+    fn walk_pair(
+        &mut self,
+        index: usize,
+        old_item: N,
+        new_item: N,
+        may_be_equal: bool,
+        coverage: Coverage,
+    ) {
+        let (old_shape, new_shape) = (old_item.shape(), new_item.shape());
+        let scalars = old_shape.is_scalar() && new_shape.is_scalar();
+        // Two scalars are compared once, here; anything else is walked unless equal.
+        let equal = if scalars {
+            old_shape == new_shape && old_item.scalar_eq(new_item)
+        } else {
+            may_be_equal && value_eq(old_item, new_item)
+        };
+        if equal {
+            return;
+        }
+        self.path.push(PathStep::Index(index));
+        let child = self.scope.child_coverage(coverage, &self.path);
+        if !scalars {
+            self.walk(Some(old_item), Some(new_item), child);
+        } else if child == Coverage::In && old_shape != Shape::Null && new_shape != Shape::Null {
+            // Two present scalars, compared whole: what `changed_node` concludes, without its
+            // general tests (a list of millions of changed numbers is SPEC §5's worst case).
+            let (old_side, new_side) = (Side::Node(old_item), Side::Node(new_item));
+            self.record(ChangeKind::Modified, Some(old_side), Some(new_side), false);
+        } else if child != Coverage::Out {
+            self.changed_node(Some(old_item), Some(new_item), child);
+        }
+        self.path.pop();
     }
 
     /// Whether kept elements changed their relative order (by new index, a decrease in old
@@ -305,21 +366,20 @@ pub(crate) fn element_key<'a, N: Node<'a>>(key: MergeKey, element: N) -> Option<
     }
 }
 
-/// Whether two lists of the same length align element for element. True when each position
-/// holds the same merge key on both sides: whether the list is then aligned by key (keys
-/// unique) or by index (a key missing or repeated, on both sides alike), position `i` pairs
-/// with position `i`. Decided in one pass over both, without allocating.
-fn aligns_by_position<'a, N: Node<'a>, I: Iterator<Item = N> + Clone>(
-    list_name: Option<&str>,
+/// Whether two lists of the same length, keyed by `key`, hold the same key at each position:
+/// whether the list is then aligned by key (keys unique) or by index (a key missing or
+/// repeated, on both sides alike), position `i` pairs with position `i`. Decided in one pass
+/// over both, without allocating.
+fn same_keys_by_position<'a, N: Node<'a>, I: Iterator<Item = N>>(
+    key: MergeKey,
     old: I,
     new: I,
 ) -> bool {
-    match merge_key_for(list_name, old.clone(), new.clone()) {
-        None => true,
-        Some(MergeKey::Field(name)) => old
+    match key {
+        MergeKey::Field(name) => old
             .zip(new)
             .all(|(a, b)| a.get(name).and_then(N::as_str) == b.get(name).and_then(N::as_str)),
-        Some(MergeKey::Port(name)) => old
+        MergeKey::Port(name) => old
             .zip(new)
             .all(|(a, b)| port_key(a, name) == port_key(b, name)),
     }
@@ -356,8 +416,8 @@ pub(crate) fn element_keys<'a, N: Node<'a>>(
     unique.then_some(keys)
 }
 
-fn align<'a, N: Node<'a>>(field: Option<&str>, old: &[N], new: &[N]) -> Alignment {
-    if let Some(key) = merge_key_for(field, old.iter().copied(), new.iter().copied())
+fn align<'a, N: Node<'a>>(merge_key: Option<MergeKey>, old: &[N], new: &[N]) -> Alignment {
+    if let Some(key) = merge_key
         && let (Some(old_keys), Some(new_keys)) = (
             element_keys(key, old.iter().copied()),
             element_keys(key, new.iter().copied()),

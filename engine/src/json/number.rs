@@ -7,8 +7,9 @@ use serde_json::Number;
 /// Whether two JSON number texts denote the same value.
 pub fn text_numbers_eq(a: &str, b: &str) -> bool {
     a == b
-        // Two JSON integers other than zero are written one way only (no leading zeros, no
-        // `+`): different text, different values. Most numbers of an object are such.
+        // Two JSON integers are written one way only (no leading zeros, no `+`; zero as `0`,
+        // its other spelling `-0` aside): different text, different values. Most numbers of
+        // an object are such.
         || (!(is_plain_integer(a) && is_plain_integer(b))
             && match (Decimal::parse(a), Decimal::parse(b)) {
             (Some(x), Some(y)) => x == y,
@@ -17,10 +18,16 @@ pub fn text_numbers_eq(a: &str, b: &str) -> bool {
         })
 }
 
-/// An integer as JSON writes it (`-`, then digits without a leading zero), other than zero.
+/// An integer as JSON writes it: `0`, or `-` and then digits without a leading zero.
+#[inline]
 fn is_plain_integer(text: &str) -> bool {
-    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
-    matches!(digits.first(), Some(b'1'..=b'9')) && digits.iter().all(u8::is_ascii_digit)
+    match text.as_bytes() {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] | [b'-', b'1'..=b'9', rest @ ..] => {
+            rest.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    }
 }
 
 /// A decimal number reduced to a canonical form: zero, or a sign, its significant digits
@@ -193,6 +200,7 @@ mod tests {
             ("100", "1E+2"),
             ("0.5", "5e-1"),
             ("0", "-0"),
+            ("-0", "0.0"),
             ("0", "0.000e7"),
             ("-12.50", "-1.25e1"),
             (
@@ -212,6 +220,9 @@ mod tests {
             ("0.1", "0.01"),
             ("1e400", "1e401"),
             ("12", "21"),
+            ("0", "1"),
+            ("0", "-1"),
+            ("-0", "7"),
         ];
         for (a, b) in different {
             assert!(!text_numbers_eq(a, b), "{a} != {b}");
