@@ -151,6 +151,24 @@ fn diff_table() {
             &["args[0]", "args[1]", "args[2]"],
         ),
         case(
+            "a shorter list of scalars: changes in the shared part, the tail removed",
+            json!({"args": ["a", "b", "c"]}),
+            json!({"args": ["x", "b"]}),
+            &["args[0]", "args[2]"],
+        ),
+        case(
+            "a removed null element exists",
+            json!({"args": [1, null]}),
+            json!({"args": [1]}),
+            &["args[1]"],
+        ),
+        case(
+            "a mixed list aligns by index, its objects walked",
+            json!({"items": [{"name": "a"}, 1]}),
+            json!({"items": [{"name": "a", "v": 2}]}),
+            &["items[0].v", "items[1]"],
+        ),
+        case(
             "missing name aligns by index",
             json!({"items": [{"name": "a", "v": 1}, {"v": 2}]}),
             json!({"items": [{"v": 2}, {"name": "a", "v": 1}]}),
