@@ -18,6 +18,7 @@ pub mod lint;
 mod managed;
 pub mod manifests;
 pub mod message;
+pub mod nesting;
 mod path;
 pub mod review;
 pub mod rule;

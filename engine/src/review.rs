@@ -155,6 +155,9 @@ pub struct ParsedReview<O = Value> {
     pub request: Result<AdmissionRequest<O>, String>,
 }
 
+/// How many levels a review wraps its objects in: the review, then `request`.
+pub const REVIEW_LEVELS: usize = 2;
+
 /// Values quoted in "not an AdmissionReview" messages are cut to this many characters.
 const QUOTED_CHARS: usize = 64;
 /// A malformed request's reason is cut to this many bytes.
@@ -182,6 +185,11 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
+    // Before anything walks it: the objects are read lazily and recursively (reference §5).
+    // The review holds its objects two levels down (`request`, `object`): an object the API
+    // server accepted, at most MAX_NESTING deep, is answered.
+    crate::nesting::check_json_wrapping(body, REVIEW_LEVELS)
+        .map_err(|e| NotAReview(format!("the AdmissionReview's request is {e}")))?;
     let first = body
         .iter()
         .find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));

@@ -15,6 +15,7 @@ use crate::path::{PathPattern, PatternSegment};
 mod compile;
 
 pub use compile::compile;
+pub(crate) use compile::position;
 
 /// The annotation that marks a ConfigMap as a rule.
 pub const RULE_ANNOTATION: &str = "drift-sentinel.k8s.io/rule";

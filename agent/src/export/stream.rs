@@ -277,9 +277,12 @@ impl Cursor {
         if text.is_empty() {
             return false;
         }
-        // A struct also deserializes from a JSON array: insist on an object.
+        // A struct also deserializes from a JSON array: insist on an object. A line nested
+        // deeper than any record is skipped like one that is not JSON (reference §5).
         let probe = match text.first() {
-            Some(b'{') => serde_json::from_slice::<Probe>(text).ok(),
+            Some(b'{') if drift_engine::nesting::check_json(text).is_ok() => {
+                serde_json::from_slice::<Probe>(text).ok()
+            }
             _ => None,
         };
         let Some(probe) = probe else {

@@ -60,9 +60,18 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
         Ok(body) => body,
         Err(response) => return response,
     };
-    match crate::validate_rule::answer(&state.shared, &body) {
-        Ok(review) => json(Bytes::from(review.to_string())),
-        Err(message) => plain(StatusCode::BAD_REQUEST, message),
+    // Compiling a rule reads YAML a tenant wrote: on the blocking pool, like a decision, so
+    // that the threads answering the probes never wait on it.
+    let shared = state.shared.clone();
+    let answered =
+        tokio::task::spawn_blocking(move || crate::validate_rule::answer(&shared, &body)).await;
+    match answered {
+        Ok(Ok(review)) => json(Bytes::from(review.to_string())),
+        Ok(Err(message)) => plain(StatusCode::BAD_REQUEST, message),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the rule check failed: {e}"),
+        ),
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{ChangeKind, Coverage, PathStep, Side, Sink, Walker, present, value_eq};
+use super::{ChangeKind, Coverage, PathStep, Side, Sink, Walker, present};
 use crate::json::{Node, Shape};
 
 /// The items of a list, or none for a side that is not one.
@@ -166,7 +166,9 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
     }
 
     /// Two elements at one position. `may_be_equal`: false for the first difference, known
-    /// to differ. Equal elements are settled by comparison, cheaper than a walk.
+    /// to differ. Identical elements are settled by their text; others are walked (a walk finds
+    /// nothing in equal ones, and comparing by value first costs a deep chain the square of
+    /// its depth).
     #[inline]
     fn walk_pair(
         &mut self,
@@ -182,7 +184,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         let equal = if scalars {
             old_shape == new_shape && old_item.scalar_eq(new_item)
         } else {
-            may_be_equal && value_eq(old_item, new_item)
+            may_be_equal && old_item.identical(new_item)
         };
         if equal {
             return;
@@ -286,7 +288,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             // in scope it counts as it is, as it does under full coverage.
             let projected = match child {
                 Coverage::In => Some(item.to_value().into_owned()),
-                _ => self.project(item, child),
+                _ => crate::nesting::guarded(|| self.project(item, child)),
             };
             self.path.pop();
             any |= projected.is_some();
@@ -296,8 +298,11 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
     }
 }
 
-/// The index of the first element pair that differs, or the shorter length when one list
-/// extends the other; `None` when the lists are equal.
+/// The index of the first element pair that is not the same text (or the same value in
+/// memory), or the shorter length when one list extends the other; `None` when the lists are
+/// identical. Not compared by value: the walk that follows finds nothing in elements that are
+/// equal all the same, and comparing by value first would walk each level of a deep chain of
+/// lists once per level above it.
 fn first_difference<'a, N: Node<'a>>(
     x: impl Iterator<Item = N>,
     y: impl Iterator<Item = N>,
@@ -307,7 +312,7 @@ fn first_difference<'a, N: Node<'a>>(
     loop {
         match (x.next(), y.next()) {
             (None, None) => return None,
-            (Some(a), Some(b)) if value_eq(a, b) => index += 1,
+            (Some(a), Some(b)) if a.identical(b) => index += 1,
             _ => return Some(index),
         }
     }

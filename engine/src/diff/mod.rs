@@ -280,7 +280,13 @@ struct Walker<'s, 'a, N, K> {
 }
 
 impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
+    /// Compares one node of each side; every recursion of the walk passes through here, so
+    /// this is where the stack is kept large enough for the deepest accepted input.
     fn walk(&mut self, old: Option<N>, new: Option<N>, coverage: Coverage) {
+        crate::nesting::guarded(|| self.walk_node(old, new, coverage))
+    }
+
+    fn walk_node(&mut self, old: Option<N>, new: Option<N>, coverage: Coverage) {
         if coverage == Coverage::Out {
             return;
         }
@@ -412,7 +418,8 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
                     for (key, child_value) in map.iter() {
                         self.path.push(PathStep::Key(key));
                         let child = self.scope.coverage(&self.path);
-                        let projected = self.project(child_value, child);
+                        let projected =
+                            crate::nesting::guarded(|| self.project(child_value, child));
                         if let (Some(projected), Some(PathStep::Key(key))) =
                             (projected, self.path.pop())
                         {
@@ -473,6 +480,10 @@ fn for_each_key<'a, N: Node<'a>, M: MapView<'a, N>>(
 /// side-by-side walk as [`for_each_key`].
 #[inline(never)]
 fn maps_eq<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
+    crate::nesting::guarded(|| maps_eq_unguarded(x, y))
+}
+
+fn maps_eq_unguarded<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
     let mut shared = 0;
     for ((ka, va), (kb, vb)) in x.iter().zip(y.iter()) {
         if !crate::json::str_eq(&ka, &kb) {
@@ -520,6 +531,10 @@ fn scalars_eq<'a, N: Node<'a>>(a: N, b: N) -> bool {
 
 #[inline(never)]
 fn lists_eq<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
+    crate::nesting::guarded(|| lists_eq_unguarded::<N>(x, y))
+}
+
+fn lists_eq_unguarded<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
     let (mut x, mut y) = (x, y);
     loop {
         match (x.next(), y.next()) {

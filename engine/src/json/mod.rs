@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 mod brackets;
+mod deep;
 mod number;
 mod raw;
 
@@ -164,7 +165,9 @@ impl<'a> Node<'a> for &'a Value {
         match self {
             Value::Null => true,
             Value::Array(items) => items.is_empty(),
-            Value::Object(map) => map.values().all(|v| v.is_absent()),
+            Value::Object(map) => {
+                crate::nesting::guarded(|| map.values().all(|v| v.is_absent()))
+            }
             _ => false,
         }
     }

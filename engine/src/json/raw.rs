@@ -19,6 +19,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::brackets::{Brackets, string_end_from};
+use super::deep::{DEEP, DeepIndex};
 use super::number::text_numbers_eq;
 use super::{Document, MapView, Node, Shape};
 
@@ -28,6 +29,8 @@ use super::{Document, MapView, Node, Shape};
 pub struct RawDocument<'a> {
     text: &'a str,
     brackets: OnceCell<Brackets>,
+    /// Built only when a scan would go [`DEEP`] levels down.
+    deep: OnceCell<DeepIndex>,
 }
 
 impl<'a> RawDocument<'a> {
@@ -36,6 +39,7 @@ impl<'a> RawDocument<'a> {
         Self {
             text: raw.get().trim_matches(is_whitespace_char),
             brackets: OnceCell::new(),
+            deep: OnceCell::new(),
         }
     }
 
@@ -47,14 +51,26 @@ impl<'a> RawDocument<'a> {
     /// The end (exclusive) of the container opening at `bytes[at]`, where `bytes` lies within
     /// this document's text; `None` when it is not recorded.
     fn container_end(&self, bytes: &[u8], at: usize) -> Option<usize> {
-        let base = self.text.as_ptr() as usize;
-        let start = (bytes.as_ptr() as usize).checked_sub(base)?;
-        if start + bytes.len() > self.text.len() {
-            return None;
-        }
+        let start = self.offset_of(bytes)?;
         let brackets = self.brackets.get_or_init(|| Brackets::of(self.text));
         let close = brackets.close_of(start + at)?;
         Some(close + 1 - start)
+    }
+
+    /// The end (exclusive) of the container opening at `bytes[at]` and whether it is absent,
+    /// when at least [`DEEP`] levels nest below it (see [`DeepIndex`]).
+    fn deep_container(&self, bytes: &[u8], at: usize) -> Option<(usize, bool)> {
+        let start = self.offset_of(bytes)?;
+        let deep = self.deep.get_or_init(|| DeepIndex::of(self.text));
+        let (close, absent) = deep.lookup(start + at)?;
+        Some((close + 1 - start, absent))
+    }
+
+    /// Where `bytes`, a part of this document's text, starts in it.
+    fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
+        let base = self.text.as_ptr() as usize;
+        let start = (bytes.as_ptr() as usize).checked_sub(base)?;
+        (start + bytes.len() <= self.text.len()).then_some(start)
     }
 }
 
@@ -191,7 +207,7 @@ fn value_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> usize {
         Some(b'"') => string_end(bytes, at),
         Some(b'{' | b'[') => doc
             .and_then(|doc| doc.container_end(bytes, at))
-            .unwrap_or_else(|| container_end(bytes, at)),
+            .unwrap_or_else(|| container_end(bytes, at, doc)),
         Some(_) => {
             let mut end = at;
             while let Some(b) = bytes.get(end) {
@@ -209,8 +225,10 @@ fn value_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> usize {
 /// The end (exclusive) of the object or list opening at `at`. In valid JSON each kind of
 /// bracket nests on its own, so only the opener's kind is counted, and strings are skipped
 /// whole: a vectorised search for three bytes, instead of a look at every byte (a list of two
-/// million numbers holds none of them until its end).
-fn container_end(bytes: &[u8], at: usize) -> usize {
+/// million numbers holds none of them until its end). Past [`DEEP`] levels of its kind, a
+/// container inside is looked up in the document's [`DeepIndex`] and skipped whole: scanning
+/// each level of a deep chain for each level above it would cost the square of its depth.
+fn container_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> usize {
     let (open, close) = match bytes.get(at) {
         Some(b'{') => (b'{', b'}'),
         _ => (b'[', b']'),
@@ -229,7 +247,16 @@ fn container_end(bytes: &[u8], at: usize) -> usize {
                 i = string_end(bytes, i);
                 continue;
             }
-            b if b == open => depth += 1,
+            b if b == open => {
+                if depth >= DEEP as usize
+                    && let Some((end, _)) = doc.and_then(|doc| doc.deep_container(bytes, i))
+                {
+                    // A deep container inside: skipped whole.
+                    i = end;
+                    continue;
+                }
+                depth += 1;
+            }
             _ => {
                 depth = depth.saturating_sub(1);
                 if depth == 0 {
@@ -246,14 +273,35 @@ fn container_end(bytes: &[u8], at: usize) -> usize {
 /// every entry is absent); `None` as soon as something present is seen. Decided from the front:
 /// a present value is never scanned to its end (`present()` is asked of every map and list on
 /// the way down to a change, each of which can hold the whole rest of the object).
-fn absent_end(bytes: &[u8], at: usize) -> Option<usize> {
-    match bytes.get(at)? {
-        b'n' => Some(at + 4),
-        b'[' => {
+///
+/// Past [`DEEP`] levels of maps, each map is first looked up in the document's [`DeepIndex`]:
+/// scanning every level of a deep chain again for every level of the walk down it would cost
+/// the square of its depth.
+fn absent_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> Option<usize> {
+    absent_end_within(bytes, at, doc, DEEP)
+}
+
+/// [`absent_end`], `levels` levels of maps before the index is asked.
+fn absent_end_within(
+    bytes: &[u8],
+    at: usize,
+    doc: Option<&RawDocument<'_>>,
+    levels: u32,
+) -> Option<usize> {
+    if levels == 0
+        && bytes.get(at) == Some(&b'{')
+        && let Some((end, absent)) = doc.and_then(|doc| doc.deep_container(bytes, at))
+    {
+        return absent.then_some(end);
+    }
+    match bytes.get(at) {
+        None => None,
+        Some(b'n') => Some(at + 4),
+        Some(b'[') => {
             let close = skip_whitespace(bytes, at + 1);
             (bytes.get(close) == Some(&b']')).then_some(close + 1)
         }
-        b'{' => {
+        Some(b'{') => {
             let mut next = skip_whitespace(bytes, at + 1);
             loop {
                 match bytes.get(next)? {
@@ -262,13 +310,17 @@ fn absent_end(bytes: &[u8], at: usize) -> Option<usize> {
                     b'"' => {
                         let colon = skip_whitespace(bytes, string_end(bytes, next));
                         let value = skip_whitespace(bytes, colon + 1);
-                        next = skip_whitespace(bytes, absent_end(bytes, value)?);
+                        let below = levels.saturating_sub(1);
+                        let end = crate::nesting::guarded(|| {
+                            absent_end_within(bytes, value, doc, below)
+                        })?;
+                        next = skip_whitespace(bytes, end);
                     }
                     _ => return None,
                 }
             }
         }
-        _ => None,
+        Some(_) => None,
     }
 }
 
@@ -498,7 +550,7 @@ impl<'a> Node<'a> for RawJson<'a> {
     }
 
     fn is_absent(self) -> bool {
-        absent_end(self.bytes(), 0).is_some()
+        absent_end(self.bytes(), 0, self.doc).is_some()
     }
 
     fn scalar_eq(self, other: Self) -> bool {

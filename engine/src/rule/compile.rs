@@ -64,6 +64,12 @@ where
 pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let spec = spec_yaml(source)?;
     let checks = Checks { source, spec };
+    // Any tenant can write a rule ConfigMap: its nesting is measured before libyaml reads it
+    // (reference §5, "No input stops the agent").
+    crate::nesting::check_yaml(spec).map_err(|e| {
+        let (line, column) = position(spec, e.offset());
+        checks.error(None, line, column, format!("the spec is {e}"))
+    })?;
     let document: RuleSpecDocument = serde_yaml::from_str(spec).map_err(|e| {
         // The place is counted from serde_yaml's byte index, as every other place in a rule
         // error is: YAML also breaks lines at a lone carriage return, an editor does not.
@@ -315,7 +321,7 @@ fn locate(text: &str, needle: &str) -> (Option<usize>, Option<usize>) {
 /// 1-based line (lines end at `\n` only) and column (in characters) of the byte `offset` of
 /// `text`; an offset past the end or inside a character is placed at the nearest character
 /// before it.
-fn position(text: &str, offset: usize) -> (Option<usize>, Option<usize>) {
+pub(crate) fn position(text: &str, offset: usize) -> (Option<usize>, Option<usize>) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;
