@@ -322,7 +322,11 @@ mod tests {
     #[test]
     fn guarded_recursion_goes_past_the_limit_on_a_small_stack() {
         fn depth(n: usize) -> usize {
-            if n == 0 { 0 } else { guarded(|| depth(n - 1)) + 1 }
+            if n == 0 {
+                0
+            } else {
+                guarded(|| depth(n - 1)) + 1
+            }
         }
         let handle = std::thread::Builder::new()
             .stack_size(64 * 1024)

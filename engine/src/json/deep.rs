@@ -224,8 +224,14 @@ mod tests {
         // outermost map.
         let text = format!("{}1{}", r#"[{"a":"#.repeat(41), "}]".repeat(41));
         let index = DeepIndex::of(&text);
-        assert_eq!(index.lookup(0).map(|(close, _)| close), Some(text.len() - 1));
-        assert_eq!(index.lookup(1).map(|(close, _)| close), Some(text.len() - 2));
+        assert_eq!(
+            index.lookup(0).map(|(close, _)| close),
+            Some(text.len() - 1)
+        );
+        assert_eq!(
+            index.lookup(1).map(|(close, _)| close),
+            Some(text.len() - 2)
+        );
     }
 
     #[test]
@@ -234,7 +240,9 @@ mod tests {
         let index = DeepIndex::of(&text);
         assert!(index.entries.len() * 12 <= text.len() * 3 / 2);
         // Every stride of the chain has its entry.
-        let recorded = (0..text.len() / 2).filter(|&at| index.lookup(at).is_some()).count();
+        let recorded = (0..text.len() / 2)
+            .filter(|&at| index.lookup(at).is_some())
+            .count();
         assert_eq!(recorded, (10_000 - DEEP as usize) / STRIDE as usize);
     }
 }

@@ -165,9 +165,7 @@ impl<'a> Node<'a> for &'a Value {
         match self {
             Value::Null => true,
             Value::Array(items) => items.is_empty(),
-            Value::Object(map) => {
-                crate::nesting::guarded(|| map.values().all(|v| v.is_absent()))
-            }
+            Value::Object(map) => crate::nesting::guarded(|| map.values().all(|v| v.is_absent())),
             _ => false,
         }
     }

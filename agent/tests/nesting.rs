@@ -1,0 +1,239 @@
+//! Black-box tests of reference §5, "No input stops the agent": each kind of text the agent did
+//! not write, nested 10,000 levels (answered), 10,001 (refused, saying why) and 1,000,000
+//! within 8 MiB (refused, the agent still answering), entering where it enters — a review on
+//! `/validate`, a rule on `/validate-rule`, rule and Namespace files on disk.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use drift_testkit::objects::{deployment_with, review};
+use serde_json::{Value, json};
+use support::{Agent, plain_client, rule_config_map};
+
+const LIMIT: usize = 10_000;
+
+/// `levels` levels of lists or maps (`shape`) around `leaf`: the text and its own depth.
+fn nest(shape: Shape, levels: usize, leaf: &str) -> String {
+    match shape {
+        Shape::Lists => format!("{}{leaf}{}", "[".repeat(levels), "]".repeat(levels)),
+        Shape::Maps => format!("{}{leaf}{}", r#"{"a":"#.repeat(levels), "}".repeat(levels)),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Lists,
+    Maps,
+}
+
+/// A review of a Deployment whose objects nest exactly `depth` levels: `spec.replicas`
+/// (two levels down) becomes `depth - 2` levels of `shape`, holding 3 before and 4 after.
+fn deep_review(shape: Shape, depth: usize) -> String {
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let new = deployment_with(["api:1", "worker:1", "proxy:1"], 4, 4);
+    let body = review("deep-1", &old, &new).to_string();
+    let body = body.replacen(
+        r#""replicas":4"#,
+        &format!(r#""replicas":{}"#, nest(shape, depth - 2, "4")),
+        1,
+    );
+    body.replacen(
+        r#""replicas":3"#,
+        &format!(r#""replicas":{}"#, nest(shape, depth - 2, "3")),
+        1,
+    )
+}
+
+fn post_text(url: &str, body: String) -> (u16, String, Duration) {
+    let started = Instant::now();
+    let response = plain_client()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .expect("POST");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.text().unwrap_or_default(),
+        started.elapsed(),
+    )
+}
+
+/// The agent answers an ordinary review and its probes: nothing it was sent took it down.
+fn assert_still_answering(agent: &Agent) {
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let new = deployment_with(["api:2", "worker:1", "proxy:1"], 3, 4);
+    let (status, body, _) = post_text(
+        &format!("{}/validate", agent.base),
+        review("after", &old, &new).to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("a review");
+    assert_eq!(answer["response"]["uid"], "after");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let health = plain_client()
+        .get(format!("{}/healthz", agent.base))
+        .send()
+        .expect("healthz");
+    assert!(health.status().is_success());
+}
+
+#[test]
+fn reviews_are_answered_to_the_limit_and_refused_past_it() {
+    let agent = Agent::start(&[], false);
+    let url = format!("{}/validate", agent.base);
+    for shape in [Shape::Lists, Shape::Maps] {
+        // At the limit: decided like any review (replicas changed: denied by the default rule).
+        let (status, body, took) = post_text(&url, deep_review(shape, LIMIT));
+        assert_eq!(status, 200, "{shape:?}: {}", &body[..body.len().min(300)]);
+        let answer: Value = serde_json::from_str(&body).expect("a review");
+        assert_eq!(answer["response"]["uid"], "deep-1");
+        assert_eq!(answer["response"]["allowed"], false, "{shape:?}");
+        let message = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(message.contains("spec.replicas"), "{message}");
+        assert!(body.len() <= 64 * 1024);
+        // A debug build on a shared machine; a walk that costs the square of the depth takes
+        // seconds even optimised.
+        assert!(took < Duration::from_secs(5), "{shape:?} took {took:?}");
+
+        let (status, body, _) = post_text(&url, deep_review(shape, LIMIT + 1));
+        assert_eq!(status, 400, "{shape:?}: {body}");
+        assert!(
+            body.contains("nested deeper than 10000 levels"),
+            "{shape:?}: {body}"
+        );
+    }
+    // A million levels in 2 MB: refused as quickly, and the agent still answers.
+    let million = deep_review(Shape::Lists, 1_000_000);
+    assert!(million.len() < 8 * 1024 * 1024);
+    let (status, body, took) = post_text(&url, million);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("nested deeper than 10000 levels"), "{body}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_still_answering(&agent);
+    // Nothing of it was recorded as a decision.
+    let metrics = plain_client()
+        .get(format!("{}/metrics", agent.base))
+        .send()
+        .and_then(|r| r.text())
+        .expect("metrics");
+    assert!(
+        metrics.contains(
+            r#"drift_sentinel_admission_requests_total{namespace="",resource="",result="error"} 3"#
+        ),
+        "{metrics}"
+    );
+}
+
+/// A rule spec of `levels` nested YAML flow sequences.
+fn deep_rule_spec(levels: usize) -> String {
+    format!(
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: {}\n",
+        nest(Shape::Lists, levels - 1, "spec.replicas")
+    )
+}
+
+fn rule_review(spec: &str) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "rule-deep", "operation": "CREATE", "namespace": "team-a", "name": "deep",
+        "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+        "userInfo": {"username": "tenant"},
+        "object": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "deep", "namespace": "team-a",
+                "annotations": {"drift-sentinel.k8s.io/rule": "true"}},
+            "data": {"spec": spec}}}})
+    .to_string()
+}
+
+#[test]
+fn rule_yaml_is_refused_past_the_limit_without_stalling() {
+    let agent = Agent::start(&[], false);
+    let url = format!("{}/validate-rule", agent.base);
+    let judge = |levels: usize| {
+        let (status, body, took) = post_text(&url, rule_review(&deep_rule_spec(levels)));
+        assert_eq!(status, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).expect("a review");
+        assert_eq!(answer["response"]["uid"], "rule-deep");
+        // The API server's webhook timeout is 10 s at most; a stall would run into it.
+        assert!(
+            took < Duration::from_secs(8),
+            "{levels} levels took {took:?}"
+        );
+        answer["response"].clone()
+    };
+    // 10,000 levels are read (and the rule refused for what it says: a list of lists is
+    // no list of paths); 10,001 are not read at all.
+    let at_limit = judge(LIMIT);
+    assert_eq!(at_limit["allowed"], false, "{at_limit}");
+    let message = at_limit["status"]["message"].as_str().unwrap();
+    assert!(!message.contains("nested deeper"), "{message}");
+    for levels in [LIMIT + 1, 1_000_000] {
+        let refused = judge(levels);
+        assert_eq!(refused["allowed"], false);
+        let message = refused["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("rule ConfigMap team-a/deep: data.spec line 4")
+                && message.contains("nested deeper than 10000 levels"),
+            "{message}"
+        );
+    }
+    assert_still_answering(&agent);
+}
+
+#[test]
+fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::write(
+        rules.join("fine.yaml"),
+        rule_config_map(
+            "drift-sentinel",
+            "fine",
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [spec.template.spec.containers[*].image]\n",
+        ),
+    )
+    .unwrap();
+    // A file whose rule nests a million levels, and one whose own YAML does.
+    std::fs::write(
+        rules.join("deep-spec.yaml"),
+        rule_config_map("drift-sentinel", "deep", &deep_rule_spec(1_000_000)),
+    )
+    .unwrap();
+    std::fs::write(
+        rules.join("deep-file.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n",
+            nest(Shape::Lists, LIMIT + 1, "1")
+        ),
+    )
+    .unwrap();
+    let namespaces = dir.path().join("namespaces.yaml");
+    std::fs::write(
+        &namespaces,
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels: {}\n",
+            nest(Shape::Lists, 1_000_000, "1")
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let rules_arg = rules.display().to_string();
+    let namespaces_arg = namespaces.display().to_string();
+    let agent = Agent::start(
+        &["--rules", &rules_arg, "--namespaces", &namespaces_arg],
+        false,
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let status = agent.status();
+    let text = status.to_string();
+    assert!(text.contains("drift-sentinel/fine"), "{text}");
+    assert!(
+        text.contains("nested deeper than 10000 levels"),
+        "the refusals are named: {text}"
+    );
+    assert_still_answering(&agent);
+}
