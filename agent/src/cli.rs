@@ -93,6 +93,30 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_TLS_KEY_FILE", requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
 
+    /// Lowest TLS version accepted: 1.2 or 1.3.
+    #[arg(long, env = "DRIFT_SENTINEL_TLS_MIN_VERSION", default_value = "1.2")]
+    pub tls_min_version: crate::tls::TlsMinVersion,
+
+    /// CA bundle (PEM) of the certificates that may call the webhook's paths: with it, a
+    /// caller of /validate or /validate-rule without a certificate signed by it and named in
+    /// --client-names gets 401 (the probes and /metrics stay open). Re-read when it changes.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLIENT_CA_FILE",
+        requires = "tls_cert_file"
+    )]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Names (a certificate's CN or one of its DNS SANs) that may call, with --client-ca-file.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLIENT_NAMES",
+        value_delimiter = ',',
+        default_value = "kube-apiserver",
+        value_parser = parse_client_name
+    )]
+    pub client_names: Vec<String>,
+
     /// Path of the admission endpoint.
     #[arg(long, env = "DRIFT_SENTINEL_VALIDATE_PATH", default_value = "/validate", value_parser = parse_http_path)]
     pub validate_path: String,
@@ -470,6 +494,17 @@ fn parse_loopback_address(text: &str) -> Result<SocketAddr, String> {
         ));
     }
     Ok(address)
+}
+
+/// A name of `--client-names`: not empty, no spaces.
+fn parse_client_name(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(format!(
+            "{text:?} is not a certificate name: give a CN or DNS name such as kube-apiserver"
+        ));
+    }
+    Ok(name.to_owned())
 }
 
 fn parse_http_path(text: &str) -> Result<String, String> {

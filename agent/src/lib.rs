@@ -5,6 +5,7 @@
 mod admin;
 mod audit;
 pub mod cli;
+pub mod client_auth;
 mod cluster_source;
 mod connection_status;
 pub mod export;
@@ -85,17 +86,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.enable_admission_violation_export {
         start_export(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
     }
-    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => {
-            let tls = Arc::new(
-                tls::ReloadingTls::new(cert.clone(), key.clone())
-                    .context("cannot load the TLS certificate")?,
-            );
-            tokio::spawn(tls.clone().watch(args.reload_interval, shutdown_rx.clone()));
-            Some(tls.acceptor())
-        }
-        _ => None,
-    };
+    let tls = tls::serving(&args, &shutdown_rx)?;
     let servers = start_servers(&args, &shared, tls, &shutdown_rx).await?;
 
     wait_for_signal().await?;
@@ -190,7 +181,7 @@ async fn start_rule_source(
 async fn start_servers(
     args: &ServeArgs,
     shared: &Arc<Shared>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<server::Tls>,
     shutdown_rx: &watch::Receiver<bool>,
 ) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
     let (webhook_listener, admin_listener) =
@@ -199,6 +190,7 @@ async fn start_servers(
         address = %server::local_address(&webhook_listener),
         admin_address = %server::local_address(&admin_listener),
         tls = tls.is_some(),
+        client_authentication = tls.as_ref().is_some_and(|t| t.client_auth.is_some()),
         "listening"
     );
 
@@ -207,6 +199,7 @@ async fn start_servers(
         idle: args.idle_timeout,
         shutdown: args.shutdown_timeout,
     };
+    let client_auth = tls.as_ref().and_then(|t| t.client_auth.clone());
     let webhook = webhook::router(
         shared.clone(),
         webhook::WebhookConfig {
@@ -218,6 +211,7 @@ async fn start_servers(
             read_timeout: args.read_timeout,
             write_timeout: args.write_timeout,
         },
+        client_auth,
     );
     let webhook_task = tokio::spawn(server::serve(
         webhook_listener,

@@ -11,6 +11,7 @@ pub struct Metrics {
     pub admission_requests: IntCounterVec,
     pub violations: IntCounterVec,
     pub admission_duration: Histogram,
+    pub webhook_refused: IntCounterVec,
     pub rules_loaded: IntGauge,
     pub rules_invalid: IntGauge,
     pub rule_sources_stale: IntGauge,
@@ -93,6 +94,13 @@ impl Metrics {
             rules_stale: IntGauge::new(
                 "drift_sentinel_rules_stale",
                 "Rule ConfigMaps enforced in their last valid version because the current one is invalid or cannot be read.",
+            )?,
+            webhook_refused: IntCounterVec::new(
+                Opts::new(
+                    "drift_sentinel_webhook_refused_total",
+                    "Callers of /validate and /validate-rule answered 401 under client authentication, by reason (no_certificate, untrusted_certificate, name_not_allowed).",
+                ),
+                &["reason"],
             )?,
             config_events: IntCounterVec::new(
                 Opts::new(
@@ -186,6 +194,7 @@ impl Metrics {
                 Box::new(self.admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
                 Box::new(self.violations.clone()),
                 Box::new(self.admission_duration.clone()),
+                Box::new(self.webhook_refused.clone()),
                 Box::new(self.export_queue_messages.clone()),
                 Box::new(self.export_queue_bytes.clone()),
                 Box::new(self.export_spool_segments.clone()),

@@ -18,6 +18,21 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio_rustls::TlsAcceptor;
 
+/// TLS of a listener: its acceptor and, under client authentication, who may call.
+#[derive(Clone)]
+pub struct Tls {
+    pub acceptor: TlsAcceptor,
+    pub client_auth: Option<Arc<crate::client_auth::ClientAuth>>,
+}
+
+/// The caller of a request's connection, judged once after the handshake; present in every
+/// request's extensions under client authentication.
+#[derive(Debug, Clone)]
+pub struct ConnectionCaller {
+    pub caller: crate::client_auth::Caller,
+    pub peer: std::net::SocketAddr,
+}
+
 /// Connection-level timeouts.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionTimeouts {
@@ -54,7 +69,7 @@ pub fn local_address(listener: &TcpListener) -> String {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Tls>,
     timeouts: ConnectionTimeouts,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -78,16 +93,23 @@ pub async fn serve(
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             match tls {
-                Some(acceptor) => {
+                Some(tls) => {
                     let handshake =
-                        tokio::time::timeout(timeouts.read_header, acceptor.accept(stream)).await;
+                        tokio::time::timeout(timeouts.read_header, tls.acceptor.accept(stream))
+                            .await;
                     match handshake {
-                        Ok(Ok(stream)) => serve_connection(stream, router, timeouts, watcher).await,
+                        Ok(Ok(stream)) => {
+                            let caller = tls.client_auth.as_ref().map(|auth| ConnectionCaller {
+                                caller: auth.judge(stream.get_ref().1.peer_certificates()),
+                                peer,
+                            });
+                            serve_connection(stream, router, timeouts, watcher, caller).await
+                        }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 }
-                None => serve_connection(stream, router, timeouts, watcher).await,
+                None => serve_connection(stream, router, timeouts, watcher, None).await,
             }
         });
     }
@@ -110,6 +132,7 @@ async fn serve_connection<I>(
     router: Router,
     timeouts: ConnectionTimeouts,
     watcher: hyper_util::server::graceful::Watcher,
+    caller: Option<ConnectionCaller>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -117,6 +140,7 @@ async fn serve_connection<I>(
     let service = TowerToHyperService::new(Tracked {
         inner: router,
         activity: activity.clone(),
+        caller,
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -222,11 +246,13 @@ impl Drop for InFlight {
     }
 }
 
-/// The router, with each request counted in the connection's [`Activity`].
+/// The router, with each request counted in the connection's [`Activity`] and carrying the
+/// connection's caller when it was judged.
 #[derive(Clone)]
 struct Tracked {
     inner: Router,
     activity: Arc<Activity>,
+    caller: Option<ConnectionCaller>,
 }
 
 impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
@@ -241,7 +267,10 @@ impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
         )
     }
 
-    fn call(&mut self, request: axum::extract::Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&mut self, mut request: axum::extract::Request<hyper::body::Incoming>) -> Self::Future {
+        if let Some(caller) = &self.caller {
+            request.extensions_mut().insert(caller.clone());
+        }
         self.activity.update(|state| {
             state.in_flight += 1;
             state.requests += 1;

@@ -56,7 +56,7 @@ pub struct ReloadingTls {
     acceptor: TlsAcceptor,
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -94,22 +94,60 @@ pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<Certified
     Ok(certified)
 }
 
+/// The lowest TLS version the listener accepts (`--tls-min-version`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMinVersion {
+    #[default]
+    #[value(name = "1.2")]
+    Tls12,
+    #[value(name = "1.3")]
+    Tls13,
+}
+
+const TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
+impl TlsMinVersion {
+    fn versions(self) -> &'static [&'static rustls::SupportedProtocolVersion] {
+        match self {
+            TlsMinVersion::Tls12 => rustls::ALL_VERSIONS,
+            TlsMinVersion::Tls13 => TLS13_ONLY,
+        }
+    }
+}
+
+/// How the listener's TLS is set up besides its certificate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TlsOptions {
+    pub min_version: TlsMinVersion,
+    /// Ask callers for a certificate (judged after the handshake: [`crate::client_auth`]).
+    pub request_client_certificates: bool,
+}
+
 impl ReloadingTls {
-    pub fn new(cert_path: PathBuf, key_path: PathBuf) -> Result<Self, TlsError> {
+    pub fn new(
+        cert_path: PathBuf,
+        key_path: PathBuf,
+        options: TlsOptions,
+    ) -> Result<Self, TlsError> {
         let certified = load_certified_key(&cert_path, &key_path)?;
         let resolver = Arc::new(ReloadingResolver {
             current: ArcSwap::from_pointee(certified),
         });
-        // Safe defaults (TLS 1.2 and 1.3) of the ring provider cannot fail to build.
-        let mut config = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
+        // The ring provider supports both versions: this cannot fail.
+        let builder = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(options.min_version.versions())
             .map_err(|e| TlsError::Mismatch {
                 cert: cert_path.clone(),
                 key: key_path.clone(),
                 reason: e.to_string(),
-            })?
-            .with_no_client_auth()
-            .with_cert_resolver(resolver.clone());
+            })?;
+        let builder = if options.request_client_certificates {
+            builder
+                .with_client_cert_verifier(Arc::new(crate::client_auth::RequestClientCert::new()))
+        } else {
+            builder.with_no_client_auth()
+        };
+        let mut config = builder.with_cert_resolver(resolver.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Self {
             cert_path,
@@ -166,4 +204,41 @@ impl ReloadingTls {
             }
         }
     }
+}
+
+/// The webhook listener's TLS as the command line asks for it — the serving pair and, with
+/// `--client-ca-file`, client authentication — each file watched for changes until shutdown.
+/// `None` without a certificate (plain HTTP).
+pub fn serving(
+    args: &crate::cli::ServeArgs,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Option<crate::server::Tls>> {
+    use anyhow::Context as _;
+    let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) else {
+        return Ok(None);
+    };
+    let options = TlsOptions {
+        min_version: args.tls_min_version,
+        request_client_certificates: args.client_ca_file.is_some(),
+    };
+    let tls = Arc::new(
+        ReloadingTls::new(cert.clone(), key.clone(), options)
+            .context("cannot load the TLS certificate")?,
+    );
+    tokio::spawn(tls.clone().watch(args.reload_interval, shutdown.clone()));
+    let client_auth = match &args.client_ca_file {
+        Some(ca) => {
+            let auth = Arc::new(
+                crate::client_auth::ClientAuth::new(ca.clone(), args.client_names.clone())
+                    .context("cannot load the client CA (--client-ca-file)")?,
+            );
+            tokio::spawn(auth.clone().watch(args.reload_interval, shutdown.clone()));
+            Some(auth)
+        }
+        None => None,
+    };
+    Ok(Some(crate::server::Tls {
+        acceptor: tls.acceptor(),
+        client_auth,
+    }))
 }

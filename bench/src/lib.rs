@@ -6,9 +6,7 @@ pub mod fixtures;
 pub mod reference;
 
 use std::ffi::OsString;
-use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::Parser as _;
 use drift_sentinel::cli::{Cli, Command, ServeArgs};
 use drift_sentinel::server::ConnectionTimeouts;
@@ -39,17 +37,7 @@ pub async fn serve_reference(
     args: &ServeArgs,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => {
-            let tls = Arc::new(
-                drift_sentinel::tls::ReloadingTls::new(cert.clone(), key.clone())
-                    .context("cannot load the TLS certificate")?,
-            );
-            tokio::spawn(tls.clone().watch(args.reload_interval, shutdown.clone()));
-            Some(tls.acceptor())
-        }
-        _ => None,
-    };
+    let tls = drift_sentinel::tls::serving(args, &shutdown)?;
     let timeouts = ConnectionTimeouts {
         read_header: args.read_header_timeout,
         idle: args.idle_timeout,

@@ -16,8 +16,6 @@
 use std::mem::MaybeUninit;
 use std::ptr::addr_of_mut;
 
-use unsafe_libyaml as sys;
-
 /// The deepest nesting accepted in any input (kube-apiserver's JSON decoder stops there too).
 pub const MAX_NESTING: usize = 10_000;
 
@@ -169,23 +167,25 @@ enum EventKind {
 /// libyaml's event parser over borrowed text, reduced to what nesting needs. The one place
 /// the engine calls libyaml directly; serde_yaml calls it the same way.
 struct EventParser<'t> {
-    parser: Box<MaybeUninit<sys::yaml_parser_t>>,
+    parser: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     _text: &'t [u8],
 }
 
 impl<'t> EventParser<'t> {
     fn new(text: &'t [u8]) -> Self {
-        let mut parser = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut parser = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         // SAFETY: initialize writes the whole struct (it fails only when malloc does, which
         // aborts Rust's allocator too); the input outlives the parser (`_text`), which reads
         // it in place; the parser is boxed so that its address never changes.
         unsafe {
             let raw = parser.as_mut_ptr();
-            if sys::yaml_parser_initialize(raw).fail {
-                std::alloc::handle_alloc_error(std::alloc::Layout::new::<sys::yaml_parser_t>());
+            if unsafe_libyaml::yaml_parser_initialize(raw).fail {
+                std::alloc::handle_alloc_error(std::alloc::Layout::new::<
+                    unsafe_libyaml::yaml_parser_t,
+                >());
             }
-            sys::yaml_parser_set_encoding(raw, sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(raw, text.as_ptr(), text.len() as u64);
+            unsafe_libyaml::yaml_parser_set_encoding(raw, unsafe_libyaml::YAML_UTF8_ENCODING);
+            unsafe_libyaml::yaml_parser_set_input_string(raw, text.as_ptr(), text.len() as u64);
         }
         Self {
             parser,
@@ -196,23 +196,25 @@ impl<'t> EventParser<'t> {
     /// The next event's kind and byte offset; `None` on a syntax error (left to serde_yaml).
     /// Not called again after `None` or [`EventKind::End`].
     fn next(&mut self) -> Option<(EventKind, usize)> {
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialized in `new`; a successful parse initializes the
         // event, which is read and then deleted exactly once.
         unsafe {
             let raw = self.parser.as_mut_ptr();
             let event = event.as_mut_ptr();
-            if sys::yaml_parser_parse(raw, event).fail {
+            if unsafe_libyaml::yaml_parser_parse(raw, event).fail {
                 return None;
             }
             let kind = match (*event).type_ {
-                sys::YAML_SEQUENCE_START_EVENT | sys::YAML_MAPPING_START_EVENT => EventKind::Open,
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => EventKind::Close,
-                sys::YAML_STREAM_END_EVENT => EventKind::End,
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT
+                | unsafe_libyaml::YAML_MAPPING_START_EVENT => EventKind::Open,
+                unsafe_libyaml::YAML_SEQUENCE_END_EVENT
+                | unsafe_libyaml::YAML_MAPPING_END_EVENT => EventKind::Close,
+                unsafe_libyaml::YAML_STREAM_END_EVENT => EventKind::End,
                 _ => EventKind::Other,
             };
             let offset = (*event).start_mark.index as usize;
-            sys::yaml_event_delete(event);
+            unsafe_libyaml::yaml_event_delete(event);
             Some((kind, offset))
         }
     }
@@ -221,7 +223,7 @@ impl<'t> EventParser<'t> {
 impl Drop for EventParser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialized in `new`, deleted once.
-        unsafe { sys::yaml_parser_delete(addr_of_mut!(*self.parser.as_mut_ptr())) }
+        unsafe { unsafe_libyaml::yaml_parser_delete(addr_of_mut!(*self.parser.as_mut_ptr())) }
     }
 }
 

@@ -14,6 +14,8 @@ use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+use crate::client_auth::{Caller, ClientAuth, Refusal};
+use crate::server::ConnectionCaller;
 use crate::state::Shared;
 
 mod admission;
@@ -37,12 +39,19 @@ pub struct WebhookConfig {
 struct AppState {
     shared: Arc<Shared>,
     config: Arc<WebhookConfig>,
+    /// Set under client authentication: the admission paths then refuse other callers.
+    client_auth: Option<Arc<ClientAuth>>,
 }
 
-pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
+pub fn router(
+    shared: Arc<Shared>,
+    config: WebhookConfig,
+    client_auth: Option<Arc<ClientAuth>>,
+) -> Router {
     let state = AppState {
         shared,
         config: Arc::new(config.clone()),
+        client_auth,
     };
     Router::new()
         .route(&config.validate_path, post(validate))
@@ -56,6 +65,9 @@ pub fn router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
 /// never opens a hole"); see [`crate::validate_rule`].
 async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
+    if let Some(refused) = refuse_caller(&state, &request) {
+        return refused;
+    }
     let body = match read_review_body(request, state.config.read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
@@ -81,6 +93,7 @@ pub fn probe_router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
     let state = AppState {
         shared,
         config: Arc::new(config.clone()),
+        client_auth: None,
     };
     Router::new()
         .route(&config.health_path, get(|| async { "ok\n" }))
@@ -174,11 +187,49 @@ pub async fn read_review_body(request: Request, read_timeout: Duration) -> Resul
 
 async fn validate(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
+    if let Some(refused) = refuse_caller(&state, &request) {
+        return refused;
+    }
     let body = match read_review_body(request, state.config.read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
     admission::answer(&state.shared, body, started, state.config.write_timeout).await
+}
+
+/// Under client authentication (reference §6, "Who may call"), the 401 for a caller whose
+/// connection presented no accepted certificate, before its body is read: nothing of it is
+/// recorded but the refusal's count and a rate-limited WARN.
+fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
+    let auth = state.client_auth.as_ref()?;
+    let refusal = match request.extensions().get::<ConnectionCaller>() {
+        Some(ConnectionCaller {
+            caller: Caller::Accepted { .. },
+            ..
+        }) => return None,
+        Some(ConnectionCaller {
+            caller: Caller::Refused(refusal),
+            peer,
+        }) => {
+            auth.log_refusal(refusal, Some(*peer));
+            refusal.clone()
+        }
+        // A connection that was not judged (plain HTTP cannot carry a certificate).
+        None => {
+            auth.log_refusal(&Refusal::NoCertificate, None);
+            Refusal::NoCertificate
+        }
+    };
+    state
+        .shared
+        .metrics
+        .webhook_refused
+        .with_label_values(&[refusal.reason()])
+        .inc();
+    Some(plain(
+        StatusCode::UNAUTHORIZED,
+        refusal.message(auth.names()),
+    ))
 }
 
 /// A request answered without a decision (not a review, malformed, internal failure).

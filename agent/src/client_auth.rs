@@ -1,0 +1,393 @@
+//! Who may call the webhook (reference §6, "Who may call"): with `--client-ca-file`, only a
+//! caller presenting a certificate signed by that CA whose CN or a DNS SAN is one of
+//! `--client-names` (the API server, by its AdmissionConfiguration's kubeconfig).
+//!
+//! The TLS handshake asks every caller for a certificate but requires none, and checks only
+//! that a presented certificate's key signed the handshake ([`RequestClientCert`]): the probes
+//! and `/metrics` share the listener and must stay open to the kubelet and Prometheus. Each
+//! connection's caller is then judged once, after the handshake ([`ClientAuth::judge`]), and
+//! the webhook's paths answer 401 to a [`Caller::Refused`] before reading its body. The CA
+//! file is re-read when it changes, like the serving pair; a bad new file keeps the last good
+//! one.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use rustls::DistinguishedName;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, UnixTime};
+use tokio::sync::watch;
+
+use crate::tls::TlsError;
+
+/// The caller of one connection, as judged after its handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// Presented an accepted certificate; the name that matched.
+    Accepted {
+        name: String,
+    },
+    Refused(Refusal),
+}
+
+/// Why a caller was refused; `reason` is the metric's label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    NoCertificate,
+    Untrusted { error: String },
+    NameNotAllowed { names: Vec<String> },
+}
+
+impl Refusal {
+    /// The `reason` label of `drift_sentinel_webhook_refused_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::NoCertificate => "no_certificate",
+            Refusal::Untrusted { .. } => "untrusted_certificate",
+            Refusal::NameNotAllowed { .. } => "name_not_allowed",
+        }
+    }
+
+    /// What the caller is told (and the log says): no detail it could not see itself.
+    pub fn message(&self, allowed: &[String]) -> String {
+        let allowed = allowed.join(", ");
+        match self {
+            Refusal::NoCertificate => format!(
+                "client authentication is required: present a client certificate signed by the CA of --client-ca-file, named {allowed}"
+            ),
+            Refusal::Untrusted { error } => format!(
+                "the client certificate is not signed by the CA of --client-ca-file (or is not valid now): {error}; only {allowed} with a certificate of that CA may call"
+            ),
+            Refusal::NameNotAllowed { names } => format!(
+                "the client certificate names {} (CN and DNS SANs); only {allowed} may call",
+                if names.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        }
+    }
+}
+
+/// The CA bundle (re-read when it changes) and the names that may call.
+pub struct ClientAuth {
+    ca_path: PathBuf,
+    names: Vec<String>,
+    verifier: ArcSwap<Arc<dyn ClientCertVerifier>>,
+    refusals_logged: RateLimit,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("ca_path", &self.ca_path)
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientAuth {
+    pub fn new(ca_path: PathBuf, names: Vec<String>) -> Result<Self, TlsError> {
+        let verifier = load_verifier(&ca_path)?;
+        Ok(Self {
+            ca_path,
+            names,
+            verifier: ArcSwap::from_pointee(verifier),
+            refusals_logged: RateLimit::new(Duration::from_secs(10)),
+        })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Judges the certificate chain a caller presented (end entity first).
+    pub fn judge(&self, chain: Option<&[CertificateDer<'_>]>) -> Caller {
+        let Some((end_entity, intermediates)) = chain.and_then(|c| c.split_first()) else {
+            return Caller::Refused(Refusal::NoCertificate);
+        };
+        let verifier = self.verifier.load();
+        if let Err(e) = verifier.verify_client_cert(end_entity, intermediates, UnixTime::now()) {
+            return Caller::Refused(Refusal::Untrusted {
+                error: e.to_string(),
+            });
+        }
+        let names = certificate_names(end_entity);
+        match names.iter().find(|name| self.allows(name)) {
+            Some(name) => Caller::Accepted { name: name.clone() },
+            None => Caller::Refused(Refusal::NameNotAllowed { names }),
+        }
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.names
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    }
+
+    /// Logs a refusal, at most once per period, with how many the quiet period hid.
+    pub fn log_refusal(&self, refusal: &Refusal, peer: Option<std::net::SocketAddr>) {
+        if let Some(hidden) = self.refusals_logged.allow() {
+            tracing::warn!(
+                reason = refusal.reason(),
+                peer = %peer.map(|p| p.to_string()).unwrap_or_default(),
+                refused_since_last_log = hidden,
+                detail = %refusal.message(&self.names),
+                "webhook caller refused (401): client authentication failed"
+            );
+        }
+    }
+
+    /// Re-reads the CA file every `interval` and swaps in a changed, valid bundle; a file that
+    /// vanishes or does not parse keeps the current one, with a WARN.
+    pub async fn watch(self: Arc<Self>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+        let mut last = std::fs::read(&self.ca_path).ok();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => return,
+            }
+            let current = std::fs::read(&self.ca_path).ok();
+            if current == last {
+                continue;
+            }
+            last = current;
+            match load_verifier(&self.ca_path) {
+                Ok(verifier) => {
+                    self.verifier.store(Arc::new(verifier));
+                    tracing::info!(ca = %self.ca_path.display(), "client CA reloaded");
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "client CA file changed but cannot be used; keeping the current one"
+                ),
+            }
+        }
+    }
+}
+
+fn load_verifier(ca_path: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let pem = std::fs::read(ca_path).map_err(|source| TlsError::Read {
+        path: ca_path.to_owned(),
+        source,
+    })?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCertificate {
+            path: ca_path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in certificates {
+        roots
+            .add(certificate)
+            .map_err(|e| TlsError::BadCertificate {
+                path: ca_path.to_owned(),
+                reason: e.to_string(),
+            })?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: ca_path.to_owned(),
+        });
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
+        .build()
+        .map_err(|e| TlsError::BadCertificate {
+            path: ca_path.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// The CN and DNS SANs of a certificate (already verified, so well formed).
+fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
+    let Ok((_, certificate)) = x509_parser::parse_x509_certificate(der.as_ref()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = certificate
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .map(str::to_owned)
+        .collect();
+    if let Ok(Some(san)) = certificate.subject_alternative_name() {
+        names.extend(
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    _ => None,
+                }),
+        );
+    }
+    // Bounded: a certificate may list many names; the log and the answer show a few.
+    names.truncate(16);
+    names
+}
+
+/// The handshake's side of client authentication: asks for a certificate, requires none, and
+/// checks that a presented certificate's key signed the handshake. Whether the certificate is
+/// trusted is judged after the handshake, so that the answer can be a 401 that says why.
+#[derive(Debug)]
+pub(crate) struct RequestClientCert {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl RequestClientCert {
+    pub(crate) fn new() -> Self {
+        Self {
+            algorithms: crate::tls::provider().signature_verification_algorithms,
+        }
+    }
+}
+
+impl ClientCertVerifier for RequestClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        // No hints: the CA may change while connections are accepted; a client with one
+        // certificate (the API server's kubeconfig entry) presents it without them.
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// At most one event per period; says how many were held back since the last.
+#[derive(Debug)]
+struct RateLimit {
+    period: Duration,
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl RateLimit {
+    fn new(period: Duration) -> Self {
+        Self {
+            period,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(hidden since the last allowed)` when this one may be logged.
+    fn allow(&self) -> Option<u64> {
+        let mut state = self.state.lock().ok()?;
+        let now = Instant::now();
+        match state.0 {
+            Some(last) if now.duration_since(last) < self.period => {
+                state.1 += 1;
+                None
+            }
+            _ => {
+                let hidden = state.1;
+                *state = (Some(now), 0);
+                Some(hidden)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drift_testkit::pki::Ca;
+
+    fn der(pem: &str) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("PEM")
+    }
+
+    #[test]
+    fn callers_are_judged_by_ca_and_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("webhook-clients");
+        let other = Ca::new("someone-else");
+        let ca_path = dir.path().join("ca.crt");
+        std::fs::write(&ca_path, ca.cert_pem()).unwrap();
+        let auth = ClientAuth::new(ca_path, vec!["kube-apiserver".into()]).unwrap();
+
+        let good = der(&ca.client("kube-apiserver", &[]).cert_pem);
+        let wrong_name = der(&ca.client("alice", &[]).cert_pem);
+        let wrong_ca = der(&other.client("kube-apiserver", &[]).cert_pem);
+        let cases: [(&str, Option<&[CertificateDer<'_>]>, &str); 5] = [
+            ("none", None, "no_certificate"),
+            ("empty chain", Some(&[]), "no_certificate"),
+            ("accepted", Some(&good), "kube-apiserver"),
+            ("another name", Some(&wrong_name), "name_not_allowed"),
+            ("another CA", Some(&wrong_ca), "untrusted_certificate"),
+        ];
+        for (what, chain, want) in cases {
+            let got = match auth.judge(chain) {
+                Caller::Accepted { name } => name,
+                Caller::Refused(refusal) => refusal.reason().to_owned(),
+            };
+            assert!(want.ends_with(&got), "{what}: {got}");
+        }
+    }
+
+    #[test]
+    fn a_ca_file_without_certificates_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let error = ClientAuth::new(path, vec!["kube-apiserver".into()]).unwrap_err();
+        assert!(
+            error.to_string().contains("holds no PEM certificate"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn refusals_are_logged_at_most_once_a_period() {
+        let limit = RateLimit::new(Duration::from_secs(3600));
+        assert_eq!(limit.allow(), Some(0));
+        assert_eq!(limit.allow(), None);
+        assert_eq!(limit.allow(), None);
+        let limit = RateLimit::new(Duration::ZERO);
+        assert_eq!(limit.allow(), Some(0));
+        assert_eq!(limit.allow(), Some(0));
+    }
+}
