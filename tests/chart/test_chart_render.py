@@ -37,6 +37,9 @@ AT_DEFAULT = {
                    "CA; test_webhook_url covers it",
     "webhook.caBundle": "only used with webhook.url; test_webhook_url covers it",
     "webhook.validateRules.url": "only used with webhook.url; test_webhook_url covers it",
+    **{f"webhook.clientAuth.{name}": "the agent tests of values-all call without a client certificate; "
+                                     "test_chart_client_auth.py covers it"
+       for name in ("enabled", "caBundle", "caSecret.name", "caSecret.key", "names")},
 }
 # Values that values-all.yaml keeps at their default because their objects need CRDs that the
 # end-to-end API server (which installs values-all.yaml) lacks: values-all-crds.yaml sets them,

@@ -298,6 +298,9 @@ value. Included by the Deployment; renders nothing.
   "DRIFT_SENTINEL_ADDRESS" "service.targetPort (the agent listens on :<service.targetPort>, the container port and probes follow it)"
   "DRIFT_SENTINEL_TLS_CERT_FILE" "tls.certFile"
   "DRIFT_SENTINEL_TLS_KEY_FILE" "tls.keyFile"
+  "DRIFT_SENTINEL_TLS_MIN_VERSION" "tls.minVersion"
+  "DRIFT_SENTINEL_CLIENT_CA_FILE" "webhook.clientAuth (caBundle or caSecret)"
+  "DRIFT_SENTINEL_CLIENT_NAMES" "webhook.clientAuth.names"
   "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT" "enableAdmissionViolationExport (it also mounts the export volume and grants the Connection's RBAC)"
   "DRIFT_SENTINEL_AUDIT_CONNECTION" "audit.connection"
   "DRIFT_SENTINEL_AUDIT_CHANNEL" "audit.channel"
@@ -318,6 +321,14 @@ value. Included by the Deployment; renders nothing.
 {{- fail (printf "env[%d] sets %s a second time: each variable may appear once in env" $i $e.name) }}
 {{- end }}
 {{- $_ := set $seen $e.name true }}
+{{- end }}
+{{- with .Values.webhook.clientAuth }}
+{{- if and .enabled (not .caBundle) (not .caSecret.name) }}
+{{- fail "webhook.clientAuth.enabled needs the CA of the API server's client certificate: set webhook.clientAuth.caBundle (PEM) or webhook.clientAuth.caSecret.name" }}
+{{- end }}
+{{- if and .caBundle .caSecret.name }}
+{{- fail "webhook.clientAuth.caBundle and webhook.clientAuth.caSecret.name are both set: give the CA one way" }}
+{{- end }}
 {{- end }}
 {{- $sel := .Values.webhook.namespaceSelector }}
 {{- if $sel }}
@@ -352,4 +363,11 @@ webhook.url with its /validate path replaced by /validate-rule. */}}
 {{- else }}
 {{- fail (printf "webhook.url %q does not end with /validate: set webhook.validateRules.url to the agent's /validate-rule URL (or webhook.validateRules.enabled: false)" .Values.webhook.url) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The file name of the client CA in its volume: the Secret's key, or the chart's ConfigMap's.
+*/}}
+{{- define "drift-sentinel.clientCaKey" -}}
+{{- if .Values.webhook.clientAuth.caSecret.name }}{{ .Values.webhook.clientAuth.caSecret.key | default "ca.crt" }}{{ else }}ca.crt{{ end }}
 {{- end }}
