@@ -7,19 +7,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use drift_testkit::objects::{deployment_with, review};
+use drift_testkit::objects::{deployment_with, nested, review};
 use serde_json::{Value, json};
 use support::{Agent, plain_client, rule_config_map};
 
 const LIMIT: usize = 10_000;
-
-/// `levels` levels of lists or maps (`shape`) around `leaf`: the text and its own depth.
-fn nest(shape: Shape, levels: usize, leaf: &str) -> String {
-    match shape {
-        Shape::Lists => format!("{}{leaf}{}", "[".repeat(levels), "]".repeat(levels)),
-        Shape::Maps => format!("{}{leaf}{}", r#"{"a":"#.repeat(levels), "}".repeat(levels)),
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {
@@ -27,22 +19,12 @@ enum Shape {
     Maps,
 }
 
-/// A review of a Deployment whose objects nest exactly `depth` levels: `spec.replicas`
-/// (two levels down) becomes `depth - 2` levels of `shape`, holding 3 before and 4 after.
+fn nest(shape: Shape, levels: usize, leaf: &str) -> String {
+    nested(levels, leaf, matches!(shape, Shape::Maps))
+}
+
 fn deep_review(shape: Shape, depth: usize) -> String {
-    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
-    let new = deployment_with(["api:1", "worker:1", "proxy:1"], 4, 4);
-    let body = review("deep-1", &old, &new).to_string();
-    let body = body.replacen(
-        r#""replicas":4"#,
-        &format!(r#""replicas":{}"#, nest(shape, depth - 2, "4")),
-        1,
-    );
-    body.replacen(
-        r#""replicas":3"#,
-        &format!(r#""replicas":{}"#, nest(shape, depth - 2, "3")),
-        1,
-    )
+    drift_testkit::objects::deep_review("deep-1", depth, matches!(shape, Shape::Maps))
 }
 
 fn post_text(url: &str, body: String) -> (u16, String, Duration) {

@@ -41,6 +41,8 @@ pub struct Cluster {
     apiserver: Option<Child>,
     controller_manager: Option<Child>,
     ca: Ca,
+    /// The CA of the client certificate the API server presents to admission webhooks.
+    webhook_client_ca: Ca,
     admin_kubeconfig: PathBuf,
 }
 
@@ -68,6 +70,27 @@ fn free_port() -> u16 {
 }
 
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
+
+/// The name in the client certificate the API server presents to every admission webhook.
+pub const WEBHOOK_CLIENT_NAME: &str = "kube-apiserver";
+
+/// The AdmissionConfiguration that gives the API server a client certificate for webhooks
+/// (`--admission-control-config-file`), as docs/install.md tells operators to write it.
+fn admission_configuration(kubeconfig: &Path) -> String {
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: ValidatingAdmissionWebhook\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+        kubeconfig.display()
+    )
+}
+
+/// The kubeconfig whose default user (`*`: every webhook host) holds that certificate.
+fn webhook_kubeconfig(cert: &Path, key: &Path) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: '*'\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+        cert.display(),
+        key.display()
+    )
+}
 
 impl Cluster {
     /// Starts etcd and kube-apiserver (and the controller manager when asked) and waits until
@@ -106,6 +129,21 @@ impl Cluster {
         std::fs::write(path.join("sa.key"), sa_key).expect("write sa key");
         std::fs::write(path.join("sa.pub"), sa_pub).expect("write sa public key");
         std::fs::write(path.join("audit-policy.yaml"), AUDIT_POLICY).expect("write policy");
+        let webhook_client_ca = Ca::new("webhook-clients");
+        let (client_cert, client_key) = webhook_client_ca
+            .client(WEBHOOK_CLIENT_NAME, &[])
+            .write(path, "webhook-client");
+        let webhook_kubeconfig_path = path.join("webhook-kubeconfig.yaml");
+        std::fs::write(
+            &webhook_kubeconfig_path,
+            webhook_kubeconfig(&client_cert, &client_key),
+        )
+        .expect("write webhook kubeconfig");
+        std::fs::write(
+            path.join("admission-config.yaml"),
+            admission_configuration(&webhook_kubeconfig_path),
+        )
+        .expect("write admission configuration");
         let mut cluster = Self {
             admin_kubeconfig: path.join("admin.kubeconfig"),
             dir,
@@ -117,6 +155,7 @@ impl Cluster {
             apiserver: None,
             controller_manager: None,
             ca,
+            webhook_client_ca,
         };
         let admin = cluster.kubeconfig_for("kubernetes-admin", &["system:masters"]);
         std::fs::rename(admin, &cluster.admin_kubeconfig).expect("admin kubeconfig");
@@ -141,6 +180,12 @@ impl Cluster {
     /// The CA that signed the API server's certificate and its client certificates.
     pub fn ca(&self) -> &Ca {
         &self.ca
+    }
+
+    /// The CA of the client certificate (CN [`WEBHOOK_CLIENT_NAME`]) that the API server
+    /// presents to every admission webhook: what an agent's `--client-ca-file` trusts.
+    pub fn webhook_client_ca(&self) -> &Ca {
+        &self.webhook_client_ca
     }
 
     pub fn admin_kubeconfig(&self) -> &Path {
@@ -358,6 +403,10 @@ impl Cluster {
                 d.join("audit.log").display()
             ))
             .arg("--audit-log-mode=blocking")
+            .arg(format!(
+                "--admission-control-config-file={}",
+                d.join("admission-config.yaml").display()
+            ))
             .arg("--allow-privileged=true")
             .arg("--profiling=false")
             .arg("--endpoint-reconciler-type=none")

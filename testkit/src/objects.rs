@@ -164,3 +164,32 @@ pub fn review(uid: &str, old: &Value, new: &Value) -> Value {
         }
     })
 }
+
+/// `levels` levels of lists (`maps: false`) or of single-key maps around `leaf`, as JSON text.
+pub fn nested(levels: usize, leaf: &str, maps: bool) -> String {
+    if maps {
+        format!("{}{leaf}{}", r#"{"a":"#.repeat(levels), "}".repeat(levels))
+    } else {
+        format!("{}{leaf}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+}
+
+/// The text of a review (uid `uid`) of a Deployment whose objects nest exactly `depth` levels:
+/// `spec.replicas` (two levels down) becomes `depth - 2` levels of lists or maps holding 3
+/// before and 4 after — the input of reference §5, "No input stops the agent".
+pub fn deep_review(uid: &str, depth: usize, maps: bool) -> String {
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let new = deployment_with(["api:1", "worker:1", "proxy:1"], 4, 4);
+    let body = review(uid, &old, &new).to_string();
+    let levels = depth.saturating_sub(2);
+    let body = body.replacen(
+        r#""replicas":4"#,
+        &format!(r#""replicas":{}"#, nested(levels, "4", maps)),
+        1,
+    );
+    body.replacen(
+        r#""replicas":3"#,
+        &format!(r#""replicas":{}"#, nested(levels, "3", maps)),
+        1,
+    )
+}

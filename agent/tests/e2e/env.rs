@@ -5,6 +5,11 @@
 //!
 //! One shared environment (with kube-controller-manager) serves most tests, each in namespaces
 //! of its own; tests that break the control plane or install the chart again start their own.
+//!
+//! Client authentication is on (reference §6, "Who may call"): the API server presents the
+//! client certificate its AdmissionConfiguration gives it (`drift_testkit::cluster`), the chart
+//! is installed with `webhook.clientAuth` holding that CA, and the agent runs with the flags the
+//! chart renders from it.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -71,6 +76,8 @@ impl Env {
         let agent_ca = Ca::new("agent");
         let agent_dir = tempfile::tempdir().expect("agent directory");
         let (cert, key) = agent_ca.loopback_serving().write(agent_dir.path(), "tls");
+        let client_ca = agent_dir.path().join("client-ca.crt");
+        std::fs::write(&client_ca, cluster.webhook_client_ca().cert_pem()).expect("client CA");
         let port = crate::support::free_port();
         let mut values = vec![
             format!("webhook.url=https://127.0.0.1:{port}/validate"),
@@ -79,7 +86,7 @@ impl Env {
             "replicaCount=1".to_owned(),
         ];
         values.extend(options.values);
-        helm_install(&cluster, &values);
+        helm_install(&cluster, &values, &client_ca);
         for manifest in &options.manifests {
             cluster.apply(manifest);
         }
@@ -96,6 +103,10 @@ impl Env {
             AGENT_NAMESPACE.into(),
             "--pod-name".into(),
             "e2e-agent-0".into(),
+            "--client-ca-file".into(),
+            client_ca.display().to_string(),
+            "--client-names".into(),
+            drift_testkit::cluster::WEBHOOK_CLIENT_NAME.into(),
         ];
         args.extend(options.agent_args);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -141,15 +152,28 @@ impl Env {
         });
     }
 
-    /// An HTTPS client that trusts the agent's certificate.
+    /// An HTTPS client that trusts the agent's certificate (and presents none: enough for the
+    /// probes and `/metrics`).
     pub fn agent_client(&self) -> reqwest::blocking::Client {
+        self.agent_client_as(None)
+    }
+
+    /// [`Env::agent_client`] presenting `identity` (a certificate and its key).
+    pub fn agent_client_as(
+        &self,
+        identity: Option<&drift_testkit::pki::Pair>,
+    ) -> reqwest::blocking::Client {
         let ca = reqwest::Certificate::from_pem(self.agent_ca.cert_pem().as_bytes()).expect("CA");
-        reqwest::blocking::Client::builder()
+        let mut builder = reqwest::blocking::Client::builder()
             .tls_built_in_root_certs(false)
             .add_root_certificate(ca)
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("client")
+            .timeout(Duration::from_secs(10));
+        if let Some(pair) = identity {
+            let pem = format!("{}{}", pair.cert_pem, pair.key_pem);
+            builder =
+                builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+        }
+        builder.build().expect("client")
     }
 
     pub fn kubectl(&self, args: &[&str]) -> Output {
@@ -230,7 +254,8 @@ pub fn wait_for_dry_run(env: &Env, what: &str, manifest: &str, check: impl Fn(bo
     });
 }
 
-fn helm_install(cluster: &Cluster, values: &[String]) {
+/// `helm install` of the chart with `values`, and client authentication on with `client_ca`.
+fn helm_install(cluster: &Cluster, values: &[String], client_ca: &Path) {
     let mut command = std::process::Command::new(helm_path());
     command
         .arg("install")
@@ -245,6 +270,12 @@ fn helm_install(cluster: &Cluster, values: &[String]) {
     for value in values {
         command.arg("--set").arg(value);
     }
+    command
+        .args(["--set", "webhook.clientAuth.enabled=true", "--set-file"])
+        .arg(format!(
+            "webhook.clientAuth.caBundle={}",
+            client_ca.display()
+        ));
     let output = command.output().expect("run helm");
     assert!(
         output.status.success(),

@@ -19,6 +19,7 @@ mod last_good;
 mod plugin;
 mod rules;
 mod tiers;
+mod trust;
 mod webhook;
 
 /// A trial named `module::function`, from a function that panics on failure.
@@ -56,6 +57,7 @@ fn main() {
     tests.extend(last_good::tests());
     tests.extend(chart::tests());
     tests.extend(tiers::tests());
+    tests.extend(trust::tests());
     let conclusion = libtest_mimic::run(&args, tests);
     env::teardown();
     conclusion.exit();
