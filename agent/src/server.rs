@@ -26,7 +26,7 @@ pub struct Tls {
 }
 
 /// The caller of a request's connection, judged once after the handshake; present in every
-/// request's extensions under client authentication.
+/// request's extensions (as an `Arc`: no allocation per request) under client authentication.
 #[derive(Debug, Clone)]
 pub struct ConnectionCaller {
     pub caller: crate::client_auth::Caller,
@@ -99,9 +99,11 @@ pub async fn serve(
                             .await;
                     match handshake {
                         Ok(Ok(stream)) => {
-                            let caller = tls.client_auth.as_ref().map(|auth| ConnectionCaller {
-                                caller: auth.judge(stream.get_ref().1.peer_certificates()),
-                                peer,
+                            let caller = tls.client_auth.as_ref().map(|auth| {
+                                Arc::new(ConnectionCaller {
+                                    caller: auth.judge(stream.get_ref().1.peer_certificates()),
+                                    peer,
+                                })
                             });
                             serve_connection(stream, router, timeouts, watcher, caller).await
                         }
@@ -132,7 +134,7 @@ async fn serve_connection<I>(
     router: Router,
     timeouts: ConnectionTimeouts,
     watcher: hyper_util::server::graceful::Watcher,
-    caller: Option<ConnectionCaller>,
+    caller: Option<Arc<ConnectionCaller>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -252,7 +254,7 @@ impl Drop for InFlight {
 struct Tracked {
     inner: Router,
     activity: Arc<Activity>,
-    caller: Option<ConnectionCaller>,
+    caller: Option<Arc<ConnectionCaller>>,
 }
 
 impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {

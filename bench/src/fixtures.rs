@@ -142,21 +142,29 @@ pub fn rule_files() -> Vec<(String, String)> {
     files
 }
 
-/// A CA and a serving certificate for `127.0.0.1` and `localhost`, in PEM.
+/// A CA and a serving certificate for `127.0.0.1` and `localhost`, in PEM; and a CA of
+/// webhook callers with the API server's client certificate (client authentication).
 pub struct Pki {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
+    pub clients_ca_pem: String,
+    /// The client certificate (CN `kube-apiserver`) followed by its key.
+    pub client_pem: String,
 }
 
 impl Pki {
     pub fn new() -> anyhow::Result<Self> {
         let ca = drift_testkit::pki::Ca::new("drift-bench");
         let serving = ca.serving(&["127.0.0.1", "localhost"]);
+        let clients = drift_testkit::pki::Ca::new("drift-bench-clients");
+        let client = clients.client("kube-apiserver", &[]);
         Ok(Self {
             ca_pem: ca.cert_pem(),
             cert_pem: serving.cert_pem,
             key_pem: serving.key_pem,
+            clients_ca_pem: clients.cert_pem(),
+            client_pem: format!("{}{}", client.cert_pem, client.key_pem),
         })
     }
 }
@@ -169,8 +177,8 @@ pub const REVIEWS: [&str; 4] = [
     "items-2m.json",
 ];
 
-/// Writes everything into `dir`: `ca.crt`, `tls.crt`, `tls.key`, `rules/` and the four
-/// reviews. Returns each written review's path and size.
+/// Writes everything into `dir`: `ca.crt`, `tls.crt`, `tls.key`, `clients-ca.crt`,
+/// `client.pem`, `rules/` and the four reviews. Returns each written review's path and size.
 pub fn write_all(dir: &Path) -> anyhow::Result<Vec<(PathBuf, usize)>> {
     use anyhow::Context as _;
     let write = |path: PathBuf, text: &str| {
@@ -181,6 +189,8 @@ pub fn write_all(dir: &Path) -> anyhow::Result<Vec<(PathBuf, usize)>> {
     write(dir.join("ca.crt"), &pki.ca_pem)?;
     write(dir.join("tls.key"), &pki.key_pem)?;
     write(dir.join("tls.crt"), &pki.cert_pem)?;
+    write(dir.join("clients-ca.crt"), &pki.clients_ca_pem)?;
+    write(dir.join("client.pem"), &pki.client_pem)?;
     let rules = dir.join("rules");
     std::fs::create_dir_all(&rules)?;
     for (name, text) in rule_files() {

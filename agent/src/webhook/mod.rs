@@ -202,7 +202,8 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
 /// recorded but the refusal's count and a rate-limited WARN.
 fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
     let auth = state.client_auth.as_ref()?;
-    let refusal = match request.extensions().get::<ConnectionCaller>() {
+    let connection = request.extensions().get::<Arc<ConnectionCaller>>();
+    let refusal = match connection.map(|c| &**c) {
         Some(ConnectionCaller {
             caller: Caller::Accepted { .. },
             ..
