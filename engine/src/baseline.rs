@@ -39,6 +39,10 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
     if text.trim().is_empty() {
         return None;
     }
+    // Anyone who may update the object writes this text (reference §5).
+    if let Err(e) = crate::nesting::check_json(text.as_bytes()) {
+        return Some(Err(BaselineError::NotJson(e.to_string())));
+    }
     Some(match serde_json::from_str::<Value>(&text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(_) => Err(BaselineError::NotAnObject),

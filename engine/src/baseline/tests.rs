@@ -348,6 +348,14 @@ fn an_unreadable_baseline_is_an_error() {
         Some(Err(BaselineError::NotAnObject))
     );
     assert_eq!(baseline_of(&with("{\"a\":1}")), Some(Ok(json!({"a": 1}))));
+    // Nested past the limit: refused as such, before serde_json reads it.
+    let deep = format!("{{\"a\":{}1{}}}", "[".repeat(10_000), "]".repeat(10_000));
+    match baseline_of(&with(&deep)) {
+        Some(Err(BaselineError::NotJson(reason))) => {
+            assert!(reason.contains("nested deeper than 10000 levels"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Adds fields the baseline does not declare: new keys in maps, new elements in keyed lists.
