@@ -122,7 +122,14 @@ impl ClientAuth {
         let names = certificate_names(end_entity);
         match names.iter().find(|name| self.allows(name)) {
             Some(name) => Caller::Accepted { name: name.clone() },
-            None => Caller::Refused(Refusal::NameNotAllowed { names }),
+            // Bounded for the answer and the log: a few names, each cut.
+            None => Caller::Refused(Refusal::NameNotAllowed {
+                names: names
+                    .iter()
+                    .take(16)
+                    .map(|name| drift_engine::message::truncate_chars(name, 253))
+                    .collect(),
+            }),
         }
     }
 
@@ -228,8 +235,6 @@ fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
                 }),
         );
     }
-    // Bounded: a certificate may list many names; the log and the answer show a few.
-    names.truncate(16);
     names
 }
 

@@ -352,7 +352,10 @@ fn an_unreadable_baseline_is_an_error() {
     let deep = format!("{{\"a\":{}1{}}}", "[".repeat(10_000), "]".repeat(10_000));
     match baseline_of(&with(&deep)) {
         Some(Err(BaselineError::NotJson(reason))) => {
-            assert!(reason.contains("nested deeper than 10000 levels"), "{reason}")
+            assert!(
+                reason.contains("nested deeper than 10000 levels"),
+                "{reason}"
+            )
         }
         other => panic!("{other:?}"),
     }
