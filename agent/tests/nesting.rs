@@ -219,3 +219,38 @@ fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
     );
     assert_still_answering(&agent);
 }
+
+#[test]
+fn a_connection_file_nested_too_deep_stops_the_start_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let connection = dir.path().join("connection.yaml");
+    std::fs::write(
+        &connection,
+        format!(
+            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {}}}\n",
+            nest(Shape::Lists, 1_000_000, "1")
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .args([
+            "--enable-admission-violation-export",
+            "--connection",
+            connection.to_str().unwrap(),
+            "--address",
+            "127.0.0.1:0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run the agent");
+    assert!(!output.status.success());
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(connection.to_str().unwrap())
+            && stderr.contains("nested deeper than 10000 levels"),
+        "{stderr}"
+    );
+}

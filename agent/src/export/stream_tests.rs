@@ -559,3 +559,32 @@ async fn follow_stops_when_the_client_goes_away() {
     .await
     .expect("the stream outlived its client");
 }
+
+#[test]
+fn lines_nested_past_the_limit_are_skipped_like_lines_that_are_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nested = |levels: usize| {
+        format!(
+            "{{\"eventType\":\"violation_admission\",\"id\":\"deep{levels}\",\"details\":{}1{}}}\n",
+            "[".repeat(levels),
+            "]".repeat(levels)
+        )
+    };
+    write(
+        d,
+        "admission-20270115T080000.000000Z-00000000000000aa.log",
+        &(admission(1, T0) + &nested(9_999) + &nested(10_000) + &admission(2, T0)),
+    );
+    let mut cursor = cursor(d, "");
+    // 9,999 levels inside the record's own one: 10,000 in all, served as it is; one more is
+    // not. (Matched by text: serde_json's own parser stops at 128 levels.)
+    let lines = cursor.poll().unwrap();
+    let served: Vec<bool> = ["\"id\":\"a1\"", "\"id\":\"deep9999\"", "\"id\":\"a2\""]
+        .iter()
+        .zip(&lines)
+        .map(|(id, line)| String::from_utf8_lossy(line).contains(id))
+        .collect();
+    assert_eq!((lines.len(), served), (3, vec![true, true, true]));
+    assert_eq!(cursor.skipped(), 1);
+}
