@@ -12,22 +12,13 @@ use std::time::Duration;
 use drift_testkit::objects::{deployment_with, review};
 use drift_testkit::pki::{Ca, Pair};
 use serde_json::Value;
-use support::{Agent, Pki, plain_client, rule_config_map};
+use support::{Agent, Pki, plain_client, post_text as post, rule_config_map};
 
 const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
 
 /// An HTTPS client trusting the agent's CA, presenting `identity` when given.
 fn client(pki: &Pki, identity: Option<&Pair>) -> reqwest::blocking::Client {
-    let ca = reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).expect("CA");
-    let mut builder = reqwest::blocking::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(ca)
-        .timeout(Duration::from_secs(10));
-    if let Some(pair) = identity {
-        let pem = format!("{}{}", pair.cert_pem, pair.key_pem);
-        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
-    }
-    builder.build().expect("client")
+    support::https_client(&pki.ca_pem, identity)
 }
 
 /// A denied edit (replicas 3 → 4), so that an admitted call would leave an export record.
@@ -35,17 +26,6 @@ fn denied_review(uid: &str) -> String {
     let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
     let new = deployment_with(["api:1", "worker:1", "proxy:1"], 4, 4);
     review(uid, &old, &new).to_string()
-}
-
-fn post(client: &reqwest::blocking::Client, url: &str, body: String) -> (u16, String) {
-    let response = client
-        .post(url)
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .expect("POST");
-    let status = response.status().as_u16();
-    (status, response.text().unwrap_or_default())
 }
 
 fn metric(agent: &Agent, pki: &Pki, line_start: &str) -> Option<f64> {

@@ -27,20 +27,11 @@ fn deep_review(shape: Shape, depth: usize) -> String {
     drift_testkit::objects::deep_review("deep-1", depth, matches!(shape, Shape::Maps))
 }
 
+/// POSTs over plain HTTP: the status, the answer and how long it took.
 fn post_text(url: &str, body: String) -> (u16, String, Duration) {
     let started = Instant::now();
-    let response = plain_client()
-        .post(url)
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .expect("POST");
-    let status = response.status().as_u16();
-    (
-        status,
-        response.text().unwrap_or_default(),
-        started.elapsed(),
-    )
+    let (status, text) = support::post_text(&plain_client(), url, body);
+    (status, text, started.elapsed())
 }
 
 /// The agent answers an ordinary review and its probes: nothing it was sent took it down.

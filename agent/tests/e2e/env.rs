@@ -163,17 +163,7 @@ impl Env {
         &self,
         identity: Option<&drift_testkit::pki::Pair>,
     ) -> reqwest::blocking::Client {
-        let ca = reqwest::Certificate::from_pem(self.agent_ca.cert_pem().as_bytes()).expect("CA");
-        let mut builder = reqwest::blocking::Client::builder()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(ca)
-            .timeout(Duration::from_secs(10));
-        if let Some(pair) = identity {
-            let pem = format!("{}{}", pair.cert_pem, pair.key_pem);
-            builder =
-                builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
-        }
-        builder.build().expect("client")
+        crate::support::https_client(&self.agent_ca.cert_pem(), identity)
     }
 
     pub fn kubectl(&self, args: &[&str]) -> Output {

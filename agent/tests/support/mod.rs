@@ -41,14 +41,38 @@ impl Pki {
     }
 
     pub fn client(&self) -> reqwest::blocking::Client {
-        let ca = reqwest::Certificate::from_pem(self.ca_pem.as_bytes()).expect("CA for the client");
-        reqwest::blocking::Client::builder()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(ca)
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("HTTPS client")
+        https_client(&self.ca_pem, None)
     }
+}
+
+/// An HTTPS client trusting only `ca_pem`, presenting `identity` (a client certificate and its
+/// key) when given.
+pub fn https_client(
+    ca_pem: &str,
+    identity: Option<&drift_testkit::pki::Pair>,
+) -> reqwest::blocking::Client {
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA for the client");
+    let mut builder = reqwest::blocking::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(10));
+    if let Some(pair) = identity {
+        let pem = format!("{}{}", pair.cert_pem, pair.key_pem);
+        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+    }
+    builder.build().expect("HTTPS client")
+}
+
+/// POSTs `body` as JSON text: the HTTP status and the answer's text.
+pub fn post_text(client: &reqwest::blocking::Client, url: &str, body: String) -> (u16, String) {
+    let response = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .expect("POST");
+    let status = response.status().as_u16();
+    (status, response.text().unwrap_or_default())
 }
 
 pub fn plain_client() -> reqwest::blocking::Client {
