@@ -1,7 +1,8 @@
 //! Black-box tests of reference §5, "No input stops the agent": each kind of text the agent did
-//! not write, nested 10,000 levels (answered), 10,001 (refused, saying why) and 1,000,000
-//! within 8 MiB (refused, the agent still answering), entering where it enters — a review on
-//! `/validate`, a rule on `/validate-rule`, rule and Namespace files on disk.
+//! not write, at the deepest level it is read to (answered), one more (refused, saying why) and
+//! 1,000,000 within 8 MiB (refused, the agent still answering), entering where it enters — a
+//! review on `/validate` (10,000 levels, kube-apiserver's limit), a rule on `/validate-rule`,
+//! rule, Namespace and Connection files on disk (YAML: 128 levels, serde_yaml's limit).
 
 mod support;
 
@@ -12,6 +13,8 @@ use serde_json::{Value, json};
 use support::{Agent, plain_client, rule_config_map};
 
 const LIMIT: usize = 10_000;
+/// How deep YAML is read (serde_yaml's own limit).
+const YAML_LIMIT: usize = 128;
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {
@@ -137,19 +140,19 @@ fn rule_yaml_is_refused_past_the_limit_without_stalling() {
         );
         answer["response"].clone()
     };
-    // 10,000 levels are read (and the rule refused for what it says: a list of lists is
-    // no list of paths); 10,001 are not read at all.
-    let at_limit = judge(LIMIT);
+    // YAML is read to 128 levels, serde_yaml's own limit (the rule is then refused for what it
+    // says: a list of lists is no list of paths); one level more is not read at all.
+    let at_limit = judge(YAML_LIMIT);
     assert_eq!(at_limit["allowed"], false, "{at_limit}");
     let message = at_limit["status"]["message"].as_str().unwrap();
     assert!(!message.contains("nested deeper"), "{message}");
-    for levels in [LIMIT + 1, 1_000_000] {
+    for levels in [YAML_LIMIT + 1, LIMIT + 1, 1_000_000] {
         let refused = judge(levels);
         assert_eq!(refused["allowed"], false);
         let message = refused["status"]["message"].as_str().unwrap();
         assert!(
             message.contains("rule ConfigMap team-a/deep: data.spec line 4")
-                && message.contains("nested deeper than 10000 levels"),
+                && message.contains("nested deeper than 128 levels"),
             "{message}"
         );
     }
@@ -205,7 +208,7 @@ fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
     let text = status.to_string();
     assert!(text.contains("drift-sentinel/fine"), "{text}");
     assert!(
-        text.contains("nested deeper than 10000 levels"),
+        text.contains("nested deeper than 128 levels"),
         "the refusals are named: {text}"
     );
     assert_still_answering(&agent);
@@ -241,7 +244,7 @@ fn a_connection_file_nested_too_deep_stops_the_start_with_the_reason() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(connection.to_str().unwrap())
-            && stderr.contains("nested deeper than 10000 levels"),
+            && stderr.contains("nested deeper than 128 levels"),
         "{stderr}"
     );
 }

@@ -7,11 +7,13 @@
 //! under [`guarded`], which grows the stack on demand, so that no thread's stack size decides
 //! whether a legal input is answered.
 //!
-//! YAML needs more than a depth: libyaml's scanner looks at every open flow collection for
+//! YAML is read to [`MAX_YAML_NESTING`] levels, no further: serde_yaml stops there itself, and
+//! reading deeper only costs time — libyaml's scanner looks at every open flow collection for
 //! every token, so its time grows with tokens × depth (10,000 levels of `[` alone take ~0.2 s,
-//! 200,000 take minutes). [`check_yaml`] runs libyaml's own event parser, stops at the first
-//! level past the limit, and also refuses text whose nesting would cost more than
-//! [`YAML_NESTING_BUDGET`] — the work of a whole rule file at ordinary depths is far below it.
+//! 200,000 take minutes, and a rule set is compiled again on every rule change).
+//! [`check_yaml`] runs libyaml's own event parser, stops at the first level past that, and
+//! also refuses text whose nesting would cost more than [`YAML_NESTING_BUDGET`] — the work of
+//! a whole manifest file at ordinary depths is far below it.
 
 use std::mem::MaybeUninit;
 use std::ptr::addr_of_mut;
@@ -19,10 +21,14 @@ use std::ptr::addr_of_mut;
 /// The deepest nesting accepted in any input (kube-apiserver's JSON decoder stops there too).
 pub const MAX_NESTING: usize = 10_000;
 
-/// The most libyaml work (summed depth of the open flow collections, over every event) a YAML
-/// text may ask for: 10,000 levels with a few hundred thousand tokens inside would take
-/// libyaml many seconds; an ordinary manifest of a megabyte stays below a thousandth of this.
-pub const YAML_NESTING_BUDGET: u64 = 200_000_000;
+/// The deepest nesting of YAML (rules, Namespaces, manifests, Connection files): the most
+/// serde_yaml reads. No rule or object that means anything nests half as deep.
+pub const MAX_YAML_NESTING: usize = 128;
+
+/// The most libyaml work (summed depth of the open collections, over every event) a YAML text
+/// may ask for: a megabyte of tokens at the deepest accepted level would take libyaml a
+/// quarter of a second; an ordinary manifest of a megabyte stays below a tenth of this.
+pub const YAML_NESTING_BUDGET: u64 = 50_000_000;
 
 /// Stack kept free before a guarded walk goes one level deeper; a new segment when less is.
 const RED_ZONE: usize = 256 * 1024;
@@ -128,20 +134,22 @@ fn string_end(text: &[u8], mut at: usize) -> usize {
     text.len()
 }
 
-/// Checks that YAML text nests at most [`MAX_NESTING`] levels and that libyaml can read it
+/// Checks that YAML text nests at most [`MAX_YAML_NESTING`] levels and that libyaml can read it
 /// without stalling (see the module's comment). Text that is not valid YAML is not refused
 /// here: serde_yaml reads it next and says where it is wrong.
 pub fn check_yaml(text: &str) -> Result<(), NestingError> {
-    check_yaml_within(text, MAX_NESTING, YAML_NESTING_BUDGET)
+    check_yaml_within(text, MAX_YAML_NESTING, YAML_NESTING_BUDGET)
 }
 
 fn check_yaml_within(text: &str, limit: usize, budget: u64) -> Result<(), NestingError> {
-    // Below these the full parse is cheap and cannot go deep: no second pass over rule specs.
+    // Every level opens with one of these bytes, and no event costs more than the levels
+    // open: text with few of them can neither nest too deep nor cost too much, and is not
+    // parsed twice (most rule specs).
     let openers = text
         .bytes()
         .filter(|&b| matches!(b, b'{' | b'[' | b'-' | b'?' | b':'))
         .count();
-    if openers <= 128 {
+    if openers <= limit && (openers as u64).saturating_mul(text.len() as u64) <= budget {
         return Ok(());
     }
     let mut parser = EventParser::new(text.as_bytes());
@@ -317,11 +325,12 @@ mod tests {
             check_yaml(&deep),
             Err(NestingError::TooDeep { .. })
         ));
+        // Within the depth, a megabyte of content at the deepest levels costs too much.
         let wide = format!(
             "a: {}{}{}\n",
-            "[".repeat(9_000),
-            "1,".repeat(200_000),
-            "]".repeat(9_000)
+            "[".repeat(120),
+            "1,".repeat(500_000),
+            "]".repeat(120)
         );
         assert!(matches!(
             check_yaml(&wide),
@@ -332,6 +341,24 @@ mod tests {
     }
 
     #[test]
+    fn yaml_is_read_to_its_limit_and_not_one_level_more() {
+        let flow = |n: usize| format!("{}1{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(check_yaml(&flow(MAX_YAML_NESTING)), Ok(()));
+        assert_eq!(
+            check_yaml(&flow(MAX_YAML_NESTING + 1)),
+            Err(NestingError::TooDeep {
+                limit: MAX_YAML_NESTING,
+                offset: MAX_YAML_NESTING
+            })
+        );
+        // What serde_yaml itself reads: the limit is its own.
+        let at_limit: Result<serde_json::Value, _> = serde_yaml::from_str(&flow(MAX_YAML_NESTING));
+        assert!(at_limit.is_ok());
+        let past: Result<serde_json::Value, _> = serde_yaml::from_str(&flow(MAX_YAML_NESTING + 1));
+        assert!(past.is_err());
+    }
+
+    #[test]
     fn ordinary_yaml_is_far_below_the_budget() {
         let many = "- name: a\n  value: [1, 2, {b: c}]\n".repeat(20_000);
         assert_eq!(check_yaml(&many), Ok(()));
@@ -339,7 +366,7 @@ mod tests {
 
     #[test]
     fn invalid_yaml_is_left_to_its_parser() {
-        assert_eq!(check_yaml(&format!("{}: : [", "a: [".repeat(200))), Ok(()));
+        assert_eq!(check_yaml(&format!("{}: : [", "a: [".repeat(50))), Ok(()));
     }
 
     #[test]

@@ -118,3 +118,47 @@ fn yaml_errors_are_placed_by_newlines_only() {
         }
     }
 }
+
+/// review (issue 23 seeds): a review whose objects nest 10,000 levels is decided by the raw
+/// parse while the whole parse's documents stop at 128 levels; the bounds check compared the
+/// two and failed. Past the documents' depth only the agent's answers are compared with the
+/// bounds (and one level past 10,000 both refuse alike).
+#[test]
+fn reviews_deeper_than_documents_are_checked_on_the_agents_answers() {
+    for (depth, maps) in [
+        (10_000, false),
+        (5_000, true),
+        (200, false),
+        (10_001, false),
+    ] {
+        check(drift_testkit::objects::deep_review("deep", depth, maps).as_bytes());
+    }
+}
+
+/// rule_compile (issue 23 seeds): a rule nested 10,000 YAML flow levels timed out (libyaml
+/// looks at every open level for every token, twice: the nesting check, then serde_yaml).
+/// YAML is now read to 128 levels, serde_yaml's own limit, and refused past it at once.
+#[test]
+fn deep_rule_yaml_is_refused_at_once() {
+    use drift_engine::{RuleId, RuleSource, SpecText};
+    let spec = format!(
+        "mode: enforce\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: {}spec.replicas{}\n",
+        "[".repeat(9_999),
+        "]".repeat(9_999)
+    );
+    let source = RuleSource {
+        id: RuleId {
+            namespace: "team-a".into(),
+            name: "deep".into(),
+        },
+        spec: SpecText::Yaml(spec),
+        origin: None,
+    };
+    let started = std::time::Instant::now();
+    let error = drift_engine::rule::compile(&source).expect_err("refused");
+    assert!(
+        error.to_string().contains("nested deeper than 128 levels"),
+        "{error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
