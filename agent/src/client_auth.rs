@@ -5,12 +5,15 @@
 //! The TLS handshake asks every caller for a certificate but requires none, and checks only
 //! that a presented certificate's key signed the handshake ([`RequestClientCert`]): the probes
 //! and `/metrics` share the listener and must stay open to the kubelet and Prometheus. Each
-//! connection's caller is then judged once, after the handshake ([`ClientAuth::judge`]), and
-//! the webhook's paths answer 401 to a [`Caller::Refused`] before reading its body. The CA
-//! file is re-read when it changes, like the serving pair; a bad new file keeps the last good
-//! one.
+//! connection keeps the chain it presented ([`PeerCertificates`]); the webhook's paths ask
+//! [`ClientAuth::refusal`] before reading a body and answer 401 to a refused caller. The
+//! verdict is kept per connection and judged again when the CA changes and every
+//! [`REJUDGE_EVERY`], so that a long-lived connection (the API server's HTTP/2 one) follows a
+//! CA rotation and a certificate's expiry. The CA file is re-read when it changes, like the
+//! serving pair; a bad new file keeps the last good one.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,11 +79,51 @@ impl Refusal {
     }
 }
 
+/// How long a connection's verdict stands before it is judged again (a certificate may
+/// expire while its connection is open).
+pub const REJUDGE_EVERY: Duration = Duration::from_secs(60);
+
+/// The certificate chain one connection presented (end entity first; empty: none), with its
+/// last verdict.
+pub struct PeerCertificates {
+    pub peer: std::net::SocketAddr,
+    chain: Vec<CertificateDer<'static>>,
+    /// (CA generation, when, `None` when accepted) of the last judgement.
+    verdict: Mutex<Option<(u64, Instant, Option<Refusal>)>>,
+}
+
+impl PeerCertificates {
+    pub fn new(peer: std::net::SocketAddr, chain: Option<&[CertificateDer<'_>]>) -> Self {
+        Self {
+            peer,
+            chain: chain
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.clone().into_owned())
+                .collect(),
+            verdict: Mutex::new(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for PeerCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCertificates")
+            .field("peer", &self.peer)
+            .field("certificates", &self.chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The CA bundle (re-read when it changes) and the names that may call.
 pub struct ClientAuth {
     ca_path: PathBuf,
     names: Vec<String>,
     verifier: ArcSwap<Arc<dyn ClientCertVerifier>>,
+    /// Counts the CA's changes: a connection's verdict of another generation is stale.
+    generation: AtomicU64,
+    /// The CA file as last seen (`None`: unreadable), which the watch compares with.
+    seen: Mutex<Option<Vec<u8>>>,
     refusals_logged: RateLimit,
 }
 
@@ -95,13 +138,38 @@ impl std::fmt::Debug for ClientAuth {
 
 impl ClientAuth {
     pub fn new(ca_path: PathBuf, names: Vec<String>) -> Result<Self, TlsError> {
-        let verifier = load_verifier(&ca_path)?;
+        let (verifier, loaded) = load_verifier(&ca_path)?;
         Ok(Self {
             ca_path,
             names,
             verifier: ArcSwap::from_pointee(verifier),
+            generation: AtomicU64::new(0),
+            seen: Mutex::new(Some(loaded)),
             refusals_logged: RateLimit::new(Duration::from_secs(10)),
         })
+    }
+
+    /// Why the caller of `connection` may not call, or `None`: its last verdict while it is of
+    /// the current CA and younger than [`REJUDGE_EVERY`], else a new one.
+    pub fn refusal(&self, connection: &PeerCertificates) -> Option<Refusal> {
+        let generation = self.generation.load(Ordering::Acquire);
+        // Never `None` for a lock that cannot be had: that would accept the caller.
+        let mut verdict = connection
+            .verdict
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((of, at, refusal)) = verdict.as_ref()
+            && *of == generation
+            && at.elapsed() < REJUDGE_EVERY
+        {
+            return refusal.clone();
+        }
+        let refusal = match self.judge(Some(&connection.chain)) {
+            Caller::Accepted { .. } => None,
+            Caller::Refused(refusal) => Some(refusal),
+        };
+        *verdict = Some((generation, Instant::now(), refusal.clone()));
+        refusal
     }
 
     pub fn names(&self) -> &[String] {
@@ -121,22 +189,26 @@ impl ClientAuth {
         }
         let names = certificate_names(end_entity);
         match names.iter().find(|name| self.allows(name)) {
-            Some(name) => Caller::Accepted { name: name.clone() },
+            Some(name) => Caller::Accepted {
+                name: name.text().to_owned(),
+            },
             // Bounded for the answer and the log: a few names, each cut.
             None => Caller::Refused(Refusal::NameNotAllowed {
                 names: names
                     .iter()
                     .take(16)
-                    .map(|name| drift_engine::message::truncate_chars(name, 253))
+                    .map(|name| drift_engine::message::truncate_chars(name.text(), 253))
                     .collect(),
             }),
         }
     }
 
-    fn allows(&self, name: &str) -> bool {
-        self.names
-            .iter()
-            .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    /// A CN is a Kubernetes user name, compared exactly; a DNS name ignores case.
+    fn allows(&self, name: &CertificateName) -> bool {
+        self.names.iter().any(|allowed| match name {
+            CertificateName::CommonName(cn) => allowed == cn,
+            CertificateName::Dns(dns) => allowed.eq_ignore_ascii_case(dns),
+        })
     }
 
     /// Logs a refusal, at most once per period, with how many the quiet period hid.
@@ -155,22 +227,14 @@ impl ClientAuth {
     /// Re-reads the CA file every `interval` and swaps in a changed, valid bundle; a file that
     /// vanishes or does not parse keeps the current one, with a WARN.
     pub async fn watch(self: Arc<Self>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
-        let mut last = std::fs::read(&self.ca_path).ok();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = shutdown.changed() => return,
             }
-            let current = std::fs::read(&self.ca_path).ok();
-            if current == last {
-                continue;
-            }
-            last = current;
-            match load_verifier(&self.ca_path) {
-                Ok(verifier) => {
-                    self.verifier.store(Arc::new(verifier));
-                    tracing::info!(ca = %self.ca_path.display(), "client CA reloaded");
-                }
+            match self.reload_if_changed() {
+                Ok(true) => tracing::info!(ca = %self.ca_path.display(), "client CA reloaded"),
+                Ok(false) => {}
                 Err(e) => tracing::warn!(
                     error = %e,
                     "client CA file changed but cannot be used; keeping the current one"
@@ -178,9 +242,30 @@ impl ClientAuth {
             }
         }
     }
+
+    /// Takes the CA file again when it differs from what was last seen (compared with what was
+    /// loaded, not with a second read: a change in between would be missed). `Ok(true)`: a new
+    /// CA is in force, and every connection's verdict is judged again.
+    fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let current = std::fs::read(&self.ca_path).ok();
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *seen == current {
+            return Ok(false);
+        }
+        *seen = current;
+        let (verifier, loaded) = load_verifier(&self.ca_path)?;
+        self.verifier.store(Arc::new(verifier));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        *seen = Some(loaded);
+        Ok(true)
+    }
 }
 
-fn load_verifier(ca_path: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+/// The verifier of the CA file's certificates, and the file's bytes.
+fn load_verifier(ca_path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>), TlsError> {
     let pem = std::fs::read(ca_path).map_err(|source| TlsError::Read {
         path: ca_path.to_owned(),
         source,
@@ -205,24 +290,40 @@ fn load_verifier(ca_path: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError
             path: ca_path.to_owned(),
         });
     }
-    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
-        .build()
-        .map_err(|e| TlsError::BadCertificate {
-            path: ca_path.to_owned(),
-            reason: e.to_string(),
-        })
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
+            .build()
+            .map_err(|e| TlsError::BadCertificate {
+                path: ca_path.to_owned(),
+                reason: e.to_string(),
+            })?;
+    Ok((verifier, pem))
+}
+
+/// A name a certificate holds.
+enum CertificateName {
+    CommonName(String),
+    Dns(String),
+}
+
+impl CertificateName {
+    fn text(&self) -> &str {
+        match self {
+            CertificateName::CommonName(name) | CertificateName::Dns(name) => name,
+        }
+    }
 }
 
 /// The CN and DNS SANs of a certificate (already verified, so well formed).
-fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
+fn certificate_names(der: &CertificateDer<'_>) -> Vec<CertificateName> {
     let Ok((_, certificate)) = x509_parser::parse_x509_certificate(der.as_ref()) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = certificate
+    let mut names: Vec<CertificateName> = certificate
         .subject()
         .iter_common_name()
         .filter_map(|cn| cn.as_str().ok())
-        .map(str::to_owned)
+        .map(|cn| CertificateName::CommonName(cn.to_owned()))
         .collect();
     if let Ok(Some(san)) = certificate.subject_alternative_name() {
         names.extend(
@@ -230,7 +331,9 @@ fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
                 .general_names
                 .iter()
                 .filter_map(|name| match name {
-                    x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    x509_parser::extensions::GeneralName::DNSName(dns) => {
+                        Some(CertificateName::Dns((*dns).to_owned()))
+                    }
                     _ => None,
                 }),
         );
@@ -364,6 +467,12 @@ mod tests {
             ("another name", Some(&wrong_name), "name_not_allowed"),
             ("another CA", Some(&wrong_ca), "untrusted_certificate"),
         ];
+        // A CN is a user name, compared exactly.
+        let upper = der(&ca.client("KUBE-APISERVER", &[]).cert_pem);
+        assert!(matches!(
+            auth.judge(Some(&upper)),
+            Caller::Refused(Refusal::NameNotAllowed { .. })
+        ));
         for (what, chain, want) in cases {
             let got = match auth.judge(chain) {
                 Caller::Accepted { name } => name,
@@ -371,6 +480,39 @@ mod tests {
             };
             assert!(want.ends_with(&got), "{what}: {got}");
         }
+    }
+
+    #[test]
+    fn an_open_connection_is_judged_again_when_the_ca_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, rotated) = (Ca::new("before"), Ca::new("after"));
+        let ca_path = dir.path().join("ca.crt");
+        std::fs::write(&ca_path, ca.cert_pem()).unwrap();
+        let auth = ClientAuth::new(ca_path.clone(), vec!["kube-apiserver".into()]).unwrap();
+        let peer = "127.0.0.1:1".parse().unwrap();
+        let old = der(&ca.client("kube-apiserver", &[]).cert_pem);
+        let new = der(&rotated.client("kube-apiserver", &[]).cert_pem);
+        let (old_connection, new_connection) = (
+            PeerCertificates::new(peer, Some(&old)),
+            PeerCertificates::new(peer, Some(&new)),
+        );
+        assert_eq!(auth.refusal(&old_connection), None);
+        assert!(auth.refusal(&new_connection).is_some());
+        assert!(!auth.reload_if_changed().unwrap(), "unchanged");
+
+        std::fs::write(&ca_path, rotated.cert_pem()).unwrap();
+        assert!(auth.reload_if_changed().unwrap());
+        assert!(matches!(
+            auth.refusal(&old_connection),
+            Some(Refusal::Untrusted { .. })
+        ));
+        assert_eq!(auth.refusal(&new_connection), None);
+
+        // A file that no longer parses keeps the CA in force, and is tried once.
+        std::fs::write(&ca_path, "garbage\n").unwrap();
+        assert!(auth.reload_if_changed().is_err());
+        assert!(!auth.reload_if_changed().unwrap());
+        assert_eq!(auth.refusal(&new_connection), None);
     }
 
     #[test]

@@ -18,19 +18,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio_rustls::TlsAcceptor;
 
+use crate::client_auth::PeerCertificates;
+
 /// TLS of a listener: its acceptor and, under client authentication, who may call.
 #[derive(Clone)]
 pub struct Tls {
     pub acceptor: TlsAcceptor,
     pub client_auth: Option<Arc<crate::client_auth::ClientAuth>>,
-}
-
-/// The caller of a request's connection, judged once after the handshake; present in every
-/// request's extensions (as an `Arc`: no allocation per request) under client authentication.
-#[derive(Debug, Clone)]
-pub struct ConnectionCaller {
-    pub caller: crate::client_auth::Caller,
-    pub peer: std::net::SocketAddr,
 }
 
 /// Connection-level timeouts.
@@ -99,11 +93,12 @@ pub async fn serve(
                             .await;
                     match handshake {
                         Ok(Ok(stream)) => {
-                            let caller = tls.client_auth.as_ref().map(|auth| {
-                                Arc::new(ConnectionCaller {
-                                    caller: auth.judge(stream.get_ref().1.peer_certificates()),
+                            // What the caller presented, judged at its requests (client_auth).
+                            let caller = tls.client_auth.as_ref().map(|_| {
+                                Arc::new(PeerCertificates::new(
                                     peer,
-                                })
+                                    stream.get_ref().1.peer_certificates(),
+                                ))
                             });
                             serve_connection(stream, router, timeouts, watcher, caller).await
                         }
@@ -134,7 +129,7 @@ async fn serve_connection<I>(
     router: Router,
     timeouts: ConnectionTimeouts,
     watcher: hyper_util::server::graceful::Watcher,
-    caller: Option<Arc<ConnectionCaller>>,
+    caller: Option<Arc<PeerCertificates>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -249,12 +244,13 @@ impl Drop for InFlight {
 }
 
 /// The router, with each request counted in the connection's [`Activity`] and carrying the
-/// connection's caller when it was judged.
+/// certificates the connection presented, under client authentication (as an `Arc`: no
+/// allocation per request).
 #[derive(Clone)]
 struct Tracked {
     inner: Router,
     activity: Arc<Activity>,
-    caller: Option<Arc<ConnectionCaller>>,
+    caller: Option<Arc<PeerCertificates>>,
 }
 
 impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {

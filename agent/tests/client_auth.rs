@@ -208,8 +208,8 @@ fn a_new_client_ca_is_taken_without_a_restart() {
 
     let rotated = Ca::new("webhook-clients-2");
     write_atomically(&setup.ca_file, &rotated.cert_pem());
-    // New connections are judged by the new CA (a client per attempt: a connection is judged
-    // once, when it opens).
+    // New connections are judged by the new CA, and so is the old client's open connection
+    // (kept alive: the API server's connections live long).
     let new_identity = rotated.client("kube-apiserver", &[]);
     drift_testkit::wait_for(Duration::from_secs(10), || {
         (post(
@@ -221,8 +221,9 @@ fn a_new_client_ca_is_taken_without_a_restart() {
             .then_some(())
     })
     .expect("the new client CA is taken");
+    assert_eq!(post(&old, &validate, denied_review("old-2")).0, 401);
     let stale = client(pki, Some(&setup.clients_ca.client("kube-apiserver", &[])));
-    assert_eq!(post(&stale, &validate, denied_review("old-2")).0, 401);
+    assert_eq!(post(&stale, &validate, denied_review("old-3")).0, 401);
 
     // A file that no longer parses keeps the current CA.
     write_atomically(&setup.ca_file, "garbage\n");

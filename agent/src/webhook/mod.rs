@@ -14,8 +14,7 @@ use axum::routing::{get, post};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use crate::client_auth::{Caller, ClientAuth, Refusal};
-use crate::server::ConnectionCaller;
+use crate::client_auth::{ClientAuth, PeerCertificates, Refusal};
 use crate::state::Shared;
 
 mod admission;
@@ -202,20 +201,13 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
 /// recorded but the refusal's count and a rate-limited WARN.
 fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
     let auth = state.client_auth.as_ref()?;
-    let connection = request.extensions().get::<Arc<ConnectionCaller>>();
-    let refusal = match connection.map(|c| &**c) {
-        Some(ConnectionCaller {
-            caller: Caller::Accepted { .. },
-            ..
-        }) => return None,
-        Some(ConnectionCaller {
-            caller: Caller::Refused(refusal),
-            peer,
-        }) => {
-            auth.log_refusal(refusal, Some(*peer));
-            refusal.clone()
+    let refusal = match request.extensions().get::<Arc<PeerCertificates>>() {
+        Some(connection) => {
+            let refusal = auth.refusal(connection)?;
+            auth.log_refusal(&refusal, Some(connection.peer));
+            refusal
         }
-        // A connection that was not judged (plain HTTP cannot carry a certificate).
+        // A connection without TLS cannot carry a certificate.
         None => {
             auth.log_refusal(&Refusal::NoCertificate, None);
             Refusal::NoCertificate
