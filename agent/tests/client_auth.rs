@@ -59,14 +59,8 @@ fn start(extra: &[&str]) -> Setup {
     std::fs::write(&ca_file, clients_ca.cert_pem()).unwrap();
     let topics = dir.path().join("topics");
     let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {:?}}}}}\n",
-            topics.display().to_string()
-        ),
-    )
-    .unwrap();
+    let config = format!("{{path: {:?}}}", topics.display().to_string());
+    std::fs::write(&connection, support::connection_yaml(&config)).unwrap();
     let paths = [&rules, &cert, &key, &ca_file, &connection].map(|p| p.display().to_string());
     let mut args = vec![
         "--rules",

@@ -218,14 +218,8 @@ fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
 fn a_connection_file_nested_too_deep_stops_the_start_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {}}}\n",
-            nest(Shape::Lists, 1_000_000, "1")
-        ),
-    )
-    .unwrap();
+    let config = nest(Shape::Lists, 1_000_000, "1");
+    std::fs::write(&connection, support::connection_yaml(&config)).unwrap();
     let started = Instant::now();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args([

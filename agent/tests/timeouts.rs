@@ -51,14 +51,8 @@ fn a_timed_out_request_is_answered_500_and_recorded_as_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let topics = dir.path().join("topics");
     let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {:?}}}}}\n",
-            topics.display().to_string()
-        ),
-    )
-    .unwrap();
+    let config = format!("{{path: {:?}}}", topics.display().to_string());
+    std::fs::write(&connection, support::connection_yaml(&config)).unwrap();
     let agent = offline(
         dir.path(),
         &[

@@ -201,6 +201,21 @@ impl Env {
         ));
     }
 
+    /// The sum of the samples on the agent's `/metrics` whose line starts with `prefix` (a
+    /// metric's name, or its name and the start of its labels); open without a certificate.
+    pub fn metric_sum(&self, prefix: &str) -> f64 {
+        let text = self
+            .agent_client()
+            .get(format!("{}/metrics", self.agent.base))
+            .send()
+            .and_then(|r| r.text())
+            .expect("the agent's /metrics");
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// `kubectl get -o json`.
     pub fn get(&self, args: &[&str]) -> Option<Value> {
         self.cluster.get(args)

@@ -159,20 +159,6 @@ fn etcd_stopped_and_started() {
     );
 }
 
-/// The sum of a counter over its labels on the agent's `/metrics`.
-fn counter(env: &Env, name: &str) -> f64 {
-    let text = env
-        .agent_client()
-        .get(format!("{}/metrics", env.agent.base))
-        .send()
-        .and_then(|r| r.text())
-        .expect("the agent's /metrics");
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// The API server killed for 15 s: each watch failure is logged (a WARN within 10 s of the
 /// stop) and counted, and a rule change made once the server is back is enforced within 10 s.
 fn api_server_down_for_15_seconds() {
@@ -192,7 +178,7 @@ fn api_server_down_for_15_seconds() {
         "",
         Duration::from_secs(30),
     );
-    let failures_before = counter(&env, "drift_sentinel_watch_failures_total");
+    let failures_before = env.metric_sum("drift_sentinel_watch_failures_total");
     let logged_before = env.agent.logs().len();
 
     let stopped = Instant::now();
@@ -207,7 +193,7 @@ fn api_server_down_for_15_seconds() {
     std::thread::sleep(Duration::from_secs(15).saturating_sub(stopped.elapsed()));
     env.cluster.start_apiserver();
     let back = Instant::now();
-    let failures = counter(&env, "drift_sentinel_watch_failures_total");
+    let failures = env.metric_sum("drift_sentinel_watch_failures_total");
     assert!(
         failures > failures_before,
         "watch failures not counted: {failures_before} before, {failures} after"

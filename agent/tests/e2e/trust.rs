@@ -20,21 +20,6 @@ pub fn tests() -> Vec<Trial> {
     ]
 }
 
-/// The sum of a metric's samples whose line starts with `prefix`, from `/metrics` (open to
-/// callers without a certificate).
-fn metric(env: &Env, prefix: &str) -> f64 {
-    let text = env
-        .agent_client()
-        .get(format!("{}/metrics", env.agent.base))
-        .send()
-        .and_then(|r| r.text())
-        .expect("/metrics without a client certificate");
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 fn post(client: &reqwest::blocking::Client, env: &Env, body: String) -> (u16, String) {
     let response = client
         .post(format!("{}/validate", env.agent.base))
@@ -65,7 +50,7 @@ fn only_the_api_server_reaches_the_webhook() {
     env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
     assert_scale_denied(env, &ns);
 
-    let refused_before = metric(env, "drift_sentinel_webhook_refused_total");
+    let refused_before = env.metric_sum("drift_sentinel_webhook_refused_total");
     let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
     let new = deployment_with(["api:1", "worker:1", "proxy:1"], 9, 4);
     let forged = review("forged", &old, &new).to_string();
@@ -86,18 +71,15 @@ fn only_the_api_server_reaches_the_webhook() {
         assert_eq!(status, 401, "{what}: {body}");
     }
     assert_eq!(
-        metric(env, "drift_sentinel_webhook_refused_total") - refused_before,
+        env.metric_sum("drift_sentinel_webhook_refused_total") - refused_before,
         callers.len() as f64
     );
     // Nothing of them was decided: no admission count for their namespace.
     assert_eq!(
-        metric(
-            env,
-            &format!(
-                "drift_sentinel_admission_requests_total{{namespace=\"{}\"",
-                drift_testkit::objects::NAMESPACE
-            )
-        ),
+        env.metric_sum(&format!(
+            "drift_sentinel_admission_requests_total{{namespace=\"{}\"",
+            drift_testkit::objects::NAMESPACE
+        )),
         0.0
     );
     // And the API server's own calls still are.

@@ -245,6 +245,14 @@ impl Drop for Agent {
     }
 }
 
+/// A Connection document (`audit-connection`, the disk driver) whose `spec.config` is
+/// `config` (YAML flow text, e.g. `{path: "/tmp/x"}`).
+pub fn connection_yaml(config: &str) -> String {
+    format!(
+        "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {config}}}\n"
+    )
+}
+
 /// A rule ConfigMap document.
 pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
     let indented: String = spec
