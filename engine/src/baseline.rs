@@ -39,7 +39,7 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
     if text.trim().is_empty() {
         return None;
     }
-    // Anyone who may update the object writes this text (reference §5).
+    // Anyone who may update the object writes this text (SPEC §5).
     if let Err(e) = crate::nesting::check_json(text.as_bytes()) {
         return Some(Err(BaselineError::NotJson(e.to_string())));
     }

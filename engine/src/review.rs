@@ -185,7 +185,7 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
-    // Before anything walks it: the objects are read lazily and recursively (reference §5).
+    // Before anything walks it: the objects are read lazily and recursively (SPEC §5).
     // The review holds its objects two levels down (`request`, `object`): an object the API
     // server accepted, at most MAX_NESTING deep, is answered.
     crate::nesting::check_json_wrapping(body, REVIEW_LEVELS)

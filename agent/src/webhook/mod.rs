@@ -196,7 +196,7 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
     admission::answer(&state.shared, body, started, state.config.write_timeout).await
 }
 
-/// Under client authentication (reference §6, "Who may call"), the 401 for a caller whose
+/// Under client authentication (SPEC §6, "Who may call"), the 401 for a caller whose
 /// connection presented no accepted certificate, before its body is read: nothing of it is
 /// recorded but the refusal's count and a rate-limited WARN.
 fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {

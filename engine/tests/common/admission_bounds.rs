@@ -160,7 +160,7 @@ pub fn check_body(rules: &RuleSet, body: &[u8]) {
     }
     // The whole parse builds serde_json documents, which stop at 128 levels (on purpose: a
     // document is dropped recursively); the agent's raw parse decides up to 10,000 levels
-    // (reference §5). Deeper than the documents go, only the agent's answers are checked.
+    // (SPEC §5). Deeper than the documents go, only the agent's answers are checked.
     if matches!(&parsed.request, Err(reason) if reason.contains("recursion limit exceeded")) {
         answers(rules, raw);
         return;
