@@ -23,21 +23,10 @@ use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
 
 use crate::tls::TlsError;
-
-/// The caller of one connection, as judged after its handshake.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
-    /// Presented an accepted certificate; the name that matched.
-    Accepted {
-        name: String,
-    },
-    Refused(Refusal),
-}
 
 /// Why a caller was refused; `reason` is the metric's label.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,10 +153,7 @@ impl ClientAuth {
         {
             return refusal.clone();
         }
-        let refusal = match self.judge(Some(&connection.chain)) {
-            Caller::Accepted { .. } => None,
-            Caller::Refused(refusal) => Some(refusal),
-        };
+        let refusal = self.refusal_of(&connection.chain);
         *verdict = Some((generation, Instant::now(), refusal.clone()));
         refusal
     }
@@ -176,31 +162,30 @@ impl ClientAuth {
         &self.names
     }
 
-    /// Judges the certificate chain a caller presented (end entity first).
-    pub fn judge(&self, chain: Option<&[CertificateDer<'_>]>) -> Caller {
-        let Some((end_entity, intermediates)) = chain.and_then(|c| c.split_first()) else {
-            return Caller::Refused(Refusal::NoCertificate);
+    /// Why the certificate chain a caller presented (end entity first; empty: none) may not
+    /// call under the current CA, or `None`.
+    fn refusal_of(&self, chain: &[CertificateDer<'_>]) -> Option<Refusal> {
+        let Some((end_entity, intermediates)) = chain.split_first() else {
+            return Some(Refusal::NoCertificate);
         };
         let verifier = self.verifier.load();
         if let Err(e) = verifier.verify_client_cert(end_entity, intermediates, UnixTime::now()) {
-            return Caller::Refused(Refusal::Untrusted {
+            return Some(Refusal::Untrusted {
                 error: e.to_string(),
             });
         }
         let names = certificate_names(end_entity);
-        match names.iter().find(|name| self.allows(name)) {
-            Some(name) => Caller::Accepted {
-                name: name.text().to_owned(),
-            },
-            // Bounded for the answer and the log: a few names, each cut.
-            None => Caller::Refused(Refusal::NameNotAllowed {
-                names: names
-                    .iter()
-                    .take(16)
-                    .map(|name| drift_engine::message::truncate_chars(name.text(), 253))
-                    .collect(),
-            }),
+        if names.iter().any(|name| self.allows(name)) {
+            return None;
         }
+        // Bounded for the answer and the log: a few names, each cut.
+        Some(Refusal::NameNotAllowed {
+            names: names
+                .iter()
+                .take(16)
+                .map(|name| drift_engine::message::truncate_chars(name.text(), 253))
+                .collect(),
+        })
     }
 
     /// A CN is a Kubernetes user name, compared exactly; a DNS name ignores case.
@@ -266,16 +251,7 @@ impl ClientAuth {
 
 /// The verifier of the CA file's certificates, and the file's bytes.
 fn load_verifier(ca_path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>), TlsError> {
-    let pem = std::fs::read(ca_path).map_err(|source| TlsError::Read {
-        path: ca_path.to_owned(),
-        source,
-    })?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCertificate {
-            path: ca_path.to_owned(),
-            reason: e.to_string(),
-        })?;
+    let (certificates, pem) = crate::tls::read_certificates(ca_path)?;
     let mut roots = rustls::RootCertStore::empty();
     for certificate in certificates {
         roots
@@ -284,11 +260,6 @@ fn load_verifier(ca_path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>
                 path: ca_path.to_owned(),
                 reason: e.to_string(),
             })?;
-    }
-    if roots.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: ca_path.to_owned(),
-        });
     }
     let verifier =
         WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
@@ -441,6 +412,7 @@ impl RateLimit {
 mod tests {
     use super::*;
     use drift_testkit::pki::Ca;
+    use rustls_pki_types::pem::PemObject;
 
     fn der(pem: &str) -> Vec<CertificateDer<'static>> {
         CertificateDer::pem_slice_iter(pem.as_bytes())
@@ -460,25 +432,18 @@ mod tests {
         let good = der(&ca.client("kube-apiserver", &[]).cert_pem);
         let wrong_name = der(&ca.client("alice", &[]).cert_pem);
         let wrong_ca = der(&other.client("kube-apiserver", &[]).cert_pem);
-        let cases: [(&str, Option<&[CertificateDer<'_>]>, &str); 5] = [
-            ("none", None, "no_certificate"),
-            ("empty chain", Some(&[]), "no_certificate"),
-            ("accepted", Some(&good), "kube-apiserver"),
-            ("another name", Some(&wrong_name), "name_not_allowed"),
-            ("another CA", Some(&wrong_ca), "untrusted_certificate"),
-        ];
         // A CN is a user name, compared exactly.
         let upper = der(&ca.client("KUBE-APISERVER", &[]).cert_pem);
-        assert!(matches!(
-            auth.judge(Some(&upper)),
-            Caller::Refused(Refusal::NameNotAllowed { .. })
-        ));
+        let cases: [(&str, &[CertificateDer<'_>], Option<&str>); 5] = [
+            ("none", &[], Some("no_certificate")),
+            ("accepted", &good, None),
+            ("another name", &wrong_name, Some("name_not_allowed")),
+            ("the name in capitals", &upper, Some("name_not_allowed")),
+            ("another CA", &wrong_ca, Some("untrusted_certificate")),
+        ];
         for (what, chain, want) in cases {
-            let got = match auth.judge(chain) {
-                Caller::Accepted { name } => name,
-                Caller::Refused(refusal) => refusal.reason().to_owned(),
-            };
-            assert!(want.ends_with(&got), "{what}: {got}");
+            let got = auth.refusal_of(chain);
+            assert_eq!(got.as_ref().map(Refusal::reason), want, "{what}: {got:?}");
         }
     }
 

@@ -60,27 +60,35 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Reads and checks a certificate chain and its key.
-pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, TlsError> {
-    let cert_pem = std::fs::read(cert_path).map_err(|source| TlsError::Read {
-        path: cert_path.to_owned(),
+/// The certificates of a PEM file (at least one), and the file's bytes.
+pub(crate) fn read_certificates(
+    path: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, Vec<u8>), TlsError> {
+    let pem = std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_owned(),
         source,
     })?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCertificate {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    if certificates.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_owned(),
+        });
+    }
+    Ok((certificates, pem))
+}
+
+/// Reads and checks a certificate chain and its key.
+pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, TlsError> {
+    let (chain, _) = read_certificates(cert_path)?;
     let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read {
         path: key_path.to_owned(),
         source,
     })?;
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCertificate {
-            path: cert_path.to_owned(),
-            reason: e.to_string(),
-        })?;
-    if chain.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: cert_path.to_owned(),
-        });
-    }
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::BadKey {
         path: key_path.to_owned(),
         reason: e.to_string(),
