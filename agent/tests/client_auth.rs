@@ -202,8 +202,9 @@ fn a_new_client_ca_is_taken_without_a_restart() {
 
     let rotated = Ca::new("webhook-clients-2");
     write_atomically(&setup.ca_file, &rotated.cert_pem());
-    // New connections are judged by the new CA, and so is the old client's open connection
-    // (kept alive: the API server's connections live long).
+    // New connections are judged by the new CA, and so is the old client (whether it reuses
+    // its connection is up to its pool: that an open connection is judged again is pinned by
+    // client_auth's unit test an_open_connection_is_judged_again_when_the_ca_changes).
     let new_identity = rotated.client("kube-apiserver", &[]);
     drift_testkit::wait_for(Duration::from_secs(10), || {
         (post(
