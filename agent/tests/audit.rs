@@ -13,6 +13,17 @@
 //! | `scaled-back` | `kubectl scale` 2 → 5 → 2                                   |
 //! | `ssa`         | `kubectl apply --server-side`, then `kubectl set image`     |
 //! | `ssa-clean`   | `kubectl apply --server-side` only                          |
+//!
+//! and `tests/fixtures/audit/replaced.yaml`, taken the same way after `kubectl replace` of
+//! objects applied with replicas 2 (SPEC §8 step 3):
+//!
+//! | object           | edit                                                                     |
+//! |------------------|--------------------------------------------------------------------------|
+//! | `replaced`       | `kubectl get -o yaml`, replicas 2 → 4, `kubectl replace -f -`: the       |
+//! |                  | baseline is rewritten to the replaced object, kubectl-replace owns it    |
+//! | `replaced-saved` | `kubectl replace --save-config -f` of the manifest with replicas 4       |
+//! | `replaced-bare`  | `kubectl replace -f` of the manifest with replicas 4: no baseline left   |
+//! | `reapplied`      | as `replaced`, then `kubectl apply` of the declared manifest again       |
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -77,7 +88,7 @@ fn a_kubectl_dump_names_exactly_the_drifted_objects_and_paths() {
         "spec.template.spec.containers[0].image: \"registry.example/image:1.0\" → \"registry.example/image:2.0\" (by kubectl-set at ",
         "spec.replicas: 2 → 5 (by kubectl)",
         "spec.template.spec.containers[0]: <absent> → {\"image\":\"registry.example/proxy:1\"",
-        "spec.template.spec.containers[0].image: <absent> → \"registry.example/ssa:2.0\" (by kubectl-set at ",
+        "spec.template.spec.containers[0].image: <unknown> → \"registry.example/ssa:2.0\" (by kubectl-set at ",
     ];
     assert_eq!(paths.len(), expected.len(), "{stdout}");
     for (line, want) in paths.iter().zip(expected) {
@@ -89,6 +100,94 @@ fn a_kubectl_dump_names_exactly_the_drifted_objects_and_paths() {
     assert!(
         stdout.contains(": 8 objects: 5 drifted, 2 clean, 1 no_baseline, 0 skipped"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn kubectl_replace_is_drift_until_the_declared_manifest_is_applied_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let topics = dir.path().join("topics");
+    let connection = dir.path().join("connection.yaml");
+    std::fs::write(
+        &connection,
+        format!(
+            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
+            topics.display()
+        ),
+    )
+    .unwrap();
+    let replaced = fixtures().join("replaced.yaml").display().to_string();
+    let connection = connection.display().to_string();
+    let output = audit(&[
+        "--once",
+        "--rules",
+        &rules(),
+        "--objects",
+        &replaced,
+        "--enable-violation-export",
+        "--connection",
+        &connection,
+    ]);
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with("audit "))
+        .collect();
+    let at = "2026-12-04T10:08:13Z";
+    assert_eq!(
+        lines,
+        [
+            "drifted apps/v1 Deployment shop/replaced (rule drift-system/workloads, enforce)"
+                .to_owned(),
+            format!("  spec.replicas: <unknown> → 4 (by kubectl-replace at {at})"),
+            "drifted apps/v1 Deployment shop/replaced-bare (rule drift-system/workloads, enforce)"
+                .to_owned(),
+            format!("  spec.replicas: <unknown> → 4 (by kubectl-replace at {at})"),
+            "drifted apps/v1 Deployment shop/replaced-saved (rule drift-system/workloads, enforce)"
+                .to_owned(),
+            format!("  spec.replicas: <unknown> → 4 (by kubectl-replace at {at})"),
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(": 4 objects: 3 drifted, 1 clean, 0 no_baseline, 0 skipped"),
+        "`reapplied` is clean again: {stdout}"
+    );
+
+    let channel = topics.join("audit-channel");
+    let run = std::fs::read_dir(&channel)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("the run's file");
+    let records: Vec<Value> = std::fs::read_to_string(run)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["eventType"] == "violation_audited")
+        .collect();
+    let names: Vec<&str> = records
+        .iter()
+        .map(|r| r["resourceName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["replaced", "replaced-bare", "replaced-saved"]);
+    let replaced = &records[0];
+    assert_eq!(
+        replaced["details"]["changes"],
+        serde_json::json!([{"path": "spec.replicas", "new": 4, "manager": "kubectl-replace", "time": at}]),
+        "no `old`: the rewritten baseline's 4 is not what was declared"
+    );
+    assert!(
+        replaced["message"].as_str().unwrap().starts_with(&format!(
+            "Drift Sentinel: drift from the declared state (kubectl-replace at {at} rewrote the kubectl.kubernetes.io/last-applied-configuration baseline, so every field an imperative edit owns is drift): spec.replicas;"
+        )),
+        "{replaced}"
     );
 }
 

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use drift_engine::manifests::Namespaces;
-use drift_engine::message::display_value;
 use drift_engine::rule::Mode;
 use drift_engine::{Audit, AuditContext, Detail, RuleSet};
 use serde_json::{Map, Value};
@@ -206,21 +205,7 @@ pub fn drift_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> String {
     );
     let drifted: Vec<_> = audit.changes().iter().filter(|c| !c.mutable).collect();
     for change in drifted.iter().take(MAX_DETAILED_CHANGES) {
-        let _ = write!(
-            out,
-            "  {}: {} → {}",
-            change.path,
-            display_value(change.change.old.as_deref()),
-            display_value(change.change.new.as_deref())
-        );
-        if let Some(edit) = &change.edit {
-            let _ = write!(out, " (by {}", edit.manager);
-            if let Some(time) = &edit.time {
-                let _ = write!(out, " at {time}");
-            }
-            out.push(')');
-        }
-        out.push('\n');
+        let _ = writeln!(out, "  {}", change.text());
     }
     if drifted.len() > MAX_DETAILED_CHANGES {
         let _ = writeln!(out, "  … and {} more", drifted.len() - MAX_DETAILED_CHANGES);

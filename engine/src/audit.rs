@@ -120,6 +120,10 @@ pub enum AuditResult<'a> {
 pub struct AuditComparison<'a> {
     /// Whether the object has a `last-applied-configuration` baseline.
     pub has_baseline: bool,
+    /// The imperative edit that owns the baseline annotation, having rewritten it (`kubectl
+    /// replace`, an edit or patch of the annotation): the fields imperative edits own are then
+    /// drift whatever the baseline says, without a declared value (§8 step 3).
+    pub baseline_rewritten_by: Option<ImperativeEdit<'a>>,
     /// Every change (old = declared, new = live), judged against `mutable`; the violation is
     /// the drift.
     pub comparison: Comparison<'a>,
@@ -349,10 +353,22 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
     if declared.is_none() && owned.is_empty() {
         return AuditResult::NoBaseline;
     }
+    // `kubectl replace` (or an edit or patch of the annotation) rewrote the baseline: while an
+    // imperative edit owns the annotation, it no longer says what was declared (§8 step 3).
+    let rewritten_by = latest_edit(&owned, &[], |owned, _| is_last_applied(owned));
+    let trusted = declared.as_ref().filter(|_| rewritten_by.is_none());
     let mut judged: Vec<JudgedChange<'a>> = match &declared {
         Some(declared) => baseline::changes(declared, object, &rule.scope, &rule.mutable)
             .into_iter()
             .map(JudgedChange::new)
+            // Fields an imperative edit owns under a rewritten baseline are reported below,
+            // without the rewritten value as if it had been declared.
+            .filter(|c| {
+                trusted.is_some()
+                    || !owned
+                        .iter()
+                        .any(|f| related(c.change.path.segments(), f.path.segments()))
+            })
             .collect(),
         None => Vec::new(),
     };
@@ -362,9 +378,9 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
             changed.starts_with(owned) || owned.starts_with(changed)
         });
     }
-    // Fields the baseline does not declare (or, without one, every field) that an imperative
-    // edit owns are changes too; declared ones are drift only when their value differs, which
-    // the baseline comparison above already says.
+    // Fields the baseline does not declare (or, without a trusted one, every field) that an
+    // imperative edit owns are changes too; declared ones are drift only when their value
+    // differs, which the baseline comparison above already says.
     let mut extra: Vec<JudgedChange<'a>> = Vec::new();
     for field in &owned {
         let path = field.path.segments();
@@ -373,20 +389,24 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
                 .iter()
                 .any(|c| related(c.change.path.segments(), path))
             || extra.iter().any(|c| c.change.path == field.path)
-            || declared
-                .as_ref()
-                .is_some_and(|d| baseline::declares(d, object, path))
+            || trusted.is_some_and(|d| baseline::declares(d, object, path))
         {
             continue;
         }
-        if let Some(change) = owned_change(rule, object, field, &owned) {
+        if let Some(mut change) = owned_change(rule, object, field, &owned) {
+            change.declared_unknown = trusted.is_none();
             extra.push(change);
         }
     }
     judged.extend(extra);
-    let comparison = crate::comparison::judge(rule, judged, None, crate::message::DRIFT_PREFIX);
+    let prefix = match &rewritten_by {
+        None => Cow::Borrowed(crate::message::DRIFT_PREFIX),
+        Some(edit) => Cow::Owned(crate::message::rewritten_baseline_prefix(edit)),
+    };
+    let comparison = crate::comparison::judge(rule, judged, None, &prefix);
     let comparison = AuditComparison {
         has_baseline: declared.is_some(),
+        baseline_rewritten_by: rewritten_by,
         comparison,
     };
     if comparison.comparison.violation.is_some() {
@@ -400,6 +420,7 @@ fn related(a: &[PathSegment], b: &[PathSegment]) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
+/// Whether `path` is where the baseline lives: `metadata.annotations[last-applied-configuration]`.
 fn is_last_applied(path: &[PathSegment]) -> bool {
     matches!(path, [PathSegment::Key(m), PathSegment::Key(a), PathSegment::Key(k)]
         if m == "metadata" && a == "annotations" && k == LAST_APPLIED_ANNOTATION)

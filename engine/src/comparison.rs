@@ -63,6 +63,9 @@ pub struct JudgedChange<'a> {
     pub mutable: bool,
     /// The audit only: the imperative edit (field manager and time) that changed the path.
     pub edit: Option<ImperativeEdit<'a>>,
+    /// The audit only: no declared value is known for the path (the object has no baseline,
+    /// or an imperative edit rewrote it), so a missing `old` means unknown, not absent.
+    pub declared_unknown: bool,
 }
 
 impl<'a> JudgedChange<'a> {
@@ -73,7 +76,29 @@ impl<'a> JudgedChange<'a> {
             change,
             mutable: false,
             edit: None,
+            declared_unknown: false,
         }
+    }
+
+    /// `path: old → new`, then who changed it when an imperative edit did: how a message, the
+    /// audit's text and the plugin show one change. Values are cut to
+    /// [`crate::message::MAX_VALUE_CHARS`] characters.
+    pub fn text(&self) -> String {
+        use crate::message::display_value;
+        let old = match self.change.old.as_deref() {
+            None if self.declared_unknown => "<unknown>".to_owned(),
+            old => display_value(old),
+        };
+        let mut text = format!(
+            "{}: {old} → {}",
+            self.path,
+            display_value(self.change.new.as_deref())
+        );
+        if let Some(edit) = &self.edit {
+            use std::fmt::Write as _;
+            let _ = write!(text, " (by {edit})");
+        }
+        text
     }
 }
 
@@ -84,6 +109,17 @@ pub struct ImperativeEdit<'a> {
     pub manager: Cow<'a, str>,
     /// When the manager last wrote the object (`time` of the entry), when it says.
     pub time: Option<Cow<'a, str>>,
+}
+
+/// `kubectl-set at 2026-07-28T12:00:00Z`, or the manager alone when its entry has no time.
+impl std::fmt::Display for ImperativeEdit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.manager)?;
+        match &self.time {
+            Some(time) => write!(f, " at {time}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Judges a finished list of changes (the audit's): each against `mutable`, sorted by rendered
@@ -386,6 +422,7 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
                 path: k.rendered,
                 mutable: k.mutable,
                 edit: None,
+                declared_unknown: false,
             })
             .collect();
         let denied = denied_paths(&changes);

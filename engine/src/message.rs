@@ -16,6 +16,14 @@ pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
 /// The fixed beginning of every audit finding (SPEC §8): the live object differs from what was
 /// declared for it.
 pub const DRIFT_PREFIX: &str = "Drift Sentinel: drift from the declared state: ";
+/// The beginning of an audit finding on an object whose baseline an imperative edit rewrote
+/// (`kubectl replace`): the declared values of the fields such edits own are unknown.
+pub fn rewritten_baseline_prefix(edit: &crate::evaluation::ImperativeEdit<'_>) -> String {
+    format!(
+        "Drift Sentinel: drift from the declared state ({edit} rewrote the {} baseline, so every field an imperative edit owns is drift): ",
+        crate::baseline::LAST_APPLIED_ANNOTATION
+    )
+}
 /// How many uncovered paths a reason names.
 pub const MAX_PATHS_NAMED: usize = 20;
 /// How many changes a reason shows values for.
@@ -54,20 +62,8 @@ pub(crate) fn violation_reason(
     let mut shown = 0;
     for change in uncovered.clone().take(MAX_VALUES_SHOWN) {
         shown += 1;
-        let _ = write!(
-            message,
-            "; {}: {} → {}",
-            change.path,
-            display_value(change.change.old.as_deref()),
-            display_value(change.change.new.as_deref())
-        );
-        if let Some(edit) = &change.edit {
-            let _ = write!(message, " (by {}", edit.manager);
-            if let Some(time) = &edit.time {
-                let _ = write!(message, " at {time}");
-            }
-            message.push(')');
-        }
+        message.push_str("; ");
+        message.push_str(&change.text());
     }
     let remaining = uncovered_count.saturating_sub(shown);
     if remaining > 0 {

@@ -72,10 +72,7 @@ impl Reports {
         let mut changed_by: Vec<String> = Vec::new();
         for change in audit.changes().iter().filter(|c| !c.mutable) {
             if let Some(edit) = &change.edit {
-                let who = match &edit.time {
-                    Some(time) => format!("{} at {time}", edit.manager),
-                    None => edit.manager.to_string(),
-                };
+                let who = edit.to_string();
                 if !changed_by.contains(&who) {
                     changed_by.push(who);
                 }

@@ -1,7 +1,8 @@
 //! The audit (SPEC §8) against the real API server: Deployments edited with the real kubectl in
 //! a namespace the webhook does not intercept (`drift-sentinel.k8s.io/enabled: "false"`) show up
 //! in the next run's export file and in the namespace's OpenReports `Report`, with the field
-//! manager that changed them; an object put back as declared leaves the report at the next run;
+//! manager that changed them; `kubectl replace`, which rewrites the baseline, is drift too (§8
+//! step 3); an object put back as declared (`kubectl apply`) leaves the report at the next run;
 //! the Connection's status gets the audit's `source: audit` entry.
 
 use std::path::Path;
@@ -125,7 +126,7 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
         "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata:\n  name: {CONNECTION}\n  namespace: {AGENT_NAMESPACE}\nspec:\n  driver: disk\n  config:\n    path: {}\n    maxAuditResults: 2\n",
         channel_root.display()
     ));
-    for name in ["image", "scaled", "sidecar", "clean"] {
+    for name in ["image", "scaled", "sidecar", "clean", "replaced"] {
         let manifest = deployment(NS, name, 2, "nginx:1.0");
         env.apply(&manifest);
     }
@@ -167,6 +168,30 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
             "-p",
             r#"{"spec":{"template":{"spec":{"containers":[{"name":"proxy","image":"envoy:1"}]}}}}"#,
         ],
+    );
+
+    // The object as the server has it, replicas 2 → 4, replaced: kubectl rewrites the baseline
+    // to it (the annotation is in what it sends) and kubectl-replace owns the annotation.
+    let current = env.kubectl(&["get", "deployment/replaced", "-n", NS, "-o", "yaml"]);
+    assert!(current.status.success(), "{}", stderr(&current));
+    let replaced = stdout(&current).replace("\n  replicas: 2\n", "\n  replicas: 4\n");
+    assert!(replaced.contains("\n  replicas: 4\n"), "{replaced}");
+    let output = env.kubectl_stdin(&["replace", "-f", "-"], &replaced);
+    assert!(
+        output.status.success(),
+        "kubectl replace: {}",
+        stderr(&output)
+    );
+    let baseline = env
+        .get(&["deployment", "replaced", "-n", NS])
+        .expect("the replaced Deployment")["metadata"]["annotations"]
+        ["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        baseline.contains("\"replicas\":4"),
+        "the baseline was rewritten: {baseline}"
     );
 
     let output = run_audit(&env);
@@ -212,6 +237,7 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
                 "spec.template.spec.containers[0].image",
                 "kubectl-set"
             ),
+            want("replaced", "spec.replicas", "kubectl-replace"),
             want("scaled", "spec.replicas", "kubectl"),
             want(
                 "sidecar",
@@ -226,9 +252,9 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
     let report = namespace_report(&env);
     assert_eq!(
         reported_objects(&report),
-        ["env", "image", "scaled", "sidecar"]
+        ["env", "image", "replaced", "scaled", "sidecar"]
     );
-    assert_eq!(report["summary"]["fail"], 4);
+    assert_eq!(report["summary"]["fail"], 5);
     assert_eq!(report["summary"]["pass"], 1);
     let image = report["results"]
         .as_array()
@@ -262,17 +288,32 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
     assert_eq!(entry["publishStatuses"][0]["source"], "audit", "{entry}");
     assert_eq!(entry["publishStatuses"][0]["active"], true, "{entry}");
 
-    // Put back as declared: the object leaves the report and the next run's file.
+    let replaced = records
+        .iter()
+        .find(|r| r["resourceName"] == "replaced")
+        .expect("the replaced object's record");
+    let change = &replaced["details"]["changes"][0];
+    assert!(
+        change.get("old").is_none(),
+        "no declared value is known: {change}"
+    );
+    assert_eq!(change["new"], 4, "{change}");
+
+    // Put back as declared: the objects leave the report and the next run's file.
     env.apply(&deployment(NS, "image", 2, "nginx:1.0"));
+    env.apply(&deployment(NS, "replaced", 2, "nginx:1.0"));
     let output = run_audit(&env);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert_eq!(
         reported_objects(&namespace_report(&env)),
         ["env", "scaled", "sidecar"]
     );
+    let names: Vec<Value> = last_run_records(&channel)
+        .iter()
+        .map(|r| r["resourceName"].clone())
+        .collect();
     assert!(
-        !last_run_records(&channel)
-            .iter()
-            .any(|r| r["resourceName"] == "image")
+        !names.iter().any(|n| n == "image" || n == "replaced"),
+        "{names:?}"
     );
 }
