@@ -62,6 +62,60 @@ fn drifted_paths(stdout: &str) -> BTreeSet<(String, String)> {
     found
 }
 
+/// `kubectl replace` rewrote three baselines (SPEC §8 step 3): the plugin names them as the
+/// agent does, line for line, and the object applied again is clean.
+#[test]
+fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
+    let replaced = fixtures().join("replaced.yaml").display().to_string();
+    let agent = Command::new(agent_bin())
+        .args([
+            "audit",
+            "--once",
+            "--rules",
+            &rules(),
+            "--objects",
+            &replaced,
+        ])
+        .output()
+        .expect("run drift-sentinel audit");
+    let ours = plugin(&["audit", "--rules", &rules(), "-f", &replaced]);
+    let stdout = text(&ours.stdout);
+    assert_eq!(
+        ours.status.code(),
+        Some(1),
+        "{stdout}{}",
+        text(&ours.stderr)
+    );
+    let found: Vec<(String, String)> = drifted_paths(&stdout).into_iter().collect();
+    let want = |o: &str| ("shop/".to_owned() + o, "spec.replicas".to_owned());
+    assert_eq!(
+        found,
+        [
+            want("replaced"),
+            want("replaced-bare"),
+            want("replaced-saved")
+        ],
+        "{stdout}"
+    );
+    let lines = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.contains(" objects"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(lines(&stdout), lines(&text(&agent.stdout)));
+    assert!(
+        stdout.contains(
+            "  spec.replicas: <unknown> → 4 (by kubectl-replace at 2026-12-04T10:08:13Z)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("4 objects: 3 drifted, 1 clean, 0 no_baseline, 0 skipped\n"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn the_plugin_and_the_agent_name_the_same_objects_and_paths() {
     let agent = Command::new(agent_bin())
