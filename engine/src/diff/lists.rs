@@ -274,6 +274,42 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         found
     }
 
+    /// [`Walker::scoped_eq`] of two lists under partial coverage: equal when neither has
+    /// anything in scope, or both have and they are as long and equal element by element
+    /// (an element with nothing in scope counts as absent, as its projection is `null`).
+    pub(super) fn scoped_lists_eq(&mut self, a: N, b: N, coverage: Coverage) -> bool {
+        let (a_in, b_in) = (
+            self.scoped(a, coverage).is_some(),
+            self.scoped(b, coverage).is_some(),
+        );
+        if !a_in || !b_in {
+            return a_in == b_in;
+        }
+        let (Some(mut x), Some(mut y)) = (a.items(), b.items()) else {
+            return false;
+        };
+        let mut index = 0;
+        loop {
+            let (item_a, item_b) = match (x.next(), y.next()) {
+                (None, None) => return true,
+                (Some(item_a), Some(item_b)) => (item_a, item_b),
+                _ => return false,
+            };
+            self.path.push(PathStep::Index(index));
+            let child = self.scope.child_coverage(coverage, &self.path);
+            let equal = match child {
+                // Wholly in scope, an element counts as it is (see `project_list`).
+                Coverage::In => super::value_eq(item_a, item_b),
+                _ => crate::nesting::guarded(|| self.scoped_eq(Some(item_a), Some(item_b), child)),
+            };
+            self.path.pop();
+            if !equal {
+                return false;
+            }
+            index += 1;
+        }
+    }
+
     pub(super) fn project_list(
         &mut self,
         items: impl Iterator<Item = N>,

@@ -155,16 +155,6 @@ impl<'a, N: Node<'a>> Side<N> {
             Side::Projected(value) => Cow::Owned(value),
         }
     }
-
-    fn equals(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Side::Node(a), Side::Node(b)) => value_eq(*a, *b),
-            (Side::Projected(a), Side::Projected(b)) => value_eq(a, b),
-            (Side::Node(a), Side::Projected(b)) | (Side::Projected(b), Side::Node(a)) => {
-                value_eq(a.to_value().as_ref(), b)
-            }
-        }
-    }
 }
 
 /// Where the diff puts what it finds.
@@ -364,13 +354,19 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
                 return;
             }
         }
+        // Whole, every caller compared them already and found them different; in part, they
+        // are compared here, on the nodes: a projection is a copy for the report, and a copy
+        // holds a number as a double (§4: numbers compare exactly).
+        if coverage.is_partial()
+            && let (Some(a), Some(b)) = (old, new)
+            && self.scoped_eq(Some(a), Some(b), coverage)
+        {
+            return;
+        }
         let old_value = old.and_then(|v| self.scoped(v, coverage));
         let new_value = new.and_then(|v| self.scoped(v, coverage));
         let kind = match (&old_value, &new_value) {
             (None, None) => return,
-            // Both whole: every caller compared them already and found them different.
-            (Some(Side::Node(_)), Some(Side::Node(_))) => ChangeKind::Modified,
-            (Some(a), Some(b)) if a.equals(b) => return,
             (None, Some(_)) => ChangeKind::Added,
             (Some(_), None) => ChangeKind::Removed,
             (Some(_), Some(_)) => ChangeKind::Modified,
@@ -401,6 +397,63 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             Coverage::In => present(Some(value)).map(Side::Node),
             Coverage::InExceptBelow | Coverage::OnlyBelow => {
                 self.project(value, coverage).map(Side::Projected)
+            }
+        }
+    }
+
+    /// Whether the in-scope parts of `a` and `b` at the current path are equal — what
+    /// comparing their [`Self::scoped`] copies with [`value_eq`] would say (a missing side or
+    /// a part with nothing in scope counts as absent), but on the nodes themselves, so that
+    /// numbers compare exactly.
+    fn scoped_eq(&mut self, a: Option<N>, b: Option<N>, coverage: Coverage) -> bool {
+        match coverage {
+            Coverage::Out => true,
+            Coverage::In => match (present(a), present(b)) {
+                (None, None) => true,
+                (Some(a), Some(b)) => value_eq(a, b),
+                _ => false,
+            },
+            Coverage::InExceptBelow | Coverage::OnlyBelow => {
+                let shapes = (a.map(|v| v.shape()), b.map(|v| v.shape()));
+                match shapes {
+                    (Some(Shape::Object), Some(Shape::Object)) => {
+                        let (Some(x), Some(y)) = (a.and_then(N::as_map), b.and_then(N::as_map))
+                        else {
+                            return false;
+                        };
+                        let mut equal = true;
+                        for_each_key(Some(&x), Some(&y), |key, x, y| {
+                            if equal {
+                                self.path.push(PathStep::Key(key));
+                                let child = self.scope.coverage(&self.path);
+                                equal = crate::nesting::guarded(|| self.scoped_eq(x, y, child));
+                                self.path.pop();
+                            }
+                        });
+                        equal
+                    }
+                    (Some(Shape::Array), Some(Shape::Array)) => {
+                        let (Some(x), Some(y)) = (a, b) else {
+                            return false;
+                        };
+                        self.scoped_lists_eq(x, y, coverage)
+                    }
+                    (Some(x), Some(y))
+                        if x.is_scalar()
+                            && y.is_scalar()
+                            && x != Shape::Null
+                            && y != Shape::Null =>
+                    {
+                        // A scalar is in scope only when the node itself is.
+                        coverage == Coverage::OnlyBelow
+                            || (x == y && a.zip(b).is_some_and(|(a, b)| a.scalar_eq(b)))
+                    }
+                    // Different shapes: equal only when neither has anything in scope.
+                    _ => {
+                        a.is_none_or(|v| self.scoped(v, coverage).is_none())
+                            && b.is_none_or(|v| self.scoped(v, coverage).is_none())
+                    }
+                }
             }
         }
     }

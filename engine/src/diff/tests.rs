@@ -536,3 +536,50 @@ fn raw_text_numbers_compare_exactly() {
         .collect();
     assert_eq!(paths, ["spec.big", "spec.huge"]);
 }
+
+/// Under partial coverage (`spec` partly excluded) a scalar is compared as exactly as under full
+/// coverage: big integers, decimal texts past a double's precision, and an integer against a
+/// float of the same value, in a map and in a list.
+#[test]
+fn raw_text_numbers_compare_exactly_under_partial_coverage() {
+    let partial = Scope::new(
+        None,
+        patterns(&["spec.*.metadata", "spec.list[*].metadata"]),
+    );
+    let cases = [
+        ("18446744073709551616", "18446744073709551617", true),
+        ("-18446744073709551617", "-18446744073709551616", true),
+        ("9007199254740993", "9007199254740992", true),
+        ("0.10000000000000000001", "0.1", true),
+        ("1e400", "2e400", true),
+        ("18446744073709551616", "18446744073709551616.0", false),
+        ("1", "1.0", false),
+        ("1e2", "100", false),
+        ("5", "6", true),
+    ];
+    for (a, b, changed) in cases {
+        for (template, path) in [
+            (
+                r#"{"spec": {"minReadySeconds": N, "x": {"metadata": 1}}}"#,
+                "spec.minReadySeconds",
+            ),
+            (
+                r#"{"spec": {"list": [{"n": N, "metadata": {}}]}}"#,
+                "spec.list[0].n",
+            ),
+            (r#"{"spec": {"list": [N]}}"#, "spec.list[0]"),
+        ] {
+            let (old, new) = (template.replace('N', a), template.replace('N', b));
+            let found: Vec<String> = diff(raw(&old), raw(&new), &partial, &[])
+                .into_iter()
+                .map(|c| c.path.to_string())
+                .collect();
+            let want: &[&str] = if changed { &[path] } else { &[] };
+            assert_eq!(found, want, "{old} → {new}");
+            // What the change reports shows the two numbers apart.
+            for change in diff(raw(&old), raw(&new), &partial, &[]) {
+                assert_ne!(change.old, change.new, "{old} → {new}");
+            }
+        }
+    }
+}

@@ -572,10 +572,16 @@ impl<'a> Node<'a> for RawJson<'a> {
     }
 
     fn to_value(self) -> Cow<'a, Value> {
-        // A number beyond f64 (valid JSON, refused by serde_json's parser) is shown as its text.
-        Cow::Owned(
-            serde_json::from_str(self.text).unwrap_or_else(|_| Value::String(self.text.into())),
-        )
+        // A number that a `Value` cannot hold exactly (past 64 bits, past a double's precision,
+        // beyond f64) is reported as its text, so that a change of it never reads `x → x`.
+        let value = match serde_json::from_str(self.text) {
+            Ok(Value::Number(n)) if !super::number::text_numbers_eq(self.text, &n.to_string()) => {
+                Value::String(self.text.into())
+            }
+            Ok(value) => value,
+            Err(_) => Value::String(self.text.into()),
+        };
+        Cow::Owned(value)
     }
 }
 

@@ -159,9 +159,24 @@ fn numbers_compare_exactly_as_text() {
     assert!(raw("1e2").scalar_eq(raw("100")));
     assert!(!raw("9007199254740993").scalar_eq(raw("9007199254740992.0")));
     assert!(!raw("18446744073709551617").scalar_eq(raw("18446744073709551616")));
-    // A number serde_json cannot hold is still shown, as its text.
-    assert_eq!(
-        raw("1e400").to_value().as_ref(),
-        &Value::String("1e400".into())
-    );
+    // A number a `Value` cannot hold exactly is still shown, as its text; one it holds
+    // exactly stays a number.
+    for text in [
+        "1e400",
+        "18446744073709551617",
+        "-18446744073709551617",
+        "0.10000000000000000001",
+    ] {
+        assert_eq!(raw(text).to_value().as_ref(), &Value::String(text.into()));
+    }
+    for (text, value) in [
+        ("18446744073709551615", serde_json::json!(u64::MAX)),
+        ("-9223372036854775808", serde_json::json!(i64::MIN)),
+        ("9007199254740993", serde_json::json!(9007199254740993u64)),
+        ("0.1", serde_json::json!(0.1)),
+        ("1e2", serde_json::json!(100.0)),
+        ("2.50", serde_json::json!(2.5)),
+    ] {
+        assert_eq!(raw(text).to_value().as_ref(), &value, "{text}");
+    }
 }

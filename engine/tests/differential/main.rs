@@ -8,6 +8,12 @@
 //!
 //! which also makes "denied" the same verdict on both sides.
 //!
+//! Numbers a `Value` cannot hold exactly (past 64 bits, past a double's precision, integer and
+//! float texts of one value) are generated as marked strings (`model::NUMBER_MARK`) and written
+//! into the review's text as bare numbers: the raw reading (the agent) is checked against the
+//! model of the exact numbers, the parsed reading (plugin, audit) against the model of the
+//! numbers as serde_json parsed them.
+//!
 //! Every CI run tries `PROPTEST_CASES` cases (default 1,000, a few seconds); a long run:
 //! `PROPTEST_CASES=200000 cargo test --release -p drift-engine --test differential`.
 //! Shrunk failures are kept in `proptest-regressions/` and as named cases in `regressions`.
@@ -70,8 +76,33 @@ fn render_path(path: &Path) -> String {
     if out.is_empty() { "<root>".into() } else { out }
 }
 
-/// The engine's uncovered paths for one update under one rule.
-fn engine_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Result<Vec<Path>, String> {
+/// `json` with every marked number string (`model::NUMBER_MARK`) written as the bare number.
+fn with_numbers(json: &str) -> String {
+    // serde_json writes the mark's control character as `\u0001`.
+    let mark = format!("\"{}", model::NUMBER_MARK.replace('\u{1}', "\\u0001"));
+    let mut out = String::with_capacity(json.len());
+    let mut rest = json;
+    while let Some(at) = rest.find(&mark) {
+        out.push_str(&rest[..at]);
+        let number = &rest[at + mark.len()..];
+        let end = number.find('"').expect("a closing quote");
+        out.push_str(&number[..end]);
+        rest = &number[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The uncovered paths of one reading of the review.
+type Uncovered = Vec<Path>;
+
+/// The engine's uncovered paths for one update under one rule, from the raw text (the agent)
+/// and from parsed documents (the plugin, the audit).
+fn engine_uncovered(
+    old: &Value,
+    new: &Value,
+    scoping: &Scoping,
+) -> Result<(Uncovered, Uncovered), String> {
     let rules = RuleSet::build([RuleSource {
         id: RuleId {
             namespace: "platform".into(),
@@ -95,49 +126,95 @@ fn engine_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Result<Vec<P
         }
     })
     .to_string();
-    // The parsed documents (plugin, audit) and the raw text (the agent) must judge alike.
+    let body = with_numbers(&body);
     let parsed = parse_review(body.as_bytes()).map_err(|e| e.to_string())?;
     let raw = parse_review_raw(body.as_bytes()).map_err(|e| e.to_string())?;
     let (parsed, raw) = (parsed.request?, raw.request?);
-    let judged = |evaluation: &drift_engine::Evaluation<'_>| -> Vec<(String, bool)> {
+    let evaluation = evaluate(&rules, &parsed, &Context::default(), Detail::Full);
+    let from_raw = evaluate(&rules, &raw, &Context::default(), Detail::Full);
+    let uncovered = |evaluation: &drift_engine::Evaluation<'_>| -> Uncovered {
         evaluation
             .changes()
             .iter()
-            .map(|c| (c.path.clone(), c.mutable))
+            .filter(|c| !c.mutable)
+            .map(|c| to_model_path(c.change.path.segments()))
             .collect()
     };
-    let evaluation = evaluate(&rules, &parsed, &Context::default(), Detail::Full);
-    let from_raw = evaluate(&rules, &raw, &Context::default(), Detail::Full);
-    if judged(&evaluation) != judged(&from_raw) {
-        return Err(format!(
-            "parsed and raw documents judge differently:\nparsed: {:?}\nraw:    {:?}",
-            judged(&evaluation),
-            judged(&from_raw)
-        ));
+    // Where a parsed document holds every number exactly, the two readings judge alike, change
+    // for change, mutable ones included.
+    if model::parses_exactly(old) && model::parses_exactly(new) {
+        let judged = |evaluation: &drift_engine::Evaluation<'_>| -> Vec<(String, bool)> {
+            evaluation
+                .changes()
+                .iter()
+                .map(|c| (c.path.clone(), c.mutable))
+                .collect()
+        };
+        if judged(&evaluation) != judged(&from_raw) {
+            return Err(format!(
+                "parsed and raw documents judge differently:\nparsed: {:?}\nraw:    {:?}",
+                judged(&evaluation),
+                judged(&from_raw)
+            ));
+        }
     }
-    Ok(evaluation
-        .changes()
-        .iter()
-        .filter(|c| !c.mutable)
-        .map(|c| to_model_path(c.change.path.segments()))
-        .collect())
+    Ok((uncovered(&from_raw), uncovered(&evaluation)))
 }
 
-/// Checks the two conditions of the module comment; the error names the first disagreement.
-fn check(old: &Value, new: &Value, scoping: &Scoping) -> Result<(), String> {
-    let engine = engine_uncovered(old, new, scoping)?;
-    let model: Vec<Path> = model::judge(old, new, BYPASS, scoping)
+/// The model's uncovered atoms.
+fn model_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Uncovered {
+    model::judge(old, new, BYPASS, scoping)
         .into_iter()
         .filter(|(_, mutable)| !mutable)
         .map(|(path, _)| path)
-        .collect();
+        .collect()
+}
+
+/// Checks the two conditions of the module comment for both readings of the review: the raw
+/// text against the model of the exact numbers, the parsed documents against the model of the
+/// numbers as they were parsed (a double where the text needs more); the error names the first
+/// disagreement.
+fn check(old: &Value, new: &Value, scoping: &Scoping) -> Result<(), String> {
+    let (raw, parsed) = engine_uncovered(old, new, scoping)?;
+    let reparse = |v: &Value| -> Value {
+        serde_json::from_str(&with_numbers(&v.to_string())).expect("generated numbers parse")
+    };
+    let (parsed_old, parsed_new) = (reparse(old), reparse(new));
+    agree(
+        "raw text",
+        &raw,
+        &model_uncovered(old, new, scoping),
+        old,
+        new,
+        scoping,
+    )?;
+    agree(
+        "parsed documents",
+        &parsed,
+        &model_uncovered(&parsed_old, &parsed_new, scoping),
+        &parsed_old,
+        &parsed_new,
+        scoping,
+    )
+}
+
+fn agree(
+    reading: &str,
+    engine: &[Path],
+    model: &[Path],
+    old: &Value,
+    new: &Value,
+    scoping: &Scoping,
+) -> Result<(), String> {
     let under = |ancestor: &Path, path: &Path| path.starts_with(ancestor);
     let describe = || {
         let engine: Vec<String> = engine.iter().map(render_path).collect();
         let model: Vec<String> = model.iter().map(render_path).collect();
         format!(
-            "\nrule: {}\nengine uncovered: {engine:?}\nmodel uncovered:  {model:?}\nold: {old}\nnew: {new}",
-            rule_yaml(scoping)
+            "\nreading: {reading}\nrule: {}\nengine uncovered: {engine:?}\nmodel uncovered:  {model:?}\nold: {}\nnew: {}",
+            rule_yaml(scoping),
+            with_numbers(&old.to_string()),
+            with_numbers(&new.to_string())
         )
     };
     if let Some(atom) = model.iter().find(|a| !engine.iter().any(|d| under(d, a))) {
@@ -278,6 +355,35 @@ mod regressions {
         let mut nested = old.clone();
         nested["spec"]["template"]["spec"]["serviceAccountName"] = json!([[null]]);
         assert_agree(old, nested, below(&[Index(0), Index(1)]));
+    }
+
+    /// Issue 24: `spec` partly in scope (`exclude: [spec.*.metadata]`), a number past 64 bits
+    /// changed by one: the projection compared copies, whose numbers are doubles, and saw no
+    /// change. Also past 2^53, past a double's precision, and an equal integer/float pair.
+    #[test]
+    fn numbers_past_a_double_compare_exactly_under_partial_coverage() {
+        let scoping = Scoping {
+            exclude: vec![vec![key("spec"), AnyKey, key("metadata")]],
+            ..Scoping::default()
+        };
+        let number = |text: &str| json!(format!("{}{text}", model::NUMBER_MARK));
+        for (a, b) in [
+            ("18446744073709551616", "18446744073709551617"),
+            ("9007199254740993", "9007199254740992"),
+            ("0.1", "0.10000000000000000001"),
+            ("18446744073709551616", "18446744073709551616.0"),
+        ] {
+            let old =
+                deployment(json!({"minReadySeconds": number(a), "template": {"metadata": {}}}));
+            let mut new = old.clone();
+            new["spec"]["minReadySeconds"] = number(b);
+            assert_agree(old.clone(), new, scoping.clone());
+            // As a list element, too.
+            let old = deployment(json!({"args": [number(a)], "template": {"metadata": {}}}));
+            let mut new = old.clone();
+            new["spec"]["args"][0] = number(b);
+            assert_agree(old, new, scoping.clone());
+        }
     }
 
     /// The model's own first mistake, kept so that it stays fixed: an element that becomes

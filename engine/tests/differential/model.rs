@@ -132,13 +132,77 @@ pub fn normalise(value: &Value) -> Option<Value> {
     }
 }
 
-/// Numbers compare numerically; everything else structurally (values are normalised already).
+/// A number written as its JSON text, for numbers a `Value` cannot hold exactly (beyond 64-bit
+/// integers, decimals past a double's precision, texts that are not a double's shortest form):
+/// a string with this prefix. The test writes it into the review as the bare number.
+pub const NUMBER_MARK: &str = "\u{1}number:";
+
+/// The number a value is, as JSON text: a marked string's text, or a parsed number's exact
+/// value (a double written out in full, not in its shortest form).
+fn number_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => s.strip_prefix(NUMBER_MARK).map(str::to_owned),
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64()?;
+            // Rust prints a double with a given precision exactly; 1,100 places hold any.
+            Some(if f.fract() == 0.0 {
+                format!("{f:.0}")
+            } else {
+                format!("{f:.1100}")
+            })
+        }
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A number's exact value, canonical: sign, significant digits, and the power of ten of the
+/// last digit (`0` for zero, either sign). Written from the JSON grammar alone.
+fn exact(text: &str) -> (bool, String, i64) {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(at) => (
+            &rest[..at],
+            rest[at + 1..].parse::<i64>().expect("exponent"),
+        ),
+        None => (rest, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    let mut power = exponent - fraction.len() as i64;
+    let trimmed_end = digits.trim_end_matches('0');
+    power += (digits.len() - trimmed_end.len()) as i64;
+    let significant = trimmed_end.trim_start_matches('0');
+    if significant.is_empty() {
+        return (false, "0".to_owned(), 0);
+    }
+    (negative, significant.to_owned(), power)
+}
+
+/// Whether every marked number of `value` keeps its exact value when serde_json parses it.
+pub fn parses_exactly(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.values().all(parses_exactly),
+        Value::Array(items) => items.iter().all(parses_exactly),
+        Value::String(s) => s.strip_prefix(NUMBER_MARK).is_none_or(|text| {
+            serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|parsed| number_text(&parsed))
+                .is_some_and(|parsed| exact(&parsed) == exact(text))
+        }),
+        _ => true,
+    }
+}
+
+/// Numbers compare by exact value; everything else structurally (values are normalised).
 fn same(a: &Value, b: &Value) -> bool {
+    if let (Some(x), Some(y)) = (number_text(a), number_text(b)) {
+        return exact(&x) == exact(&y);
+    }
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(i), Some(j)) => i == j,
-            _ => x.as_f64() == y.as_f64(),
-        },
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
@@ -268,9 +332,8 @@ fn key_of(fields: &[&str], element: &Value) -> Option<String> {
     for field in fields {
         let part = match (*field, element.get(*field)) {
             ("protocol", None) => "TCP".to_owned(),
-            ("containerPort" | "port", Some(Value::Number(n))) => n.as_f64()?.to_string(),
-            ("containerPort" | "port", _) => return None,
-            (_, Some(Value::String(s))) => s.clone(),
+            ("containerPort" | "port", Some(port)) => format!("{:?}", exact(&number_text(port)?)),
+            (_, Some(Value::String(s))) if !s.starts_with(NUMBER_MARK) => s.clone(),
             _ => return None,
         };
         parts.push(part);

@@ -5,7 +5,72 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value, json};
 
-use crate::model::{PatSeg, Path, Pattern, Scoping, Seg};
+use crate::model::{NUMBER_MARK, PatSeg, Path, Pattern, Scoping, Seg};
+
+/// Number texts in groups of near twins: texts that a double cannot tell apart (integers past
+/// 64 bits and past 2^53, decimals past a double's precision) and texts of one value in other
+/// words (integer/float pairs). A number edit mostly swaps a number for a twin.
+const NUMBER_GROUPS: &[&[&str]] = &[
+    &[
+        "18446744073709551616",
+        "18446744073709551617",
+        "18446744073709551616.0",
+        "1.8446744073709551616e19",
+    ],
+    &["-18446744073709551617", "-18446744073709551616"],
+    &["9007199254740993", "9007199254740992", "9007199254740992.0"],
+    &[
+        "123456789012345678901234567890",
+        "1.2345678901234567890123456789e29",
+        "123456789012345678901234567891",
+    ],
+    &[
+        "0.1",
+        "0.10000000000000000001",
+        "0.1000000000000000055511151231257827021181583404541015625",
+    ],
+    &["1", "1.0", "1e0", "2"],
+    &["100", "1e2", "100.000000000000000001"],
+    &["0", "-0.0", "0e5"],
+];
+
+/// A number as its text (see [`NUMBER_MARK`]): the `pick`th of the whole table.
+fn number(pick: usize) -> Value {
+    let all: Vec<&str> = NUMBER_GROUPS
+        .iter()
+        .flat_map(|g| g.iter().copied())
+        .collect();
+    marked(all[pick % all.len()])
+}
+
+fn marked(text: &str) -> Value {
+    json!(format!("{NUMBER_MARK}{text}"))
+}
+
+/// Another number for `text`: mostly a twin from its group, sometimes any.
+fn twin(text: &str, pick: u8) -> Value {
+    match NUMBER_GROUPS.iter().find(|g| g.contains(&text)) {
+        Some(group) if !pick.is_multiple_of(4) => {
+            let at = group.iter().position(|t| *t == text).unwrap_or(0);
+            marked(group[(at + 1 + usize::from(pick) % (group.len() - 1)) % group.len()])
+        }
+        _ => number(usize::from(pick)),
+    }
+}
+
+/// The same number in other words: `1` → `1.0`, `1.0` → `1.00`, `1e2` → `1.0e2`.
+fn same_number_text(text: &str) -> String {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let mantissa = if mantissa.contains('.') {
+        format!("{mantissa}0")
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}{exponent}")
+}
 
 /// Annotation and label keys, some of which need `['…']` in a pattern.
 const KEYS: &[&str] = &[
@@ -20,9 +85,10 @@ const KEYS: &[&str] = &[
 
 fn scalar() -> impl Strategy<Value = Value> {
     prop_oneof![
-        (0u8..4).prop_map(|n| json!(format!("v{n}"))),
-        (0i64..4).prop_map(|n| json!(n)),
-        any::<bool>().prop_map(|b| json!(b)),
+        3 => (0u8..4).prop_map(|n| json!(format!("v{n}"))),
+        3 => (0i64..4).prop_map(|n| json!(n)),
+        3 => any::<bool>().prop_map(|b| json!(b)),
+        1 => any::<usize>().prop_map(number),
     ]
 }
 
@@ -106,6 +172,7 @@ pub fn workload() -> impl Strategy<Value = Value> {
         prop::collection::vec("[a-c]{1,3}", 0..3),
         prop::option::of("[a-c]{2}"),
         string_map(),
+        any::<usize>(),
     )
         .prop_map(
             |(
@@ -117,6 +184,7 @@ pub fn workload() -> impl Strategy<Value = Value> {
                 volumes,
                 sa,
                 node_selector,
+                min_ready,
             )| {
                 containers.extend(sidecar);
                 let volumes: Vec<Value> = volumes
@@ -134,6 +202,7 @@ pub fn workload() -> impl Strategy<Value = Value> {
                     },
                     "spec": {
                         "replicas": replicas,
+                        "minReadySeconds": number(min_ready),
                         "selector": {"matchLabels": {"app": "web"}},
                         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
                         "template": {
@@ -165,8 +234,10 @@ pub struct Edit {
 enum EditKind {
     /// A scalar in place of whatever was there (a scalar change or a type change).
     SetScalar,
-    /// An integer rewritten as the equal float: no change.
+    /// A number rewritten in other words (an integer as the equal float): no change.
     SameNumber,
+    /// A number in place of a number (mostly its twin, see [`NUMBER_GROUPS`]), or of anything when the object has none.
+    SetNumber,
     /// `null`, `{}` or `[]`: absent.
     SetAbsent,
     Remove,
@@ -181,6 +252,7 @@ pub fn edits() -> impl Strategy<Value = Vec<Edit>> {
     let kind = prop_oneof![
         4 => Just(EditKind::SetScalar),
         1 => Just(EditKind::SameNumber),
+        2 => Just(EditKind::SetNumber),
         2 => Just(EditKind::SetAbsent),
         2 => Just(EditKind::Remove),
         2 => Just(EditKind::AddKey),
@@ -222,6 +294,17 @@ pub fn node_paths(value: &Value) -> Vec<Path> {
     out
 }
 
+fn node_at<'v>(value: &'v Value, path: &[Seg]) -> Option<&'v Value> {
+    path.iter().try_fold(value, |at, segment| match segment {
+        Seg::Key(k) => at.get(k),
+        Seg::Index(i) => at.get(*i),
+    })
+}
+
+fn is_number(value: &Value) -> bool {
+    value.is_number() || value.as_str().is_some_and(|s| s.starts_with(NUMBER_MARK))
+}
+
 fn node_mut<'v>(value: &'v mut Value, path: &[Seg]) -> Option<&'v mut Value> {
     let mut at = value;
     for segment in path {
@@ -240,7 +323,17 @@ pub fn apply(object: &Value, edits: &[Edit]) -> Value {
         if paths.is_empty() {
             break;
         }
-        let path = edit.at.get(&paths).clone();
+        // A number edit goes to a number when there is one, so that twins meet.
+        let numbers: Vec<Path> = match edit.kind {
+            EditKind::SetNumber => paths
+                .iter()
+                .filter(|p| node_at(&new, p).is_some_and(is_number))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
+        let candidates = if numbers.is_empty() { &paths } else { &numbers };
+        let path = edit.at.get(candidates).clone();
         apply_one(&mut new, &path, edit);
     }
     new
@@ -297,6 +390,14 @@ fn apply_one(root: &mut Value, path: &[Seg], edit: &Edit) {
         EditKind::SameNumber => {
             if let Some(n) = node.as_i64() {
                 *node = json!(n as f64);
+            } else if let Some(text) = node.as_str().and_then(|s| s.strip_prefix(NUMBER_MARK)) {
+                *node = json!(format!("{NUMBER_MARK}{}", same_number_text(text)));
+            }
+        }
+        EditKind::SetNumber => {
+            *node = match node.as_str().and_then(|s| s.strip_prefix(NUMBER_MARK)) {
+                Some(text) => twin(text, fresh),
+                None => number(usize::from(fresh)),
             }
         }
         EditKind::SetAbsent => {
@@ -495,14 +596,25 @@ pub fn case() -> impl Strategy<Value = Case> {
         prop::option::weighted(0.25, pattern_picks(2)),
         pattern_picks(2),
         pattern_picks(3),
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(old, edits, include, exclude, mutable)| {
+        .prop_map(|(old, edits, include, exclude, mutable, partial_spec)| {
             let new = apply(&old, &edits);
+            let mut exclude = patterns(&exclude, &old, &new);
+            if partial_spec {
+                // `spec.*.metadata`: `spec` partly in scope, so what changes in it is compared
+                // in part (the projection), numbers included.
+                exclude.push(vec![
+                    PatSeg::Key("spec".into()),
+                    PatSeg::AnyKey,
+                    PatSeg::Key("metadata".into()),
+                ]);
+            }
             let scoping = Scoping {
                 include: include
                     .map(|p| patterns(&p, &old, &new))
                     .unwrap_or_default(),
-                exclude: patterns(&exclude, &old, &new),
+                exclude,
                 mutable: patterns(&mutable, &old, &new),
             };
             Case { old, new, scoping }
