@@ -183,7 +183,7 @@ pub fn audit_record<'a>(
         rule_namespace: Cow::Borrowed(&rule.id.namespace),
         mode: Cow::Borrowed(mode.as_str()),
         enforcement_action: Cow::Borrowed(action),
-        message: Cow::Borrowed(drift.reason.as_str()),
+        message: Cow::Owned(audit.reason()),
         details,
     })
 }

@@ -215,25 +215,6 @@ impl<'a> Audit<'a> {
     pub fn changes(&self) -> &[JudgedChange<'a>] {
         self.comparison().map_or(&[], |c| &c.changes)
     }
-
-    /// The reason: the drift's, or what the result says.
-    pub fn reason(&self) -> String {
-        match &self.result {
-            AuditResult::Skipped(why) => format!("skipped: {why}"),
-            AuditResult::NoBaseline => format!(
-                "no baseline: no {LAST_APPLIED_ANNOTATION} annotation and no field changed by an imperative edit"
-            ),
-            AuditResult::Clean(c) if c.comparison.changes.is_empty() => {
-                "no drift from the declared state".to_owned()
-            }
-            AuditResult::Clean(_) => "only mutable fields drifted".to_owned(),
-            AuditResult::Drifted(c) => c
-                .comparison
-                .violation
-                .as_ref()
-                .map_or_else(String::new, |v| v.reason.clone()),
-        }
-    }
 }
 
 /// `(group, kind)` of an object from its `apiVersion` and `kind`.
@@ -399,11 +380,7 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
         }
     }
     judged.extend(extra);
-    let prefix = match &rewritten_by {
-        None => Cow::Borrowed(crate::message::DRIFT_PREFIX),
-        Some(edit) => Cow::Owned(crate::message::rewritten_baseline_prefix(edit)),
-    };
-    let comparison = crate::comparison::judge(rule, judged, None, &prefix);
+    let comparison = crate::comparison::judge_changes(rule, judged, None);
     let comparison = AuditComparison {
         has_baseline: declared.is_some(),
         baseline_rewritten_by: rewritten_by,

@@ -86,9 +86,9 @@ fn drift_from_the_baseline_names_the_manager() {
     let drift = audit.drift().unwrap();
     assert_eq!(drift.denied, ["spec.template.spec.containers[0].image"]);
     assert!(
-        drift.reason.starts_with("Drift Sentinel: drift from the declared state: spec.template.spec.containers[0].image; spec.template.spec.containers[0].image: \"web:1\" → \"web:2\" (by kubectl-set at 2026-07-28T12:00:00Z); rule ops/web"),
+        audit.reason().starts_with("Drift Sentinel: drift from the declared state: spec.template.spec.containers[0].image; spec.template.spec.containers[0].image: \"web:1\" → \"web:2\" (by kubectl-set at 2026-07-28T12:00:00Z); rule ops/web"),
         "{}",
-        drift.reason
+        audit.reason()
     );
     let change = &audit.changes()[0];
     assert_eq!(change.change.old.as_deref(), Some(&json!("web:1")));

@@ -50,8 +50,6 @@ pub struct Violation {
     pub denied: Vec<String>,
     /// How many different paths are uncovered in all.
     pub denied_count: usize,
-    /// The full reason (SPEC §3 step 9), bounded as §5 says.
-    pub reason: String,
 }
 
 /// One changed path as judged by the rule.
@@ -79,27 +77,6 @@ impl<'a> JudgedChange<'a> {
             declared_unknown: false,
         }
     }
-
-    /// `path: old → new`, then who changed it when an imperative edit did: how a message, the
-    /// audit's text and the plugin show one change. Values are cut to
-    /// [`crate::message::MAX_VALUE_CHARS`] characters.
-    pub fn text(&self) -> String {
-        use crate::message::display_value;
-        let old = match self.change.old.as_deref() {
-            None if self.declared_unknown => "<unknown>".to_owned(),
-            old => display_value(old),
-        };
-        let mut text = format!(
-            "{}: {old} → {}",
-            self.path,
-            display_value(self.change.new.as_deref())
-        );
-        if let Some(edit) = &self.edit {
-            use std::fmt::Write as _;
-            let _ = write!(text, " (by {edit})");
-        }
-        text
-    }
 }
 
 /// Who changed a field imperatively, as `metadata.managedFields` says (SPEC §8 step 3).
@@ -111,24 +88,12 @@ pub struct ImperativeEdit<'a> {
     pub time: Option<Cow<'a, str>>,
 }
 
-/// `kubectl-set at 2026-07-28T12:00:00Z`, or the manager alone when its entry has no time.
-impl std::fmt::Display for ImperativeEdit<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.manager)?;
-        match &self.time {
-            Some(time) => write!(f, " at {time}"),
-            None => Ok(()),
-        }
-    }
-}
-
 /// Judges a finished list of changes (the audit's): each against `mutable`, sorted by rendered
-/// path; the uncovered ones make the violation, whose reason starts with `prefix`.
-pub(crate) fn judge<'a>(
+/// path; the uncovered ones make the violation.
+pub(crate) fn judge_changes<'a>(
     rule: &CompiledRule,
     mut judged: Vec<JudgedChange<'a>>,
     excluded: Option<Vec<Change<'a>>>,
-    prefix: &str,
 ) -> Comparison<'a> {
     for change in &mut judged {
         change.mutable = rule.is_mutable(change.change.path.segments());
@@ -141,7 +106,7 @@ pub(crate) fn judge<'a>(
         uncovered: uncovered_count,
         denied_paths: denied.len(),
     };
-    conclude(rule, judged, denied, counts, excluded, prefix)
+    conclude(judged, denied, counts, excluded)
 }
 
 /// How many changes, uncovered changes and uncovered paths a comparison saw.
@@ -164,22 +129,12 @@ fn denied_paths(sorted: &[JudgedChange<'_>]) -> Vec<String> {
 }
 
 fn conclude<'a>(
-    rule: &CompiledRule,
     changes: Vec<JudgedChange<'a>>,
     denied: Vec<String>,
     counts: Counts,
     excluded: Option<Vec<Change<'a>>>,
-    prefix: &str,
 ) -> Comparison<'a> {
-    let violation = (counts.uncovered > 0).then(|| Violation {
-        reason: crate::message::violation_reason(
-            rule,
-            &changes,
-            &denied,
-            counts.denied_paths,
-            counts.uncovered,
-            prefix,
-        ),
+    let violation = (counts.uncovered > 0).then_some(Violation {
         denied,
         denied_count: counts.denied_paths,
     });
@@ -405,7 +360,7 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
     }
 
     /// The comparison: what was kept, sorted, and the counts.
-    pub(crate) fn finish(self, excluded: Option<Vec<Change<'a>>>, prefix: &str) -> Comparison<'a> {
+    pub(crate) fn finish(self, excluded: Option<Vec<Change<'a>>>) -> Comparison<'a> {
         let mut kept: Vec<Kept<N>> = self.first.heap.into_vec();
         kept.extend(self.first_uncovered.heap.into_vec());
         kept.sort_unstable();
@@ -426,7 +381,7 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
             })
             .collect();
         let denied = denied_paths(&changes);
-        conclude(self.rule, changes, denied, self.counts, excluded, prefix)
+        conclude(changes, denied, self.counts, excluded)
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Evaluation<'a> {
     /// [`Detail::Verdict`], up to the winner).
     pub considered: Vec<Considered<'a>>,
     pub outcome: Outcome<'a>,
+    /// The violation reason once [`crate::message`] has rendered it: the response, the warning,
+    /// the log line and the export record all show it, and it is rendered once.
+    pub(crate) rendered_reason: std::sync::OnceLock<String>,
 }
 
 /// One rule tried against the request.
@@ -476,6 +479,7 @@ pub fn evaluate<'a, O: Document>(
     let settled = |outcome| Evaluation {
         considered: Vec::new(),
         outcome,
+        rendered_reason: std::sync::OnceLock::new(),
     };
     if request.operation != "UPDATE" {
         return settled(Outcome::NotEnforced);
@@ -520,6 +524,7 @@ pub fn evaluate<'a, O: Document>(
         return Evaluation {
             considered,
             outcome: Outcome::NoMatch(NoMatch::NoRule),
+            rendered_reason: std::sync::OnceLock::new(),
         };
     };
 
@@ -547,6 +552,7 @@ pub fn evaluate<'a, O: Document>(
             bypass_value,
             settled,
         }),
+        rendered_reason: std::sync::OnceLock::new(),
     }
 }
 
@@ -597,7 +603,7 @@ fn settle<'a, N: Node<'a>>(
         );
     }
     let excluded = (detail == Detail::Full && !scale).then(|| excluded_changes(rule, objects));
-    Settled::Compared(judging.finish(excluded, crate::message::VIOLATION_PREFIX))
+    Settled::Compared(judging.finish(excluded))
 }
 
 /// The changes that `rule` does not compare because of its `include` / `exclude` (the system

@@ -22,6 +22,7 @@ pub mod nesting;
 mod path;
 pub mod review;
 pub mod rule;
+pub mod truncate;
 
 pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};

@@ -7,7 +7,12 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::evaluation::{BadRequest, Evaluation, JudgedChange, NoMatch, Outcome, Step, Verdict};
+use crate::audit::{Audit, AuditComparison, AuditResult};
+use crate::baseline::LAST_APPLIED_ANNOTATION;
+use crate::evaluation::{
+    BadRequest, Comparison, Evaluation, ImperativeEdit, JudgedChange, NoMatch, Outcome, Step,
+    Verdict, Violation,
+};
 use crate::review::{AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION};
 
@@ -16,14 +21,6 @@ pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
 /// The fixed beginning of every audit finding (SPEC §8): the live object differs from what was
 /// declared for it.
 pub const DRIFT_PREFIX: &str = "Drift Sentinel: drift from the declared state: ";
-/// The beginning of an audit finding on an object whose baseline an imperative edit rewrote
-/// (`kubectl replace`): the declared values of the fields such edits own are unknown.
-pub fn rewritten_baseline_prefix(edit: &crate::evaluation::ImperativeEdit<'_>) -> String {
-    format!(
-        "Drift Sentinel: drift from the declared state ({edit} rewrote the {} baseline, so every field an imperative edit owns is drift): ",
-        crate::baseline::LAST_APPLIED_ANNOTATION
-    )
-}
 /// How many uncovered paths a reason names.
 pub const MAX_PATHS_NAMED: usize = 20;
 /// How many changes a reason shows values for.
@@ -41,16 +38,16 @@ const MAX_TEXT_BYTES: usize = 16 * 1024;
 /// The violation reason: fixed prefix, at most [`MAX_PATHS_NAMED`] uncovered paths, values for
 /// at most [`MAX_VALUES_SHOWN`], then the rule and how to bypass it.
 ///
-/// `judged` and `denied` are the first changes and uncovered paths in byte order (all of them,
-/// or as many as the evaluation kept); `denied_count` and `uncovered_count` count them all.
+/// The comparison holds the first changes and uncovered paths in byte order (all of them, or
+/// as many as the evaluation kept) and counts them all.
 pub(crate) fn violation_reason(
     rule: &CompiledRule,
-    judged: &[JudgedChange<'_>],
-    denied: &[String],
-    denied_count: usize,
-    uncovered_count: usize,
+    comparison: &Comparison<'_>,
+    violation: &Violation,
     prefix: &str,
 ) -> String {
+    let (judged, denied) = (&comparison.changes, &violation.denied);
+    let (denied_count, uncovered_count) = (violation.denied_count, comparison.uncovered_count);
     let mut message = String::with_capacity(256);
     message.push_str(prefix);
     message.push_str(&denied[..denied.len().min(MAX_PATHS_NAMED)].join(", "));
@@ -77,6 +74,77 @@ pub(crate) fn violation_reason(
     truncate_bytes(&message, MAX_TEXT_BYTES)
 }
 
+/// The audit's finding (SPEC §8): the drifted paths and values as a violation reason shows
+/// them, beginning with what the object drifted from — its declared state, or, when an
+/// imperative edit rewrote the baseline, the fields such edits own.
+pub(crate) fn drift_reason(
+    rule: &CompiledRule,
+    compared: &AuditComparison<'_>,
+    violation: &Violation,
+) -> String {
+    let prefix = match &compared.baseline_rewritten_by {
+        None => DRIFT_PREFIX.to_owned(),
+        Some(edit) => format!(
+            "Drift Sentinel: drift from the declared state ({edit} rewrote the {} baseline, so every field an imperative edit owns is drift): ",
+            LAST_APPLIED_ANNOTATION
+        ),
+    };
+    violation_reason(rule, &compared.comparison, violation, &prefix)
+}
+
+impl JudgedChange<'_> {
+    /// `path: old → new`, then who changed it when an imperative edit did: how a message, the
+    /// audit's text and the plugin show one change. Values are cut to
+    /// [`MAX_VALUE_CHARS`] characters.
+    pub fn text(&self) -> String {
+        let old = match self.change.old.as_deref() {
+            None if self.declared_unknown => "<unknown>".to_owned(),
+            old => display_value(old),
+        };
+        let mut text = format!(
+            "{}: {old} → {}",
+            self.path,
+            display_value(self.change.new.as_deref())
+        );
+        if let Some(edit) = &self.edit {
+            use std::fmt::Write as _;
+            let _ = write!(text, " (by {edit})");
+        }
+        text
+    }
+}
+
+/// `kubectl-set at 2026-07-28T12:00:00Z`, or the manager alone when its entry has no time.
+impl std::fmt::Display for ImperativeEdit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.manager)?;
+        match &self.time {
+            Some(time) => write!(f, " at {time}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Audit<'_> {
+    /// The reason: the drift's, or what the result says.
+    pub fn reason(&self) -> String {
+        match &self.result {
+            AuditResult::Skipped(why) => format!("skipped: {why}"),
+            AuditResult::NoBaseline => format!(
+                "no baseline: no {LAST_APPLIED_ANNOTATION} annotation and no field changed by an imperative edit"
+            ),
+            AuditResult::Clean(c) if c.comparison.changes.is_empty() => {
+                "no drift from the declared state".to_owned()
+            }
+            AuditResult::Clean(_) => "only mutable fields drifted".to_owned(),
+            AuditResult::Drifted(c) => match (self.rule(), &c.comparison.violation) {
+                (Some(rule), Some(violation)) => drift_reason(rule, c, violation),
+                _ => String::new(),
+            },
+        }
+    }
+}
+
 impl Evaluation<'_> {
     /// The reason: the violation message, why the request is bad, or the allowing step's text.
     pub fn reason(&self) -> String {
@@ -96,9 +164,14 @@ impl Evaluation<'_> {
                 "{} (scale of resource {resource:?} is not enforced)",
                 Step::NoMatchingRule.reason()
             ),
-            _ => match self.violation() {
-                Some(violation) => violation.reason.clone(),
-                None => self.step().reason().to_owned(),
+            _ => match (self.matched(), self.comparison(), self.violation()) {
+                (Some(matched), Some(comparison), Some(violation)) => self
+                    .rendered_reason
+                    .get_or_init(|| {
+                        violation_reason(matched.rule, comparison, violation, VIOLATION_PREFIX)
+                    })
+                    .clone(),
+                _ => self.step().reason().to_owned(),
             },
         }
     }
@@ -184,51 +257,4 @@ pub fn display_value(value: Option<&Value>) -> String {
     }
 }
 
-/// Cuts `text` to at most `max` characters, the last being `…` when cut.
-pub fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some(_) => {
-            let keep = max.saturating_sub(1);
-            let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
-            let mut out = String::with_capacity(end + 3);
-            out.push_str(&text[..end]);
-            out.push('…');
-            out
-        }
-    }
-}
-
-/// Cuts `text` to at most `max` bytes, the `…` included, on a character boundary.
-pub fn truncate_bytes(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let ellipsis = '…';
-    let mut end = max.saturating_sub(ellipsis.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end + ellipsis.len_utf8());
-    out.push_str(&text[..end]);
-    out.push(ellipsis);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncation_keeps_the_limit() {
-        assert_eq!(truncate_chars("abcdef", 6), "abcdef");
-        assert_eq!(truncate_chars("abcdefg", 6), "abcde…");
-        assert_eq!(truncate_chars("ééééééé", 6).chars().count(), 6);
-        assert_eq!(truncate_chars("", 0), "");
-        assert_eq!(truncate_bytes("abcdef", 6), "abcdef");
-        let cut = truncate_bytes("abcdefghij", 6);
-        assert!(cut.len() <= 6 && cut.ends_with('…'), "{cut}");
-        let cut = truncate_bytes(&"é".repeat(600), 512);
-        assert!(cut.len() <= 512, "{}", cut.len());
-    }
-}
+pub use crate::truncate::{truncate_bytes, truncate_chars};

@@ -9,7 +9,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::json::RawDocument;
-use crate::message::{truncate_bytes, truncate_chars};
+use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

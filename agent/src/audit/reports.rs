@@ -83,7 +83,7 @@ impl Reports {
             "policy": rule.id.to_string(),
             "result": result,
             "scored": true,
-            "message": truncate_bytes(&drift.reason, MAX_MESSAGE_BYTES),
+            "message": truncate_bytes(&audit.reason(), MAX_MESSAGE_BYTES),
             "properties": {
                 "paths": truncate_bytes(&drift.denied.join(", "), MAX_PATHS_BYTES),
                 "mode": audit.mode().map_or("", |m| m.as_str()),

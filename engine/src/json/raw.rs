@@ -117,7 +117,7 @@ impl Eq for RawJson<'_> {}
 
 impl fmt::Debug for RawJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = crate::message::truncate_chars(self.text, 200);
+        let shown = crate::truncate::truncate_chars(self.text, 200);
         write!(f, "RawJson({shown})")
     }
 }
