@@ -326,7 +326,7 @@ pub enum ReportsMode {
 }
 
 /// The resources a `*` selector audits by default: the webhook's (the chart's `webhook.rules`).
-pub use drift_api::audit::DEFAULT_AUDIT_RESOURCES;
+pub use drift_engine::audit::DEFAULT_AUDIT_RESOURCES;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Audit")]

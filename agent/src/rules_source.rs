@@ -204,14 +204,11 @@ fn read_all(paths: &[PathBuf]) -> Vec<(PathBuf, Read)> {
 }
 
 fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list directory: {e}"))?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| manifests::is_manifest_file(p) && p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
+    drift_load::list_dir(dir, drift_load::YAML).map_err(|e| match e {
+        // The path is the file's own name in /status and the logs.
+        drift_load::LoadError::List { source, .. } => format!("cannot list directory: {source}"),
+        other => other.to_string(),
+    })
 }
 
 /// Reads one file with its metadata before and after, so that a read overlapping a write is

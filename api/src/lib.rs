@@ -6,14 +6,11 @@
 //! - [`violation`]: the violation record of both sources (SPEC §7), as the agent writes it to
 //!   disk and streams it on `/violations`, and that query;
 //! - [`status`]: the admin `/status` document;
-//! - [`audit`]: what the agent's audit and `kubectl drift audit` both do around the engine's
-//!   judgement (which objects, files of objects, records and text of a drifted object);
 //! - [`shapes`]: the shapes of the built-in kinds, for the rule linter.
 //!
 //! The agent serialises these types and the plugin deserialises the same ones; round-trip tests
 //! pin them.
 
-pub mod audit;
 pub mod connection;
 pub mod shapes;
 pub mod status;

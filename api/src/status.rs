@@ -2,6 +2,7 @@
 //! port-forward` by `kubectl drift status`): readiness, where the rules come from, the rules
 //! loaded and the invalid ones with their reasons, source errors, and the export's state.
 
+use drift_engine::Audit;
 use serde::{Deserialize, Serialize};
 
 use crate::connection::PodConnectionStatus;
@@ -214,6 +215,23 @@ pub struct ExportState {
 pub struct QueueDepth {
     pub messages: usize,
     pub bytes: usize,
+}
+
+impl AuditCounts {
+    /// Counts one judged object under its result.
+    pub fn add(&mut self, audit: &Audit<'_>) {
+        match audit.result_label() {
+            "drifted" => self.drifted += 1,
+            "clean" => self.clean += 1,
+            "no_baseline" => self.no_baseline += 1,
+            _ => self.skipped += 1,
+        }
+    }
+
+    /// Every object judged.
+    pub fn total(&self) -> u64 {
+        self.drifted + self.clean + self.no_baseline + self.skipped
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::SystemTime;
 
+use drift_engine::Audit;
+use drift_engine::audit::AuditedObject;
 use drift_engine::evaluation::JudgedChange;
+use drift_engine::rule::Mode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -22,7 +25,7 @@ pub const AUDIT_EVENT: &str = "violation_audited";
 /// bytes; otherwise it becomes a string cut to this many bytes (ending in `…`).
 pub const MAX_CHANGE_VALUE_BYTES: usize = 256;
 /// A record's `details` carry at most this many changes (and as many paths), with the totals.
-pub const MAX_DETAILED_CHANGES: usize = 100;
+pub use drift_engine::message::MAX_DETAILED_CHANGES;
 
 /// One violation. Read leniently — a field that is missing takes its default — so that a
 /// record of another agent version, with more or fewer fields, is still shown.
@@ -197,6 +200,59 @@ fn record_value(value: Option<&Value>) -> (Option<Cow<'_, Value>>, bool) {
     let mut cut = encoded[..end].to_owned();
     cut.push(ellipsis);
     (Some(Cow::Owned(Value::String(cut))), true)
+}
+
+/// What `enforcementAction` a mode records: what the webhook does (or would do) in it.
+pub fn enforcement_action(mode: Mode) -> Option<&'static str> {
+    match mode {
+        Mode::Enforce => Some("deny"),
+        Mode::Warn => Some("warn"),
+        Mode::DryRun => Some("dryrun"),
+        Mode::Off => None,
+    }
+}
+
+impl<'a> ViolationRecord<'a> {
+    /// The `violation_audited` record of a drifted object (SPEC §8): `id` is the run's id, there is
+    /// no request, and each change carries `old` (declared), `new` (live) and, for imperative edits,
+    /// `manager` and `time`. `None` when the object did not drift (or its mode exports nothing).
+    pub fn audited(
+        run_id: &'a str,
+        object: &AuditedObject<'a>,
+        audit: &'a Audit<'a>,
+        at: SystemTime,
+    ) -> Option<ViolationRecord<'a>> {
+        let drift = audit.drift()?;
+        let mode = audit.mode()?;
+        let action = enforcement_action(mode)?;
+        let rule = audit.rule()?;
+        let changes = audit.changes();
+        let details = Details::of(
+            &drift.denied,
+            changes,
+            drift.denied_count,
+            audit.comparison().map_or(0, |c| c.changed_count),
+        );
+        Some(ViolationRecord {
+            event_type: Cow::Borrowed(AUDIT_EVENT),
+            id: Cow::Borrowed(run_id),
+            timestamp: Cow::Owned(format_rfc3339(at)),
+            request: None,
+            resource: Cow::Borrowed(object.resource),
+            sub_resource: Cow::Borrowed(""),
+            resource_api_version: Cow::Borrowed(object.api_version),
+            resource_kind: Cow::Borrowed(object.kind),
+            resource_namespace: Cow::Borrowed(object.namespace),
+            resource_name: Cow::Borrowed(object.name),
+            resource_labels: Cow::Borrowed(object.labels),
+            rule_name: Cow::Borrowed(&rule.id.name),
+            rule_namespace: Cow::Borrowed(&rule.id.namespace),
+            mode: Cow::Borrowed(mode.as_str()),
+            enforcement_action: Cow::Borrowed(action),
+            message: Cow::Owned(audit.reason()),
+            details,
+        })
+    }
 }
 
 impl ViolationRecord<'_> {
@@ -416,6 +472,41 @@ pub fn format_rfc3339(time: SystemTime) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const RULE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: ops\n  annotations: {drift-sentinel.k8s.io/rule: \"true\"}\ndata:\n  spec: |\n    mode: enforce\n    namespaces: [\"*\"]\n    selectors: [{apiGroup: apps, kind: Deployment}]\n";
+
+    #[test]
+    fn a_drifted_object_as_record_text_and_count() {
+        let documents = drift_engine::manifests::parse_documents(RULE, "rule.yaml").unwrap();
+        let rules = drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
+            &documents,
+            "rule.yaml",
+        ));
+        let namespaces = drift_engine::manifests::Namespaces::new();
+        let managers = vec!["kubectl".to_owned()];
+        let object = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"replicas\":2}}"}},
+            "spec": {"replicas": 5}
+        });
+        let audit =
+            drift_engine::audit::audit_object(&rules, &namespaces, &object, &managers).unwrap();
+        let mut counts = crate::status::AuditCounts::default();
+        counts.add(&audit);
+        assert_eq!((counts.drifted, counts.total()), (1, 1));
+        let identity = AuditedObject::of(&object, "deployments");
+        assert_eq!(
+            drift_engine::message::drift_text(&identity, &audit),
+            "drifted apps/v1 Deployment shop/web (rule ops/web, enforce)\n  spec.replicas: 2 → 5\n"
+        );
+        let record =
+            ViolationRecord::audited("run-1", &identity, &audit, SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(record.details.denied_paths, ["spec.replicas"]);
+        assert_eq!(record.enforcement_action, "deny");
+        assert_eq!(record.event_type, AUDIT_EVENT);
+        assert_eq!(record.timestamp, "1970-01-01T00:00:00.000000Z");
+    }
 
     fn admission() -> ViolationRecord<'static> {
         ViolationRecord {

@@ -17,7 +17,7 @@ fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .map(|entry| entry.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
-    files.retain(|path| manifests::is_manifest_file(path));
+    files.retain(|path| drift_load::is_listed(path, drift_load::YAML));
     files.sort();
     let mut sources = Vec::new();
     for path in files {

@@ -47,7 +47,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::baseline::{self, BaselineError, LAST_APPLIED_ANNOTATION};
 use crate::diff::{self, Change, ChangeKind, Coverage, field};
@@ -56,6 +56,7 @@ use crate::evaluation::{
     Labels, ModeSource, Settled, Subject, Violation,
 };
 use crate::managed::{self, OwnedField};
+use crate::manifests::Namespaces;
 use crate::path::{FieldPath, PathSegment};
 use crate::rule::{CompiledRule, Mode, RuleSet};
 
@@ -267,6 +268,96 @@ pub fn selects_kind(rules: &RuleSet, group: &str, kind: &str, webhook_resource: 
             s.matches(group, kind) && (literal || webhook_resource)
         })
     })
+}
+
+/// The resources a `*` selector audits when nothing else says: the webhook's, as the chart's
+/// default `webhook.rules` lists them (`group/resource`; the core group is empty).
+pub const DEFAULT_AUDIT_RESOURCES: &str =
+    "apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts";
+
+/// `group/resource` pairs of a list such as [`DEFAULT_AUDIT_RESOURCES`] (`/pods` or `pods` is
+/// the core group); empty entries are dropped.
+pub fn parse_resources<S: AsRef<str>>(texts: &[S]) -> Vec<(String, String)> {
+    texts
+        .iter()
+        .flat_map(|t| t.as_ref().split(','))
+        .filter_map(|t| {
+            let t = t.trim();
+            let (group, resource) = t.rsplit_once('/').unwrap_or(("", t));
+            (!resource.is_empty()).then(|| (group.to_owned(), resource.to_owned()))
+        })
+        .collect()
+}
+
+/// Judges one live object as a run does: `None` when no auditing rule selects it (it is not
+/// part of the run, not even counted); otherwise the engine's audit under the rule that would
+/// win at admission, with the object's namespace's mode annotation.
+pub fn audit_object<'a>(
+    rules: &'a RuleSet,
+    namespaces: &'a Namespaces,
+    object: &'a Value,
+    drift_managers: &'a [String],
+) -> Option<Audit<'a>> {
+    if !is_selected(rules, object) {
+        return None;
+    }
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let context = AuditContext {
+        namespace_mode: namespaces
+            .get(namespace)
+            .and_then(|n| n.mode_annotation.as_deref()),
+        drift_managers,
+    };
+    Some(audit(rules, object, &context, Detail::Verdict))
+}
+
+static NO_LABELS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+/// The identity of an audited object, as the audit listed (or read) it.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditedObject<'a> {
+    /// The resource's plural name (`deployments`).
+    pub resource: &'a str,
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub labels: &'a Map<String, Value>,
+}
+
+impl<'a> AuditedObject<'a> {
+    /// Reads the identity of `object` (its `apiVersion`, `kind` and metadata).
+    pub fn of(object: &'a Value, resource: &'a str) -> Self {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        Self {
+            resource,
+            api_version: text("/apiVersion"),
+            kind: text("/kind"),
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+            labels: object
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .unwrap_or(&NO_LABELS),
+        }
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub fn display_name(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.to_owned()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
 }
 
 /// Audits one live object against `rules`.

@@ -579,3 +579,37 @@ fn a_rewritten_baseline_makes_every_field_an_imperative_edit_owns_drift() {
     let audit = run(&strict, &replaced, &managers);
     assert!(!audit.reason().contains("4 → 4"), "{}", audit.reason());
 }
+
+const SELECTING_RULE: &str =
+    "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
+
+#[test]
+fn the_namespace_mode_applies_and_unselected_objects_are_not_judged() {
+    let rules = rules(&[("web", SELECTING_RULE)]);
+    let documents = crate::manifests::parse_documents(
+        "kind: Namespace\nmetadata: {name: shop, annotations: {drift-sentinel.k8s.io/mode: 'off'}}\n",
+        "ns.yaml",
+    )
+    .unwrap();
+    let namespaces = crate::manifests::namespaces(&documents);
+    let object = declared("nginx:1", 5);
+    let audit = audit_object(&rules, &namespaces, &object, &[]).unwrap();
+    assert_eq!(audit.result_label(), "skipped");
+    let unannotated = crate::manifests::Namespaces::new();
+    let audit = audit_object(&rules, &unannotated, &object, &[]).unwrap();
+    assert_eq!(audit.result_label(), "no_baseline");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+    assert!(audit_object(&rules, &namespaces, &pod, &[]).is_none());
+}
+
+#[test]
+fn resources_of_a_list() {
+    assert_eq!(
+        parse_resources(&["apps/deployments,/pods", "x/", "services"]),
+        [
+            ("apps".to_owned(), "deployments".to_owned()),
+            (String::new(), "pods".to_owned()),
+            (String::new(), "services".to_owned())
+        ]
+    );
+}

@@ -8,14 +8,6 @@ use serde_json::Value;
 
 use crate::rule::{MODE_ANNOTATION, RuleSource, rule_source_from_config_map};
 
-/// Whether a file in a directory of manifests is one to read, by its name: `.yaml` or `.yml`,
-/// not hidden (editors' swap files and Kubernetes' `..data` symlinks of a mounted ConfigMap
-/// are hidden). The one rule for the agent's `--rules` directories and the plugin's.
-pub fn is_manifest_file(path: &std::path::Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
-}
-
 /// A YAML document that could not be read, with where it went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: line {line} column {column}: {reason}")]
@@ -134,9 +126,39 @@ pub fn namespaces(documents: &[Value]) -> Namespaces {
         .collect()
 }
 
+/// The plural resource name of a kind, where no API server is there to say (objects read from
+/// files, reviews built from manifests): `Deployment` → `deployments`, `Ingress` → `ingresses`, `NetworkPolicy` →
+/// `networkpolicies`.
+pub fn resource_of(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        return format!("{stem}ies");
+    }
+    if lower.ends_with('s') || lower.ends_with('x') || lower.ends_with("ch") {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resources_of_kinds() {
+        for (kind, resource) in [
+            ("Deployment", "deployments"),
+            ("Ingress", "ingresses"),
+            ("NetworkPolicy", "networkpolicies"),
+            ("Gateway", "gateways"),
+            ("Box", "boxes"),
+            ("Patch", "patches"),
+        ] {
+            assert_eq!(resource_of(kind), resource, "{kind}");
+        }
+    }
 
     #[test]
     fn reads_multi_document_files_and_lists() {

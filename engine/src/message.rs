@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::audit::{Audit, AuditComparison, AuditResult};
+use crate::audit::{Audit, AuditComparison, AuditResult, AuditedObject};
 use crate::baseline::LAST_APPLIED_ANNOTATION;
 use crate::evaluation::{
     BadRequest, Comparison, Evaluation, ImperativeEdit, JudgedChange, NoMatch, Outcome, Step,
@@ -27,6 +27,9 @@ pub const MAX_PATHS_NAMED: usize = 20;
 pub const MAX_VALUES_SHOWN: usize = 10;
 /// Values in reasons are cut to this many characters.
 pub const MAX_VALUE_CHARS: usize = 64;
+/// How many changes an audit record or an audit text details: the first ones, then how many
+/// more.
+pub const MAX_DETAILED_CHANGES: usize = 100;
 /// A warning is cut to this many bytes, `…` included.
 pub const MAX_WARNING_BYTES: usize = 512;
 /// How many paths the `denied-paths` audit annotation lists.
@@ -255,6 +258,31 @@ pub fn display_value(value: Option<&Value>) -> String {
         None => "<absent>".to_owned(),
         Some(value) => truncate_chars(&value.to_string(), MAX_VALUE_CHARS),
     }
+}
+
+/// A drifted object as text: `drifted apps/v1 Deployment shop/web (rule ops/web, enforce)`,
+/// then one indented line per drifted path — declared → live, and who changed it (the field
+/// manager, and its time when managedFields has one). At most [`MAX_DETAILED_CHANGES`] paths,
+/// then how many more; values are cut as the engine's messages cut them.
+pub fn drift_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "drifted {} {} {} (rule {}, {})",
+        identity.api_version,
+        identity.kind,
+        identity.display_name(),
+        audit.rule().map(|r| r.id.to_string()).unwrap_or_default(),
+        audit.mode().map_or("", |m| m.as_str()),
+    );
+    let drifted: Vec<_> = audit.changes().iter().filter(|c| !c.mutable).collect();
+    for change in drifted.iter().take(MAX_DETAILED_CHANGES) {
+        let _ = writeln!(out, "  {}", change.text());
+    }
+    if drifted.len() > MAX_DETAILED_CHANGES {
+        let _ = writeln!(out, "  … and {} more", drifted.len() - MAX_DETAILED_CHANGES);
+    }
+    out
 }
 
 pub use crate::truncate::{truncate_bytes, truncate_chars};

@@ -370,18 +370,6 @@ pub fn peek_uid(body: &[u8]) -> Option<String> {
 #[error("{0}")]
 pub struct BuildError(pub String);
 
-/// Plural resource name of a kind, as the API server names it in `request.resource`.
-pub fn resource_of(kind: &str) -> String {
-    match kind {
-        "Deployment" => "deployments".into(),
-        "StatefulSet" => "statefulsets".into(),
-        "DaemonSet" => "daemonsets".into(),
-        "ReplicaSet" => "replicasets".into(),
-        "Rollout" => "rollouts".into(),
-        other => format!("{}s", other.to_ascii_lowercase()),
-    }
-}
-
 /// The `admission.k8s.io/v1` AdmissionReview the API server sends for an UPDATE of `old` into
 /// `new` by `user`.
 pub fn update_review(old: Value, new: Value, user: &str, uid: &str) -> Result<Value, BuildError> {
@@ -417,8 +405,7 @@ pub fn update_review(old: Value, new: Value, user: &str, uid: &str) -> Result<Va
         None => (String::new(), api_version.clone()),
     };
     let gvk = serde_json::json!({"group": group, "version": version, "kind": kind});
-    let gvr =
-        serde_json::json!({"group": group, "version": version, "resource": resource_of(&kind)});
+    let gvr = serde_json::json!({"group": group, "version": version, "resource": crate::manifests::resource_of(&kind)});
     Ok(serde_json::json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",

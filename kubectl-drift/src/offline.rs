@@ -9,8 +9,7 @@
 //! warnings `kubectl apply` would print before the rule reaches a cluster; an invalid rule makes
 //! it exit 2.
 //!
-//! The agent lists a rule directory the same way (`agent/src/rules_source.rs`, `list_yaml`);
-//! the engine does no I/O, so the listing cannot live there.
+//! Files are listed and read by `drift_load`, as the agent lists its rule directories.
 
 use std::path::{Path, PathBuf};
 
@@ -144,28 +143,11 @@ fn set_namespace(object: &mut Value, namespace: Option<&str>, path: &Path) -> an
 }
 
 fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-        .with_context(|| format!("cannot list {}", path.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| manifests::is_manifest_file(p) && p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
+    Ok(drift_load::files(&[path.to_owned()], drift_load::YAML)?)
 }
 
 fn documents(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(manifests::parse_documents(
-        &text,
-        &path.display().to_string(),
-    )?)
+    Ok(drift_load::read_documents(path)?)
 }
 
 pub(crate) fn load_rules(paths: &[PathBuf], tiers: &TierPolicy) -> anyhow::Result<LoadedRules> {

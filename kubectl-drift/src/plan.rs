@@ -519,7 +519,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
     let resources = args
         .resources
         .as_ref()
-        .map(|r| drift_api::audit::parse_resources(r));
+        .map(|r| drift_engine::audit::parse_resources(r));
     if resources.as_ref().is_some_and(Vec::is_empty) {
         bail!("--resources names no resource: give group/resource, e.g. apps/deployments");
     }

@@ -1,6 +1,6 @@
 //! `kubectl drift audit`, offline, through the real binary — and beside it the agent's own
 //! `drift-sentinel audit --once` on the same files: both must name the same drifted objects and
-//! paths (they share the engine and `drift_api::audit`). The files are the agent's fixture, a
+//! paths (they share the engine, `drift_load` and `drift_api`). The files are the agent's fixture, a
 //! `kubectl get deploy -A -o yaml --show-managed-fields` dump taken from a real kube-apiserver
 //! (`agent/tests/fixtures/audit`, described in `agent/tests/audit.rs`).
 //!

@@ -124,7 +124,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         client: client.clone(),
         objects: args.objects.clone(),
         managers: args.audit_drift_managers.clone(),
-        webhook_resources: drift_api::audit::parse_resources(&args.audit_resources),
+        webhook_resources: drift_engine::audit::parse_resources(&args.audit_resources),
         chunk: args.audit_chunk_size,
         export,
         connection_name: args.audit_connection.clone(),

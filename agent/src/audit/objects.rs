@@ -1,5 +1,5 @@
 //! Where audited objects come from in a cluster (offline, files are read by
-//! [`drift_api::audit::object_files`], as `kubectl drift audit` reads them): the resources the
+//! [`drift_load::files`], as `kubectl drift audit` reads them): the resources the
 //! auditing rules select, resolved through discovery, listed page by page
 //! (`--audit-chunk-size`) so that memory does not grow with the number of objects: each page is
 //! judged and dropped before the next is fetched.

@@ -18,7 +18,9 @@ use super::reports::{self, Reports};
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
 use crate::state::{Shared, Snapshot};
-use drift_api::audit::{AuditedObject, audit_record, drift_text};
+use drift_api::violation::ViolationRecord;
+use drift_engine::audit::AuditedObject;
+use drift_engine::message::drift_text;
 
 /// Where the Connection is read from.
 pub enum ConnectionSource {
@@ -104,9 +106,12 @@ impl Progress<'_> {
     /// Judges one object; a failed export write aborts the run.
     fn judge(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
         let snapshot = self.snapshot;
-        let Some(audit) =
-            drift_api::audit::judge(&snapshot.rules, &snapshot.namespaces, object, self.managers)
-        else {
+        let Some(audit) = drift_engine::audit::audit_object(
+            &snapshot.rules,
+            &snapshot.namespaces,
+            object,
+            self.managers,
+        ) else {
             return Ok(());
         };
         let identity = AuditedObject::of(object, resource);
@@ -137,7 +142,8 @@ impl Progress<'_> {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
         if let Some(file) = &mut self.file
-            && let Some(record) = audit_record(&self.id, &identity, &audit, SystemTime::now())
+            && let Some(record) =
+                ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
             && let Ok(encoded) = record.encode()
         {
             if encoded.len() > Limits::default().record_bytes {
@@ -377,14 +383,14 @@ impl Auditor {
     /// Every object: the files' offline, the listed resources' in a cluster.
     async fn each_object(&self, progress: &mut Progress<'_>) -> Result<(), RunError> {
         if !self.objects.is_empty() {
-            let files = drift_api::audit::object_files(&self.objects)
+            let files = drift_load::files(&self.objects, drift_load::YAML_OR_JSON)
                 .map_err(|e| RunError::Source(format!("{e:#}")))?;
             for file in files {
-                let documents = drift_api::audit::read_objects(&file)
+                let documents = drift_load::read_documents(&file)
                     .map_err(|e| RunError::Source(format!("{e:#}")))?;
                 for object in documents {
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                    let resource = drift_api::audit::plural_of(kind);
+                    let resource = drift_engine::manifests::resource_of(kind);
                     progress
                         .judge(&object, &resource)
                         .map_err(RunError::Export)?;

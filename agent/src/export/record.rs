@@ -6,9 +6,8 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use drift_api::audit::enforcement_action;
 use drift_api::violation::{
-    ADMISSION_EVENT, Details, RequestFields, ViolationRecord, format_rfc3339,
+    ADMISSION_EVENT, Details, RequestFields, ViolationRecord, enforcement_action, format_rfc3339,
 };
 use drift_engine::json::{Document, Node};
 use drift_engine::{AdmissionRequest, Evaluation};
@@ -80,8 +79,6 @@ pub fn admission_record<'a, O: Document>(
         details,
     })
 }
-
-pub use drift_api::audit::{AuditedObject, audit_record};
 
 #[cfg(test)]
 mod tests {

@@ -160,7 +160,7 @@ async fn webhook_resources(
         .map_err(|e| anyhow!("{e}"));
     let found = listed.map(|l| intercepted(&l.items)).unwrap_or_default();
     if found.is_empty() {
-        drift_api::audit::parse_resources(&[drift_api::audit::DEFAULT_AUDIT_RESOURCES])
+        drift_engine::audit::parse_resources(&[drift_engine::audit::DEFAULT_AUDIT_RESOURCES])
     } else {
         found
     }

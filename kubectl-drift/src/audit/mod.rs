@@ -1,7 +1,9 @@
 //! `kubectl drift audit` (SPEC §8, §9): the audit of `drift-sentinel audit` run from the
-//! plugin. Which objects a run judges, the judgement, the record and the text of a drifted
-//! object are `drift_api::audit`'s — the agent's own code around the engine's
-//! [`drift_engine::audit()`] — so that the plugin and the agent name the same objects and paths.
+//! plugin. Which objects a run judges and the judgement are the engine's
+//! ([`drift_engine::audit::audit_object`]), the text of a drifted object its renderer's
+//! ([`drift_engine::message::drift_text`]), the record the API's
+//! ([`ViolationRecord::audited`]), the files `drift_load`'s: the agent calls the same ones, so
+//! that the plugin and the agent name the same objects and paths.
 //!
 //! Offline ([`offline`]): the rules and namespaces of files (as `explain --rules` reads them)
 //! and the objects of `-f` files, parsed as the agent parses its `--objects`. Against the
@@ -12,10 +14,12 @@ mod cluster;
 
 use std::time::SystemTime;
 
-use drift_api::audit::{AuditedObject, audit_record, drift_text};
 use drift_api::status::AuditCounts;
+use drift_api::violation::ViolationRecord;
 use drift_engine::RuleSet;
+use drift_engine::audit::AuditedObject;
 use drift_engine::manifests::Namespaces;
+use drift_engine::message::drift_text;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -72,7 +76,7 @@ impl<'r> Run<'r> {
     /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
     fn judge(&mut self, object: &Value, resource: &str) {
         let Some(audit) =
-            drift_api::audit::judge(self.rules, self.namespaces, object, self.managers)
+            drift_engine::audit::audit_object(self.rules, self.namespaces, object, self.managers)
         else {
             return;
         };
@@ -83,7 +87,8 @@ impl<'r> Run<'r> {
         let identity = AuditedObject::of(object, resource);
         // A drifted object always has a record (its mode is not off); text and record go
         // together so that `-o text` and `-o json` show the same objects.
-        if let Some(record) = audit_record(&self.report.id, &identity, &audit, SystemTime::now())
+        if let Some(record) =
+            ViolationRecord::audited(&self.report.id, &identity, &audit, SystemTime::now())
             && let Ok(value) = serde_json::to_value(&record)
         {
             self.report.drifted.push(value);
@@ -103,8 +108,8 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             let loaded = offline::load_rules(&rules.rules, &rules.tiers)?;
             let namespaces = offline::load_namespaces(rules.namespace_file.as_deref())?;
             let mut run = Run::new(&loaded.set, &namespaces, &plan.managers, namespace.clone());
-            for file in drift_api::audit::object_files(files)? {
-                for object in drift_api::audit::read_objects(&file)? {
+            for file in drift_load::files(files, drift_load::YAML_OR_JSON)? {
+                for object in drift_load::read_documents(&file)? {
                     if namespace
                         .as_deref()
                         .is_some_and(|n| n != namespace_of(&object))
@@ -112,7 +117,7 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
                         continue;
                     }
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                    run.judge(&object, &drift_api::audit::plural_of(kind));
+                    run.judge(&object, &drift_engine::manifests::resource_of(kind));
                 }
             }
             run.report
