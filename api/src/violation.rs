@@ -436,37 +436,7 @@ impl ViolationsQuery {
     }
 }
 
-/// Parses an RFC 3339 time: `Z` or a numeric offset up to ±23:59 is required (jiff alone
-/// would also take a time without offset, or offsets RFC 3339 does not allow).
-pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let text = text.trim();
-    let has_offset = text.ends_with(['Z', 'z'])
-        || text
-            .len()
-            .checked_sub(6)
-            .and_then(|at| text.get(at..))
-            .is_some_and(|offset| {
-                let b = offset.as_bytes();
-                matches!(b[0], b'+' | b'-')
-                    && b[3] == b':'
-                    && [b[1], b[2], b[4], b[5]].iter().all(u8::is_ascii_digit)
-                    && (b[1] - b'0') * 10 + (b[2] - b'0') <= 23
-                    && (b[4] - b'0') * 10 + (b[5] - b'0') <= 59
-            });
-    if !has_offset {
-        return None;
-    }
-    let timestamp: jiff::Timestamp = text.parse().ok()?;
-    Some(SystemTime::from(timestamp))
-}
-
-/// Formats a time as RFC 3339 in UTC with microseconds, as records carry it.
-pub fn format_rfc3339(time: SystemTime) -> String {
-    match jiff::Timestamp::try_from(time) {
-        Ok(timestamp) => format!("{timestamp:.6}"),
-        Err(_) => "1970-01-01T00:00:00.000000Z".to_owned(),
-    }
-}
+pub use drift_engine::time::{format_rfc3339, parse_rfc3339};
 
 #[cfg(test)]
 mod tests {
@@ -490,8 +460,14 @@ mod tests {
                 "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"replicas\":2}}"}},
             "spec": {"replicas": 5}
         });
-        let audit =
-            drift_engine::audit::audit_object(&rules, &namespaces, &object, &managers).unwrap();
+        let audit = drift_engine::audit::audit_object(
+            &rules,
+            &namespaces,
+            &object,
+            &managers,
+            SystemTime::UNIX_EPOCH,
+        )
+        .unwrap();
         let mut counts = crate::status::AuditCounts::default();
         counts.add(&audit);
         assert_eq!((counts.drifted, counts.total()), (1, 1));

@@ -46,7 +46,12 @@ fn main() -> anyhow::Result<()> {
             "agent" => {
                 let parsed = parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?;
                 let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
-                let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+                let evaluation = evaluate(
+                    &rules,
+                    &request,
+                    &Context::at(std::time::SystemTime::UNIX_EPOCH),
+                    Detail::Verdict,
+                );
                 evaluation
                     .response(&request.uid)
                     .into_review(parsed.version)

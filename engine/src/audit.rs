@@ -34,7 +34,8 @@
 //! spec: {replicas: 5, strategy: {type: RollingUpdate}}
 //! "#;
 //! let managers: Vec<String> = DEFAULT_DRIFT_MANAGERS.iter().map(|m| m.to_string()).collect();
-//! let context = AuditContext { namespace_mode: None, drift_managers: &managers };
+//! let now = std::time::SystemTime::now();
+//! let context = AuditContext { namespace_mode: None, drift_managers: &managers, now };
 //! for object in parse_documents(live, "live.yaml").unwrap() {
 //!     if !drift_engine::audit::is_selected(&rules, &object) {
 //!         continue;
@@ -46,10 +47,12 @@
 //! ```
 
 use std::borrow::Cow;
+use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
 use crate::baseline::{self, BaselineError, LAST_APPLIED_ANNOTATION};
+use crate::bypass::{Bypass, BypassEnd, BypassRefusal, read_bypass};
 use crate::diff::{self, Change, ChangeKind, Coverage, field};
 use crate::evaluation::{
     self, Comparison, Considered, Detail, IgnoredModeAnnotation, ImperativeEdit, JudgedChange,
@@ -81,6 +84,8 @@ pub struct AuditContext<'a> {
     pub namespace_mode: Option<&'a str>,
     /// Field managers whose `Update`s are imperative edits (`--audit-drift-managers`).
     pub drift_managers: &'a [String],
+    /// When the run judges the object: a bypass end is compared with it.
+    pub now: SystemTime,
 }
 
 /// One audited object.
@@ -91,6 +96,26 @@ pub struct Audit<'a> {
     /// The winning rule and the mode it applies, when a rule matched.
     pub matched: Option<AuditMatch<'a>>,
     pub result: AuditResult<'a>,
+    /// The winning rule's bypass annotation, when the object carries it: honoured (the object
+    /// is skipped) or not (it is judged, and an expired bypass is where forgotten drift shows).
+    pub bypass: Option<BypassFinding<'a>>,
+}
+
+/// A bypass annotation the audit found, and who set it (reference §8 step 1).
+#[derive(Debug, Clone)]
+pub struct BypassFinding<'a> {
+    /// What the value means at the run's time.
+    pub read: Result<Bypass, BypassRefusal>,
+    /// The managedFields entry that owns the annotation: its manager, and since when (its
+    /// `time`, when it has one).
+    pub set_by: Option<ImperativeEdit<'a>>,
+}
+
+impl BypassFinding<'_> {
+    /// How the metric counts it.
+    pub fn end(&self) -> BypassEnd {
+        BypassEnd::of(&self.read)
+    }
 }
 
 /// The rule an object is judged under.
@@ -139,7 +164,7 @@ pub enum SkipReason {
     NoMatchingRule,
     /// `metadata.deletionTimestamp` is set.
     BeingDeleted,
-    /// The rule's bypass annotation is `true`.
+    /// The rule's bypass annotation is honoured ([`Audit::bypass`] says until when).
     Bypassed,
     /// The effective mode is `off`.
     ModeOff,
@@ -297,6 +322,7 @@ pub fn audit_object<'a>(
     namespaces: &'a Namespaces,
     object: &'a Value,
     drift_managers: &'a [String],
+    now: SystemTime,
 ) -> Option<Audit<'a>> {
     if !is_selected(rules, object) {
         return None;
@@ -310,6 +336,7 @@ pub fn audit_object<'a>(
             .get(namespace)
             .and_then(|n| n.mode_annotation.as_deref()),
         drift_managers,
+        now,
     };
     Some(audit(rules, object, &context, Detail::Verdict))
 }
@@ -371,6 +398,7 @@ pub fn audit<'a>(
         considered: Vec::new(),
         matched: None,
         result: AuditResult::Skipped(why),
+        bypass: None,
     };
     let Some((group, kind)) = group_kind(object) else {
         return skipped(SkipReason::NoKind);
@@ -391,14 +419,24 @@ pub fn audit<'a>(
             considered,
             matched: None,
             result: AuditResult::Skipped(SkipReason::NoMatchingRule),
+            bypass: None,
         };
     };
     let (mode, mode_source, ignored_mode_annotation) =
         evaluation::effective_mode(rule, context.namespace_mode, namespace);
-    let bypass_value = evaluation::annotation(object, &rule.bypass);
-    let result = match evaluation::settle_before_diff(object, bypass_value.as_deref(), mode) {
+    let bypass = evaluation::annotation(object, &rule.bypass).map(|value| BypassFinding {
+        read: read_bypass(&value, context.now, rule.max_bypass),
+        set_by: managed::annotation_owner(object, &rule.bypass).map(|(manager, time)| {
+            ImperativeEdit {
+                manager: Cow::Borrowed(manager),
+                time: time.map(Cow::Borrowed),
+            }
+        }),
+    });
+    let read = bypass.as_ref().map(|b| &b.read);
+    let result = match evaluation::settle_before_diff(object, read, mode) {
         Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),
-        Some(Settled::Bypassed) => AuditResult::Skipped(SkipReason::Bypassed),
+        Some(Settled::Bypassed(_)) => AuditResult::Skipped(SkipReason::Bypassed),
         Some(_) => AuditResult::Skipped(SkipReason::ModeOff),
         None => compare(rule, object, context.drift_managers),
     };
@@ -411,6 +449,7 @@ pub fn audit<'a>(
             ignored_mode_annotation,
         }),
         result,
+        bypass,
     }
 }
 

@@ -58,6 +58,9 @@ fn set_image_entry() -> Value {
             "k:{\"name\":\"app\"}": {"f:image": {}}}}}}}})
 }
 
+/// The time the tests' runs judge at.
+const NOW: std::time::SystemTime = std::time::SystemTime::UNIX_EPOCH;
+
 fn run<'a>(rules: &'a RuleSet, object: &'a Value, managers: &'a [String]) -> Audit<'a> {
     audit(
         rules,
@@ -65,6 +68,7 @@ fn run<'a>(rules: &'a RuleSet, object: &'a Value, managers: &'a [String]) -> Aud
         &AuditContext {
             namespace_mode: None,
             drift_managers: managers,
+            now: NOW,
         },
         Detail::Verdict,
     )
@@ -196,6 +200,7 @@ fn matching_mode_and_tiers_are_those_of_admission() {
         &AuditContext {
             namespace_mode: Some("warn"),
             drift_managers: &managers,
+            now: NOW,
         },
         Detail::Verdict,
     );
@@ -379,6 +384,7 @@ fn an_invalid_mode_annotation_is_ignored_and_reported() {
         &AuditContext {
             namespace_mode: Some("loud"),
             drift_managers: &managers,
+            now: NOW,
         },
         Detail::Full,
     );
@@ -593,13 +599,13 @@ fn the_namespace_mode_applies_and_unselected_objects_are_not_judged() {
     .unwrap();
     let namespaces = crate::manifests::namespaces(&documents);
     let object = declared("nginx:1", 5);
-    let audit = audit_object(&rules, &namespaces, &object, &[]).unwrap();
+    let audit = audit_object(&rules, &namespaces, &object, &[], NOW).unwrap();
     assert_eq!(audit.result_label(), "skipped");
     let unannotated = crate::manifests::Namespaces::new();
-    let audit = audit_object(&rules, &unannotated, &object, &[]).unwrap();
+    let audit = audit_object(&rules, &unannotated, &object, &[], NOW).unwrap();
     assert_eq!(audit.result_label(), "no_baseline");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
-    assert!(audit_object(&rules, &namespaces, &pod, &[]).is_none());
+    assert!(audit_object(&rules, &namespaces, &pod, &[], NOW).is_none());
 }
 
 #[test]
@@ -611,5 +617,88 @@ fn resources_of_a_list() {
             (String::new(), "pods".to_owned()),
             (String::new(), "services".to_owned())
         ]
+    );
+}
+
+#[test]
+fn bypasses_are_listed_and_an_expired_one_no_longer_hides_drift() {
+    let rules = rules(&[("web", WEB)]);
+    let now = crate::time::parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
+    let context = |managers| AuditContext {
+        namespace_mode: None,
+        drift_managers: managers,
+        now,
+    };
+    let managers = managers();
+    let annotated = |value: &str| {
+        let mut object = live(
+            &declared("web:1", 2),
+            "web:2",
+            2,
+            json!([
+                {"manager": "kubectl-annotate", "operation": "Update", "time": "2026-12-04T08:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}},
+                {"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-12-01T08:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/last-applied-configuration": {}}}}}
+            ]),
+        );
+        object["metadata"]["annotations"]["drift-sentinel.k8s.io/bypass"] = json!(value);
+        object
+    };
+    // (value, result, end label, what the finding says)
+    let cases = [
+        (
+            "true",
+            "skipped",
+            "none",
+            "bypass without an end (set by kubectl-annotate at 2026-12-04T08:00:00Z)",
+        ),
+        (
+            "2026-12-04T16:00:00Z",
+            "skipped",
+            "active",
+            "bypass until 2026-12-04T16:00:00Z, in 4h (set by kubectl-annotate at 2026-12-04T08:00:00Z)",
+        ),
+        (
+            "2026-12-04T12:00:00Z",
+            "drifted",
+            "expired",
+            "no bypass: its end 2026-12-04T12:00:00Z passed 0s ago (set by kubectl-annotate at 2026-12-04T08:00:00Z)",
+        ),
+        (
+            "someday",
+            "drifted",
+            "not-honoured",
+            "no bypass: \"someday\" is neither",
+        ),
+    ];
+    for (value, result, end, says) in cases {
+        let object = annotated(value);
+        let audit = audit(&rules, &object, &context(&managers), Detail::Verdict);
+        assert_eq!(audit.result_label(), result, "{value}: {}", audit.reason());
+        let finding = audit.bypass.as_ref().expect("the bypass is found");
+        assert_eq!(finding.end().as_str(), end, "{value}");
+        assert!(finding.to_string().starts_with(says), "{value}: {finding}");
+        if result == "drifted" {
+            // The drift made under the bypass shows once it is none, and the reason says why.
+            assert_eq!(
+                audit.drift().unwrap().denied,
+                ["spec.template.spec.containers[0].image"]
+            );
+            assert!(
+                audit
+                    .reason()
+                    .contains("; annotation drift-sentinel.k8s.io/bypass is no bypass: "),
+                "{}",
+                audit.reason()
+            );
+        }
+    }
+    // No annotation: nothing to list.
+    let object = live(&declared("web:1", 2), "web:2", 2, json!([]));
+    assert!(
+        audit(&rules, &object, &context(&managers), Detail::Verdict)
+            .bypass
+            .is_none()
     );
 }

@@ -5,9 +5,11 @@
 //! (see [`crate::message`] for the texts); none of them decides anything again.
 
 use std::borrow::Cow;
+use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
+use crate::bypass::{Bypass, BypassRefusal, read_bypass};
 use crate::comparison::Judging;
 pub use crate::comparison::{
     Comparison, ImperativeEdit, JudgedChange, MAX_KEPT_CHANGES, Violation,
@@ -17,14 +19,28 @@ use crate::json::{Document, Node, Shape};
 use crate::review::AdmissionRequest;
 use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet, Tier};
 
-/// What the cluster knows besides the request: the namespace's mode annotation and, for
-/// `/scale`, the parent object's labels.
-#[derive(Debug, Clone, Copy, Default)]
+/// What the cluster knows besides the request: the namespace's mode annotation, for
+/// `/scale` the parent object's labels, and the time the request is judged at (the one clock,
+/// passed in: the engine reads none).
+#[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// Value of `drift-sentinel.k8s.io/mode` on the request's namespace, if any.
     pub namespace_mode: Option<&'a str>,
     /// Labels of the object a `/scale` request scales, when known.
     pub parent_labels: Option<&'a Map<String, Value>>,
+    /// When the request is judged: a bypass end is compared with it.
+    pub now: SystemTime,
+}
+
+impl Context<'_> {
+    /// A request judged at `now`, with no namespace annotation and no parent labels.
+    pub fn at(now: SystemTime) -> Self {
+        Context {
+            namespace_mode: None,
+            parent_labels: None,
+            now,
+        }
+    }
 }
 
 /// How much an evaluation finds out.
@@ -114,6 +130,8 @@ pub struct Matched<'a> {
     pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
     /// The value of the rule's bypass annotation on the new object, when present.
     pub bypass_value: Option<Cow<'a, str>>,
+    /// What that value means at the request's time (step 4): a bypass, or why it is none.
+    pub bypass: Option<Result<Bypass, BypassRefusal>>,
     pub settled: Settled<'a>,
 }
 
@@ -141,8 +159,8 @@ pub enum Settled<'a> {
     UserExempt,
     /// Step 3: the old object is being deleted.
     BeingDeleted,
-    /// Step 4: the bypass annotation is `true`.
-    Bypassed,
+    /// Step 4: the bypass annotation is honoured.
+    Bypassed(Bypass),
     /// Step 5: mode `off` allows without diffing.
     ModeOff,
     /// Steps 6–9: the objects were compared.
@@ -217,7 +235,7 @@ impl<'a> Evaluation<'a> {
                 Settled::UserNotInScope => Step::UserNotInScope,
                 Settled::UserExempt => Step::UserExempt,
                 Settled::BeingDeleted => Step::BeingDeleted,
-                Settled::Bypassed => Step::Bypassed,
+                Settled::Bypassed(_) => Step::Bypassed,
                 Settled::ModeOff => Step::ModeOff,
                 Settled::Compared(c) if c.violation.is_some() => Step::Violation,
                 Settled::Compared(c) if c.changed_count == 0 => Step::NoChanges,
@@ -427,11 +445,11 @@ pub(crate) fn effective_mode<'a>(
     }
 }
 
-/// Steps 3–5, shared by admission and the audit: an object being deleted, the bypass
-/// annotation set to `true`, and mode `off` each settle before anything is compared.
+/// Steps 3–5, shared by admission and the audit: an object being deleted, an honoured bypass
+/// and mode `off` each settle before anything is compared.
 pub(crate) fn settle_before_diff<'v, N: Node<'v>>(
     object: N,
-    bypass_value: Option<&str>,
+    bypass: Option<&Result<Bypass, BypassRefusal>>,
     mode: Mode,
 ) -> Option<Settled<'static>> {
     let deleting = object
@@ -441,8 +459,8 @@ pub(crate) fn settle_before_diff<'v, N: Node<'v>>(
     if deleting {
         return Some(Settled::BeingDeleted);
     }
-    if bypass_value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-        return Some(Settled::Bypassed);
+    if let Some(Ok(bypass)) = bypass {
+        return Some(Settled::Bypassed(*bypass));
     }
     if mode == Mode::Off {
         return Some(Settled::ModeOff);
@@ -532,13 +550,16 @@ pub fn evaluate<'a, O: Document>(
     let (mode, mode_source, ignored_mode_annotation) =
         effective_mode(rule, context.namespace_mode, request.namespace());
     let bypass_value = annotation(new, &rule.bypass);
+    let bypass = bypass_value
+        .as_deref()
+        .map(|value| read_bypass(value, context.now, rule.max_bypass));
     let objects = Objects { old, new };
     let settled = settle(
         rule,
         &request.user_info.username,
         objects,
         mode,
-        bypass_value.as_deref(),
+        bypass.as_ref(),
         target.scale,
         detail,
     );
@@ -550,6 +571,7 @@ pub fn evaluate<'a, O: Document>(
             mode_source,
             ignored_mode_annotation,
             bypass_value,
+            bypass,
             settled,
         }),
         rendered_reason: std::sync::OnceLock::new(),
@@ -569,7 +591,7 @@ fn settle<'a, N: Node<'a>>(
     user: &str,
     objects: Objects<N>,
     mode: Mode,
-    bypass_value: Option<&str>,
+    bypass: Option<&Result<Bypass, BypassRefusal>>,
     scale: bool,
     detail: Detail,
 ) -> Settled<'a> {
@@ -581,7 +603,7 @@ fn settle<'a, N: Node<'a>>(
         return Settled::UserExempt;
     }
     // 3–5. Deletion in progress, bypass, mode off.
-    if let Some(settled) = settle_before_diff(objects.old, bypass_value, mode) {
+    if let Some(settled) = settle_before_diff(objects.old, bypass, mode) {
         return settled;
     }
     // 6–9. Scope and diff; each change judged as it is found; the violation. Only what an

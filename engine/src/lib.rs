@@ -3,12 +3,14 @@
 //! Data in, evaluation out: rule YAML is compiled once into a [`RuleSet`]; each admission
 //! request is judged by [`evaluate`] against it, and everything else — the admission
 //! response ([`message`]), the agent's log, metrics and records, the plugin's screens — renders
-//! that one [`Evaluation`]. No I/O, no clock, no async, no globals — the
+//! that one [`Evaluation`]. No I/O, no clock (the time a request is judged at is passed in), no
+//! async, no globals — the
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
 
 pub mod apply;
 pub mod audit;
 mod baseline;
+pub mod bypass;
 mod comparison;
 pub mod diff;
 pub mod evaluation;
@@ -22,6 +24,7 @@ pub mod nesting;
 mod path;
 pub mod review;
 pub mod rule;
+pub mod time;
 pub mod truncate;
 
 pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};

@@ -71,6 +71,31 @@ pub fn imperative_fields<'v, S: AsRef<str>>(
     out
 }
 
+/// Who last wrote the annotation `key` of `object`, by any operation: the managedFields entry
+/// that owns `metadata.annotations[key]` (the latest by `time` when several share it). How the
+/// audit tells since when an object is bypassed.
+pub fn annotation_owner<'v>(object: &'v Value, key: &str) -> Option<(&'v str, Option<&'v str>)> {
+    let entries = field(object, "metadata")
+        .and_then(|m| field(m, "managedFields"))
+        .and_then(Value::as_array)?;
+    let owned_key = format!("f:{key}");
+    entries
+        .iter()
+        .filter(|entry| {
+            field(entry, "fieldsV1")
+                .and_then(|set| field(set, "f:metadata"))
+                .and_then(|m| field(m, "f:annotations"))
+                .and_then(|a| field(a, &owned_key))
+                .is_some()
+        })
+        .filter_map(|entry| {
+            let manager = field(entry, "manager").and_then(Value::as_str)?;
+            Some((manager, field(entry, "time").and_then(Value::as_str)))
+        })
+        // RFC 3339 times in UTC, as the API server writes them, order as text.
+        .max_by(|a, b| a.1.cmp(&b.1))
+}
+
 fn walk(
     set: &Map<String, Value>,
     live: &Value,

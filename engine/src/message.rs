@@ -7,14 +7,16 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::audit::{Audit, AuditComparison, AuditResult, AuditedObject};
+use crate::audit::{Audit, AuditComparison, AuditResult, AuditedObject, BypassFinding};
 use crate::baseline::LAST_APPLIED_ANNOTATION;
+use crate::bypass::{Bypass, BypassRefusal};
 use crate::evaluation::{
-    BadRequest, Comparison, Evaluation, ImperativeEdit, JudgedChange, NoMatch, Outcome, Step,
-    Verdict, Violation,
+    BadRequest, Comparison, Evaluation, ImperativeEdit, JudgedChange, NoMatch, Outcome, Settled,
+    Step, Verdict, Violation,
 };
 use crate::review::{AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION};
+use crate::time::{format_rfc3339_seconds, human_duration};
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
@@ -48,6 +50,7 @@ pub(crate) fn violation_reason(
     comparison: &Comparison<'_>,
     violation: &Violation,
     prefix: &str,
+    refused_bypass: Option<&BypassRefusal>,
 ) -> String {
     let (judged, denied) = (&comparison.changes, &violation.denied);
     let (denied_count, uncovered_count) = (violation.denied_count, comparison.uncovered_count);
@@ -69,12 +72,96 @@ pub(crate) fn violation_reason(
     if remaining > 0 {
         let _ = write!(message, "; and {remaining} more");
     }
+    if let Some(refusal) = refused_bypass {
+        let _ = write!(
+            message,
+            "; annotation {} is no bypass: {refusal}",
+            rule.bypass
+        );
+    }
     let _ = write!(
         message,
-        "; rule {} allows changes only to: {}; to bypass, set annotation {}: \"true\" on the object",
-        rule.id, rule.mutable_text, rule.bypass
+        "; rule {} allows changes only to: {}; {}",
+        rule.id,
+        rule.mutable_text,
+        bypass_hint(rule)
     );
     truncate_bytes(&message, MAX_TEXT_BYTES)
+}
+
+/// How to bypass a rule for a while (the end of every violation reason).
+fn bypass_hint(rule: &CompiledRule) -> String {
+    match rule.max_bypass {
+        Some(max) => format!(
+            "to bypass, set annotation {} to an RFC 3339 end at most {} ahead (kubectl drift bypass KIND/NAME --for DURATION)",
+            rule.bypass,
+            human_duration(max)
+        ),
+        None => format!(
+            "to bypass, set annotation {} to an RFC 3339 end (kubectl drift bypass KIND/NAME --for DURATION), or \"true\" for no end",
+            rule.bypass
+        ),
+    }
+}
+
+/// Why a bypass annotation is not honoured, for reasons and warnings.
+impl std::fmt::Display for BypassRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BypassRefusal::Expired { end, now } => write!(
+                f,
+                "its end {} passed {} ago",
+                format_rfc3339_seconds(*end),
+                human_duration(now.duration_since(*end).unwrap_or_default())
+            ),
+            BypassRefusal::Invalid { value } => write!(
+                f,
+                "{value:?} is neither \"true\" nor an RFC 3339 time such as 2026-12-10T18:00:00Z"
+            ),
+            BypassRefusal::NoEndUnderMax { max } => write!(
+                f,
+                "\"true\" has no end, and the rule's maxBypass allows at most {} ahead",
+                human_duration(*max)
+            ),
+            BypassRefusal::BeyondMax { end, now, max } => write!(
+                f,
+                "its end {} is {} ahead, more than the rule's maxBypass of {}",
+                format_rfc3339_seconds(*end),
+                human_duration(end.duration_since(*now).unwrap_or_default()),
+                human_duration(*max)
+            ),
+        }
+    }
+}
+
+/// `bypass until 2026-12-10T18:00:00Z, in 2d4h` or `bypass without an end`.
+impl std::fmt::Display for Bypass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.end, self.remaining()) {
+            (Some(end), Some(left)) => write!(
+                f,
+                "bypass until {}, in {}",
+                format_rfc3339_seconds(end),
+                human_duration(left)
+            ),
+            _ => f.write_str("bypass without an end"),
+        }
+    }
+}
+
+/// A bypass the audit found: `bypass until …, in 4h (set by kubectl-annotate at T)`, or why it
+/// is none.
+impl std::fmt::Display for BypassFinding<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.read {
+            Ok(bypass) => write!(f, "{bypass}")?,
+            Err(refusal) => write!(f, "no bypass: {refusal}")?,
+        }
+        match &self.set_by {
+            Some(edit) => write!(f, " (set by {edit})"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The audit's finding (SPEC §8): the drifted paths and values as a violation reason shows
@@ -84,6 +171,7 @@ pub(crate) fn drift_reason(
     rule: &CompiledRule,
     compared: &AuditComparison<'_>,
     violation: &Violation,
+    refused_bypass: Option<&BypassRefusal>,
 ) -> String {
     let prefix = match &compared.baseline_rewritten_by {
         None => DRIFT_PREFIX.to_owned(),
@@ -92,7 +180,13 @@ pub(crate) fn drift_reason(
             LAST_APPLIED_ANNOTATION
         ),
     };
-    violation_reason(rule, &compared.comparison, violation, &prefix)
+    violation_reason(
+        rule,
+        &compared.comparison,
+        violation,
+        &prefix,
+        refused_bypass,
+    )
 }
 
 impl JudgedChange<'_> {
@@ -141,7 +235,12 @@ impl Audit<'_> {
             }
             AuditResult::Clean(_) => "only mutable fields drifted".to_owned(),
             AuditResult::Drifted(c) => match (self.rule(), &c.comparison.violation) {
-                (Some(rule), Some(violation)) => drift_reason(rule, c, violation),
+                (Some(rule), Some(violation)) => drift_reason(
+                    rule,
+                    c,
+                    violation,
+                    self.bypass.as_ref().and_then(|b| b.read.as_ref().err()),
+                ),
                 _ => String::new(),
             },
         }
@@ -171,7 +270,13 @@ impl Evaluation<'_> {
                 (Some(matched), Some(comparison), Some(violation)) => self
                     .rendered_reason
                     .get_or_init(|| {
-                        violation_reason(matched.rule, comparison, violation, VIOLATION_PREFIX)
+                        violation_reason(
+                            matched.rule,
+                            comparison,
+                            violation,
+                            VIOLATION_PREFIX,
+                            matched.bypass.as_ref().and_then(|b| b.as_ref().err()),
+                        )
                     })
                     .clone(),
                 _ => self.step().reason().to_owned(),
@@ -187,7 +292,9 @@ impl Evaluation<'_> {
         }
     }
 
-    /// The warnings kubectl shows: a warn-mode violation (first), and an ignored namespace
+    /// The warnings kubectl shows: a warn-mode violation (first); the bypass that allowed the
+    /// edit and when it ends, or, on an allowed edit, why the bypass annotation is none (a
+    /// bypass is meant to end: whoever set it sees so on every edit); and an ignored namespace
     /// mode annotation.
     pub fn warnings(&self) -> Vec<String> {
         let Some(matched) = self.matched() else {
@@ -196,6 +303,21 @@ impl Evaluation<'_> {
         let mut warnings = Vec::new();
         if self.verdict() == Some(Verdict::Warned) {
             warnings.push(truncate_bytes(&self.reason(), MAX_WARNING_BYTES));
+        }
+        let bypass_warning = match (&matched.settled, &matched.bypass) {
+            (Settled::Bypassed(bypass), _) => Some(format!(
+                "Drift Sentinel: {bypass}: rule {} does not judge edits of this object while annotation {} is set",
+                matched.rule.id, matched.rule.bypass
+            )),
+            // A denial's reason says it already.
+            (_, Some(Err(refusal))) if self.allowed() && !self.is_violation() => Some(format!(
+                "Drift Sentinel: annotation {} is no bypass: {refusal}; rule {} judges edits of this object",
+                matched.rule.bypass, matched.rule.id
+            )),
+            _ => None,
+        };
+        if let Some(warning) = bypass_warning {
+            warnings.push(truncate_bytes(&warning, MAX_WARNING_BYTES));
         }
         if let Some(ignored) = matched.ignored_mode_annotation {
             let warning = format!(

@@ -362,6 +362,8 @@ pub struct CompiledRule {
     pub exclude: Vec<PathPattern>,
     pub mutable: Vec<PathPattern>,
     pub bypass: String,
+    /// `maxBypass`: how far after a request a bypass may end; with it, `true` is no bypass.
+    pub max_bypass: Option<std::time::Duration>,
     /// Cluster rule or namespace rule (decided by [`TierPolicy`] when the set is built).
     pub tier: Tier,
     /// The diff scope: `include`, then system fields, `exclude` and the bypass annotation skipped.

@@ -63,6 +63,7 @@ fn defaults() {
     .unwrap();
     assert_eq!(rule.priority, 0);
     assert_eq!(rule.bypass, DEFAULT_BYPASS_ANNOTATION);
+    assert_eq!(rule.max_bypass, None);
     assert!(rule.matches_kind("", "Deployment"));
     assert!(!rule.matches_kind("apps", "Deployment"));
     assert!(
@@ -169,6 +170,30 @@ fn invalid_rules_table() {
             "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nbypass: ''\n",
             "bypass",
             "non-empty",
+            Some(4),
+        ),
+        (
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmaxBypass: soon\n",
+            "maxBypass",
+            "is not a duration like 72h",
+            Some(4),
+        ),
+        (
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmaxBypass: 0s\n",
+            "maxBypass",
+            "not longer than zero",
+            Some(4),
+        ),
+        (
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmaxBypass: 500ms\n",
+            "maxBypass",
+            "whole number of seconds",
+            Some(4),
+        ),
+        (
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmaxBypass: [72h]\n",
+            "maxBypass",
+            "invalid type",
             Some(4),
         ),
         (
@@ -309,4 +334,24 @@ fn config_map_reading() {
     let missing = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "r1", "annotations": {RULE_ANNOTATION: "true"}}});
     let source = rule_source_from_config_map(&missing, "default", None).unwrap();
     assert_eq!(source.spec, SpecText::Missing);
+}
+
+#[test]
+fn max_bypass_is_a_duration() {
+    for (text, seconds) in [
+        ("72h", 259_200),
+        ("30m", 1_800),
+        ("1h30m", 5_400),
+        ("7d", 604_800),
+    ] {
+        let rule = compile(&source(&format!(
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{{kind: Deployment}}]\nmaxBypass: {text}\n"
+        )))
+        .unwrap();
+        assert_eq!(
+            rule.max_bypass,
+            Some(std::time::Duration::from_secs(seconds)),
+            "{text}"
+        );
+    }
 }

@@ -85,8 +85,18 @@ fn judged(evaluation: &Evaluation<'_>) -> Vec<(String, bool)> {
 fn check_bounded(body: &str, rules: &RuleSet) -> Result<(), TestCaseError> {
     let raw = parse_review_raw(body.as_bytes()).expect("review");
     let request: AdmissionRequest<_> = raw.request.expect("request");
-    let bounded = evaluate(rules, &request, &Context::default(), Detail::Verdict);
-    let full = evaluate(rules, &request, &Context::default(), Detail::Full);
+    let bounded = evaluate(
+        rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
+    let full = evaluate(
+        rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Full,
+    );
     let all = judged(&full);
     // The first changes and the first uncovered ones, each change once.
     let mut kept: Vec<usize> = (0..all.len()).take(MAX_KEPT_CHANGES).collect();
@@ -126,7 +136,12 @@ fn two_hundred_thousand_changed_args_keep_a_bounded_answer() {
     let raw = parse_review_raw(body.as_bytes()).expect("review");
     let request = raw.request.expect("request");
     let rules = rules();
-    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     let comparison = evaluation.comparison().expect("compared");
     assert_eq!(comparison.changed_count, 200_000);
     assert!(comparison.changes.len() <= 2 * MAX_KEPT_CHANGES);
@@ -172,7 +187,12 @@ fn a_path_changed_twice_is_one_denied_path() {
     let raw = parse_review_raw(body.as_bytes()).expect("review");
     let request = raw.request.expect("request");
     let rules = rules();
-    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     let comparison = evaluation.comparison().expect("compared");
     assert_eq!(comparison.changed_count, 2);
     assert_eq!(evaluation.violation().expect("violation").denied_count, 1);

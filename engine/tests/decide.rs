@@ -2,62 +2,13 @@
 
 use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{
-    Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, Verdict, evaluate,
-};
+use drift_engine::{Context, Detail, RuleSet, RuleSource, Step, Verdict, evaluate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn rule(namespace: &str, name: &str, spec: &str) -> RuleSource {
-    RuleSource {
-        id: RuleId {
-            namespace: namespace.into(),
-            name: name.into(),
-        },
-        spec: SpecText::Yaml(spec.into()),
-        origin: None,
-    }
-}
-
-fn deployment(image: &str, replicas: i64) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": "web", "namespace": "prod", "labels": {"app": "web", "team": "a"},
-            "resourceVersion": "10", "generation": 3, "uid": "u-1",
-            "managedFields": [{"manager": "kubectl"}]
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "app", "image": image, "ports": [{"containerPort": 80}]}]}
-            }
-        },
-        "status": {"replicas": replicas}
-    })
-}
-
-fn update(old: Value, new: Value) -> AdmissionRequest {
-    let namespace = new["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned();
-    serde_json::from_value(json!({
-        "uid": "req-1",
-        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "name": "web",
-        "namespace": namespace,
-        "operation": "UPDATE",
-        "userInfo": {"username": "alice"},
-        "object": new,
-        "oldObject": old,
-    }))
-    .expect("test request")
-}
+#[path = "common/requests.rs"]
+mod requests;
+use requests::{deployment, rule, update};
 
 const IMAGE_ONLY: &str = r#"
 mode: enforce
@@ -274,6 +225,8 @@ fn decision_table() {
         },
         Case {
             step: Step::Bypassed,
+            // "bypass without an end"
+            warnings: 1,
             ..base("bypass annotation", IMAGE_ONLY, bypass)
         },
         Case {
@@ -337,6 +290,7 @@ fn decision_table() {
         let context = Context {
             namespace_mode: case.namespace_mode,
             parent_labels: None,
+            now: std::time::SystemTime::UNIX_EPOCH,
         };
         let decision = evaluate(&rules, &case.request, &context, Detail::Verdict);
         assert_eq!(
@@ -409,7 +363,12 @@ fn violation_message_and_response_shapes() {
         .unwrap()
         .insert(0, json!({"name": "sidecar", "image": "envoy"}));
     let request = update(deployment("nginx:1", 3), new);
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(
         decision.denied_paths(),
         ["spec.replicas", "spec.template.spec.containers[0]"]
@@ -455,7 +414,12 @@ fn values_in_messages_are_truncated_and_counted() {
         new["metadata"]["annotations"][format!("k{i:02}")] = json!("y".repeat(200));
     }
     let request = update(old, new);
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(decision.denied_paths().len(), 15);
     assert!(
         decision.reason().contains("and 5 more"),
@@ -518,7 +482,12 @@ fn priority_and_tie_breaks() {
     ];
     for (sources, want) in cases {
         let rules = RuleSet::build(sources);
-        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        let decision = evaluate(
+            &rules,
+            &request,
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
+            Detail::Verdict,
+        );
         assert_eq!(
             decision.rule().map(|r| r.id.to_string()).as_deref(),
             Some(want)
@@ -541,7 +510,12 @@ fn users_rule_wins_the_match_without_fall_through() {
         ),
     ]);
     let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(decision.step(), Step::UserNotInScope);
     assert_eq!(decision.rule().unwrap().id.name, "scoped");
     assert_eq!(decision.reason(), "user not in scoped user list");
@@ -552,7 +526,12 @@ fn malformed_update_objects_are_bad_requests() {
     let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
     let mut request = update(deployment("a", 1), deployment("a", 1));
     request.old_object = Some(json!("nope"));
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(decision.step(), Step::BadRequest);
     let response = decision.response("x");
     assert!(!response.allowed);
@@ -562,7 +541,15 @@ fn malformed_update_objects_are_bad_requests() {
     // Other operations are allowed whatever their objects.
     request.operation = "DELETE".into();
     request.object = None;
-    assert!(evaluate(&rules, &request, &Context::default(), Detail::Verdict).allowed());
+    assert!(
+        evaluate(
+            &rules,
+            &request,
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
+            Detail::Verdict
+        )
+        .allowed()
+    );
 }
 
 fn scale_request(old: i64, new: i64) -> AdmissionRequest {
@@ -583,14 +570,19 @@ fn scale_request(old: i64, new: i64) -> AdmissionRequest {
 fn scale_subresource_is_a_replicas_change_of_the_parent() {
     let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
     let request = scale_request(3, 5);
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(decision.step(), Step::Violation);
     assert_eq!(decision.denied_paths(), ["spec.replicas"]);
     assert_eq!(
         evaluate(
             &rules,
             &scale_request(3, 3),
-            &Context::default(),
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
             Detail::Verdict
         )
         .step(),
@@ -607,7 +599,7 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         evaluate(
             &mutable,
             &scale_request(3, 5),
-            &Context::default(),
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
             Detail::Verdict
         )
         .step(),
@@ -624,7 +616,7 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         evaluate(
             &labelled,
             &scale_request(3, 5),
-            &Context::default(),
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
             Detail::Verdict
         )
         .step(),
@@ -634,6 +626,7 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
     let context = Context {
         namespace_mode: None,
         parent_labels: labels.as_object(),
+        now: std::time::SystemTime::UNIX_EPOCH,
     };
     assert_eq!(
         evaluate(&labelled, &scale_request(3, 5), &context, Detail::Verdict).step(),
@@ -646,7 +639,12 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         (target.group.as_ref(), target.kind.as_ref()),
         ("apps", "Deployment")
     );
-    let evaluation = evaluate(&labelled, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &labelled,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert!(matches!(
         evaluation.considered[0].matched,
         Err(Mismatch::ParentLabelsUnknown)
@@ -664,11 +662,21 @@ fn rollout_restart_is_covered_by_descent() {
     new["spec"]["template"]["metadata"]["annotations"] =
         json!({"kubectl.kubernetes.io/restartedAt": "2026-12-02T10:00:00Z"});
     let request = update(deployment("nginx:1", 3), new.clone());
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(decision.step(), Step::OnlyMutable, "{}", decision.reason());
     new["spec"]["template"]["metadata"]["annotations"]["other"] = json!("x");
     let request = update(deployment("nginx:1", 3), new);
-    let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let decision = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(
         decision.denied_paths(),
         ["spec.template.metadata.annotations.other"]
@@ -702,7 +710,7 @@ proptest! {
         );
         let rules = RuleSet::build(vec![rule("ops", "r", &spec)]);
         let request = update(old, new);
-        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        let decision = evaluate(&rules, &request, &Context::at(std::time::SystemTime::UNIX_EPOCH), Detail::Verdict);
         prop_assert!(decision.allowed(), "{}", decision.reason());
         prop_assert!(decision.denied_paths().is_empty());
     }
@@ -713,7 +721,7 @@ proptest! {
         let rules = RuleSet::build(vec![rule("ops", "r", "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n")]);
         let object = deployment(&image, replicas);
         let request = update(object.clone(), object);
-        let decision = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        let decision = evaluate(&rules, &request, &Context::at(std::time::SystemTime::UNIX_EPOCH), Detail::Verdict);
         prop_assert_eq!(decision.step(), Step::NoChanges);
     }
 }
@@ -730,7 +738,12 @@ fn answers_are_bounded_and_denials_are_forbidden() {
         .collect();
     new["metadata"]["labels"] = Value::Object(labels);
     let request = update(deployment("nginx:1", 3), new);
-    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(
         evaluation.denied_paths().len(),
         27,
@@ -763,7 +776,12 @@ fn answers_are_bounded_and_denials_are_forbidden() {
     before["spec"]["template"]["spec"]["containers"][0]["args"] =
         json!((0..200_000).map(|i| format!("b{i}")).collect::<Vec<_>>());
     let request = update(before, big);
-    let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &rules,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     let body = evaluation
         .response("u")
         .into_review(drift_engine::ReviewVersion::V1)
@@ -772,7 +790,7 @@ fn answers_are_bounded_and_denials_are_forbidden() {
     let allowed = evaluate(
         &rules,
         &update(deployment("nginx:1", 3), deployment("nginx:2", 3)),
-        &Context::default(),
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
         Detail::Verdict,
     )
     .response("u");
@@ -820,7 +838,12 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
     // platform's rule matches — not in prod, not even in its own namespace.
     for namespace in ["prod-eu", "team-a"] {
         let request = in_namespace(namespace);
-        let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Full);
+        let evaluation = evaluate(
+            &rules,
+            &request,
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
+            Detail::Full,
+        );
         assert_eq!(evaluation.step(), Step::Violation, "{namespace}");
         assert_eq!(evaluation.rule().unwrap().id.name, "platform");
         let tenant = evaluation
@@ -839,14 +862,24 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
     let mut statefulset = in_namespace("team-a");
     statefulset.kind.kind = "StatefulSet".into();
     statefulset.resource.resource = "statefulsets".into();
-    let evaluation = evaluate(&rules, &statefulset, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &rules,
+        &statefulset,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(
         evaluation.rule().unwrap().id.name,
         "switch-off",
         "the highest namespace rule"
     );
     statefulset.namespace = Some("team-b".into());
-    let evaluation = evaluate(&rules, &statefulset, &Context::default(), Detail::Full);
+    let evaluation = evaluate(
+        &rules,
+        &statefulset,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Full,
+    );
     assert_eq!(evaluation.step(), Step::NoMatchingRule);
     assert!(
         evaluation
@@ -866,6 +899,11 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
         &TierPolicy::cluster_namespaces(&["*"]).unwrap(),
     );
     let request = in_namespace("prod-eu");
-    let evaluation = evaluate(&all, &request, &Context::default(), Detail::Verdict);
+    let evaluation = evaluate(
+        &all,
+        &request,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
     assert_eq!(evaluation.step(), Step::ModeOff);
 }

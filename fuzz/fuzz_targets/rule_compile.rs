@@ -62,11 +62,11 @@ fuzz_target!(|data: &[u8]| {
                     .unwrap_or_else(|e| panic!("{pattern:?} renders as {text:?}: {e}"));
                 assert_eq!(&back, pattern, "{text:?}");
             }
-            let _ = lint(&rule, &LintContext::default());
+            let _ = lint(&rule, &LintContext::at(std::time::SystemTime::UNIX_EPOCH));
             let set = RuleSet::build([source]);
             assert_eq!(set.rules().len(), 1);
             for detail in [Detail::Verdict, Detail::Full] {
-                let evaluation = evaluate(&set, &REQUEST, &Context::default(), detail);
+                let evaluation = evaluate(&set, &REQUEST, &Context::at(std::time::SystemTime::UNIX_EPOCH), detail);
                 let response = evaluation.response("fuzz");
                 assert!(serde_json::to_string(&response).unwrap().len() <= 64 * 1024);
             }

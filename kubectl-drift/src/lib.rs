@@ -124,6 +124,7 @@ pub(crate) fn judge(
     let context = Context {
         namespace_mode,
         parent_labels: None,
+        now: std::time::SystemTime::now(),
     };
     let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
     let verdict = Verdict::of(&evaluation);

@@ -228,6 +228,7 @@ mod tests {
                 &AuditContext {
                     namespace_mode: None,
                     drift_managers: &managers,
+                    now: std::time::SystemTime::UNIX_EPOCH,
                 },
                 Detail::Verdict,
             );
@@ -259,6 +260,7 @@ mod tests {
             &AuditContext {
                 namespace_mode: None,
                 drift_managers: &managers,
+                now: std::time::SystemTime::UNIX_EPOCH,
             },
             Detail::Verdict,
         );

@@ -111,6 +111,7 @@ impl Progress<'_> {
             &snapshot.namespaces,
             object,
             self.managers,
+            SystemTime::now(),
         ) else {
             return Ok(());
         };

@@ -125,7 +125,12 @@ mod tests {
         let body = review(old, new).to_string();
         let parsed = parse_review(body.as_bytes()).unwrap();
         let request = parsed.request.unwrap();
-        let evaluation = evaluate(&rules, &request, &Context::default(), Detail::Verdict);
+        let evaluation = evaluate(
+            &rules,
+            &request,
+            &Context::at(std::time::SystemTime::UNIX_EPOCH),
+            Detail::Verdict,
+        );
         let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_800_000_000_000_001);
         admission_record(&request, &evaluation, at)
             .map(|r| serde_json::from_slice(&r.encode().unwrap()).unwrap())

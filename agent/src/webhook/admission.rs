@@ -231,6 +231,7 @@ fn judge(
     let context = Context {
         namespace_mode,
         parent_labels,
+        now: std::time::SystemTime::now(),
     };
     let evaluation = evaluate(&snapshot.rules, &request, &context, Detail::Verdict);
     let review = evaluation

@@ -47,7 +47,7 @@ fn apply_of_an_image_change_is_allowed_and_of_replicas_denied() {
     assert!(printed.contains(&replicas_denial(2, 5)), "{printed}");
     assert!(
         printed.contains(
-            "; to bypass, set annotation drift-sentinel.k8s.io/bypass: \"true\" on the object"
+            "; to bypass, set annotation drift-sentinel.k8s.io/bypass to an RFC 3339 end (kubectl drift bypass KIND/NAME --for DURATION), or \"true\" for no end"
         ),
         "{printed}"
     );

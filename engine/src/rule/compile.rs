@@ -38,6 +38,8 @@ struct RuleSpecDocument {
     mutable: Vec<String>,
     #[serde(default)]
     bypass: Option<String>,
+    #[serde(default)]
+    max_bypass: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,6 +98,11 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let exclude = checks.patterns("exclude", &document.exclude)?;
     let mutable = checks.patterns("mutable", &document.mutable)?;
     let bypass = checks.bypass(document.bypass.as_deref())?;
+    let max_bypass = document
+        .max_bypass
+        .as_deref()
+        .map(|text| checks.max_bypass(text))
+        .transpose()?;
 
     let mut skip = never_compared(&bypass);
     skip.extend(exclude.iter().cloned());
@@ -124,6 +131,7 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
         exclude,
         mutable,
         bypass,
+        max_bypass,
         tier: Tier::Cluster,
         scope,
         mutable_text,
@@ -268,6 +276,17 @@ impl Checks<'_> {
             )),
             Some(key) => Ok(key.to_owned()),
         }
+    }
+
+    /// `maxBypass`: a duration of at least a second.
+    fn max_bypass(&self, text: &str) -> Result<std::time::Duration, RuleError> {
+        crate::time::parse_duration(text).map_err(|reason| {
+            self.semantic(
+                "maxBypass".into(),
+                "maxBypass",
+                format!("{reason}; it caps how far ahead a bypass may end, e.g. maxBypass: 72h"),
+            )
+        })
     }
 }
 

@@ -130,8 +130,18 @@ fn engine_uncovered(
     let parsed = parse_review(body.as_bytes()).map_err(|e| e.to_string())?;
     let raw = parse_review_raw(body.as_bytes()).map_err(|e| e.to_string())?;
     let (parsed, raw) = (parsed.request?, raw.request?);
-    let evaluation = evaluate(&rules, &parsed, &Context::default(), Detail::Full);
-    let from_raw = evaluate(&rules, &raw, &Context::default(), Detail::Full);
+    let evaluation = evaluate(
+        &rules,
+        &parsed,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Full,
+    );
+    let from_raw = evaluate(
+        &rules,
+        &raw,
+        &Context::at(std::time::SystemTime::UNIX_EPOCH),
+        Detail::Full,
+    );
     let uncovered = |evaluation: &drift_engine::Evaluation<'_>| -> Uncovered {
         evaluation
             .changes()

@@ -75,9 +75,13 @@ impl<'r> Run<'r> {
 
     /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
     fn judge(&mut self, object: &Value, resource: &str) {
-        let Some(audit) =
-            drift_engine::audit::audit_object(self.rules, self.namespaces, object, self.managers)
-        else {
+        let Some(audit) = drift_engine::audit::audit_object(
+            self.rules,
+            self.namespaces,
+            object,
+            self.managers,
+            SystemTime::now(),
+        ) else {
             return;
         };
         self.report.counts.add(&audit);

@@ -39,7 +39,7 @@ impl<'e> Standing<'e> {
             bypass_value: matched.and_then(|m| m.bypass_value.as_deref()),
             in_scope: !matches!(settled, Some(Settled::UserNotInScope)),
             exempt: matches!(settled, Some(Settled::UserExempt)),
-            bypassed: matches!(settled, Some(Settled::Bypassed)),
+            bypassed: matches!(settled, Some(Settled::Bypassed(_))),
             settled_before_bypass: matches!(
                 settled,
                 Some(Settled::UserNotInScope | Settled::UserExempt | Settled::BeingDeleted)
@@ -110,6 +110,7 @@ pub(crate) fn explain(
     let context = Context {
         namespace_mode,
         parent_labels: None,
+        now: std::time::SystemTime::now(),
     };
     let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
     let considered = considered(request, &evaluation);
