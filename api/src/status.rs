@@ -3,6 +3,7 @@
 //! loaded and the invalid ones with their reasons, source errors, and the export's state.
 
 use drift_engine::Audit;
+use drift_engine::bypass::BypassEnd;
 use serde::{Deserialize, Serialize};
 
 use crate::connection::PodConnectionStatus;
@@ -80,6 +81,36 @@ pub struct AuditCounts {
     pub clean: u64,
     pub no_baseline: u64,
     pub skipped: u64,
+    /// Objects carrying the bypass annotation, by its end (they are counted above too: an
+    /// honoured bypass as skipped, another as what its judgement found).
+    #[serde(default)]
+    pub bypassed: BypassCounts,
+}
+
+/// Bypassed objects by end: the `end` label of `drift_sentinel_audit_bypassed_objects`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BypassCounts {
+    /// `true`: honoured without an end.
+    pub none: u64,
+    /// An end still ahead.
+    pub active: u64,
+    /// An end that has passed: audited.
+    pub expired: u64,
+    /// Another value, or an end past the rule's `maxBypass`: audited.
+    pub not_honoured: u64,
+}
+
+impl BypassCounts {
+    /// `(end label, count)` for each end.
+    pub fn by_end(&self) -> [(&'static str, u64); 4] {
+        [
+            (BypassEnd::None.as_str(), self.none),
+            (BypassEnd::Active.as_str(), self.active),
+            (BypassEnd::Expired.as_str(), self.expired),
+            (BypassEnd::NotHonoured.as_str(), self.not_honoured),
+        ]
+    }
 }
 
 /// Where the rules come from.
@@ -226,6 +257,15 @@ impl AuditCounts {
             "no_baseline" => self.no_baseline += 1,
             _ => self.skipped += 1,
         }
+        if let Some(bypass) = &audit.bypass {
+            let count = match bypass.end() {
+                BypassEnd::None => &mut self.bypassed.none,
+                BypassEnd::Active => &mut self.bypassed.active,
+                BypassEnd::Expired => &mut self.bypassed.expired,
+                BypassEnd::NotHonoured => &mut self.bypassed.not_honoured,
+            };
+            *count += 1;
+        }
     }
 
     /// Every object judged.
@@ -311,6 +351,12 @@ mod tests {
                     clean: 2,
                     no_baseline: 3,
                     skipped: 4,
+                    bypassed: BypassCounts {
+                        none: 1,
+                        active: 2,
+                        expired: 3,
+                        not_honoured: 4,
+                    },
                 },
                 error: None,
                 last_completed: Some("2026-07-28T12:00:00Z".into()),

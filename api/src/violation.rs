@@ -21,6 +21,8 @@ use serde_json::{Map, Value};
 pub const ADMISSION_EVENT: &str = "violation_admission";
 /// `eventType` of audit records.
 pub const AUDIT_EVENT: &str = "violation_audited";
+/// `eventType` of the audit's records of bypassed objects (reference §8 step 1).
+pub const BYPASS_EVENT: &str = "bypass";
 /// A change's `old`/`new` stays a JSON value when its compact encoding is at most this many
 /// bytes; otherwise it becomes a string cut to this many bytes (ending in `…`).
 pub const MAX_CHANGE_VALUE_BYTES: usize = 256;
@@ -64,6 +66,26 @@ pub struct ViolationRecord<'a> {
     /// The message the webhook returned, warned or logged (for audit: the reason).
     pub message: Cow<'a, str>,
     pub details: Details<'a>,
+    /// The bypass annotation the audit found ([`BYPASS_EVENT`] records only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bypass: Option<BypassFields<'a>>,
+}
+
+/// A bypass annotation as the audit found it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BypassFields<'a> {
+    /// `none` (honoured, no end), `active`, `expired` or `not-honoured`.
+    pub end_state: Cow<'a, str>,
+    /// The end the value names (RFC 3339), when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<Cow<'a, str>>,
+    /// The annotation's value, cut to 64 characters.
+    pub value: Cow<'a, str>,
+    /// The field manager that set it (managedFields name managers, not users), and since when.
+    pub set_by: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Cow<'a, str>>,
 }
 
 /// The fields only an admission request has.
@@ -251,6 +273,56 @@ impl<'a> ViolationRecord<'a> {
             enforcement_action: Cow::Borrowed(action),
             message: Cow::Owned(audit.reason()),
             details,
+            bypass: None,
+        })
+    }
+
+    /// The [`BYPASS_EVENT`] record of an object carrying the bypass annotation: its end, who
+    /// set it and since when, and (as `message`) what it means at the run's time. `None`
+    /// without the annotation.
+    pub fn bypass_listed(
+        run_id: &'a str,
+        object: &AuditedObject<'a>,
+        audit: &'a Audit<'a>,
+        at: SystemTime,
+    ) -> Option<ViolationRecord<'a>> {
+        let finding = audit.bypass.as_ref()?;
+        let rule = audit.rule()?;
+        let mode = audit.mode()?;
+        Some(ViolationRecord {
+            event_type: Cow::Borrowed(BYPASS_EVENT),
+            id: Cow::Borrowed(run_id),
+            timestamp: Cow::Owned(format_rfc3339(at)),
+            request: None,
+            resource: Cow::Borrowed(object.resource),
+            sub_resource: Cow::Borrowed(""),
+            resource_api_version: Cow::Borrowed(object.api_version),
+            resource_kind: Cow::Borrowed(object.kind),
+            resource_namespace: Cow::Borrowed(object.namespace),
+            resource_name: Cow::Borrowed(object.name),
+            resource_labels: Cow::Borrowed(object.labels),
+            rule_name: Cow::Borrowed(&rule.id.name),
+            rule_namespace: Cow::Borrowed(&rule.id.namespace),
+            mode: Cow::Borrowed(mode.as_str()),
+            enforcement_action: Cow::Borrowed(if finding.read.is_ok() {
+                "bypass"
+            } else {
+                "none"
+            }),
+            message: Cow::Owned(finding.to_string()),
+            details: Details::default(),
+            bypass: Some(BypassFields {
+                end_state: Cow::Borrowed(finding.end().as_str()),
+                end: finding
+                    .end_time()
+                    .map(|end| Cow::Owned(drift_engine::time::format_rfc3339_seconds(end))),
+                value: Cow::Owned(drift_engine::truncate::truncate_chars(&finding.value, 64)),
+                set_by: finding
+                    .set_by
+                    .as_ref()
+                    .map_or(Cow::Borrowed(""), |edit| edit.manager.clone()),
+                since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
+            }),
         })
     }
 }
@@ -484,6 +556,58 @@ mod tests {
         assert_eq!(record.timestamp, "1970-01-01T00:00:00.000000Z");
     }
 
+    #[test]
+    fn a_bypassed_object_as_record_and_text() {
+        let documents = drift_engine::manifests::parse_documents(RULE, "rule.yaml").unwrap();
+        let rules = drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
+            &documents,
+            "rule.yaml",
+        ));
+        let namespaces = drift_engine::manifests::Namespaces::new();
+        let now = parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
+        let object = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop",
+                "annotations": {"drift-sentinel.k8s.io/bypass": "2026-12-04T16:00:00Z"},
+                "managedFields": [{"manager": "kubectl-drift", "operation": "Update", "time": "2026-12-04T11:00:00Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}}]},
+            "spec": {"replicas": 5}
+        });
+        let audit =
+            drift_engine::audit::audit_object(&rules, &namespaces, &object, &[], now).unwrap();
+        let mut counts = crate::status::AuditCounts::default();
+        counts.add(&audit);
+        assert_eq!((counts.skipped, counts.bypassed.active), (1, 1));
+        let identity = AuditedObject::of(&object, "deployments");
+        assert_eq!(
+            drift_engine::message::bypass_text(&identity, &audit).unwrap(),
+            "bypass apps/v1 Deployment shop/web (rule ops/web): bypass until 2026-12-04T16:00:00Z, in 4h (set by kubectl-drift at 2026-12-04T11:00:00Z)\n"
+        );
+        let record = ViolationRecord::bypass_listed("run-1", &identity, &audit, now).unwrap();
+        assert_eq!(record.event_type, BYPASS_EVENT);
+        assert_eq!(record.enforcement_action, "bypass");
+        let bypass = record.bypass.as_ref().unwrap();
+        assert_eq!(bypass.end_state, "active");
+        assert_eq!(bypass.end.as_deref(), Some("2026-12-04T16:00:00Z"));
+        assert_eq!(bypass.set_by, "kubectl-drift");
+        assert_eq!(bypass.since.as_deref(), Some("2026-12-04T11:00:00Z"));
+        let line = String::from_utf8(record.encode().unwrap()).unwrap();
+        assert_eq!(ViolationRecord::parse(&line).unwrap(), record);
+        // An object without the annotation has no bypass record; a violation record has no
+        // bypass field.
+        let plain = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 5}});
+        let audit =
+            drift_engine::audit::audit_object(&rules, &namespaces, &plain, &[], now).unwrap();
+        let identity = AuditedObject::of(&plain, "deployments");
+        assert!(ViolationRecord::bypass_listed("run-1", &identity, &audit, now).is_none());
+        assert!(
+            !String::from_utf8(admission().encode().unwrap())
+                .unwrap()
+                .contains("bypass")
+        );
+    }
+
     fn admission() -> ViolationRecord<'static> {
         ViolationRecord {
             event_type: ADMISSION_EVENT.into(),
@@ -515,6 +639,7 @@ mod tests {
                 denied_count: 1,
                 changed_count: 1,
             },
+            bypass: None,
         }
     }
 

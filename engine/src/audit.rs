@@ -104,6 +104,8 @@ pub struct Audit<'a> {
 /// A bypass annotation the audit found, and who set it (reference §8 step 1).
 #[derive(Debug, Clone)]
 pub struct BypassFinding<'a> {
+    /// The annotation's value.
+    pub value: Cow<'a, str>,
     /// What the value means at the run's time.
     pub read: Result<Bypass, BypassRefusal>,
     /// The managedFields entry that owns the annotation: its manager, and since when (its
@@ -115,6 +117,17 @@ impl BypassFinding<'_> {
     /// How the metric counts it.
     pub fn end(&self) -> BypassEnd {
         BypassEnd::of(&self.read)
+    }
+
+    /// The end the value names, when it names one that could be read.
+    pub fn end_time(&self) -> Option<SystemTime> {
+        match &self.read {
+            Ok(bypass) => bypass.end,
+            Err(BypassRefusal::Expired { end, .. } | BypassRefusal::BeyondMax { end, .. }) => {
+                Some(*end)
+            }
+            Err(_) => None,
+        }
     }
 }
 
@@ -426,6 +439,7 @@ pub fn audit<'a>(
         evaluation::effective_mode(rule, context.namespace_mode, namespace);
     let bypass = evaluation::annotation(object, &rule.bypass).map(|value| BypassFinding {
         read: read_bypass(&value, context.now, rule.max_bypass),
+        value,
         set_by: managed::annotation_owner(object, &rule.bypass).map(|(manager, time)| {
             ImperativeEdit {
                 manager: Cow::Borrowed(manager),

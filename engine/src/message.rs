@@ -407,4 +407,19 @@ pub fn drift_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> String {
     out
 }
 
+/// An object carrying the bypass annotation as one line: `bypass apps/v1 Deployment shop/web
+/// (rule ops/web): bypass until 2026-12-10T18:00:00Z, in 4h (set by kubectl-annotate at T)`,
+/// or what it is when it is no bypass. `None` without the annotation.
+pub fn bypass_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> Option<String> {
+    let finding = audit.bypass.as_ref()?;
+    Some(format!(
+        "bypass {} {} {} (rule {}): {}\n",
+        identity.api_version,
+        identity.kind,
+        identity.display_name(),
+        audit.rule().map(|r| r.id.to_string()).unwrap_or_default(),
+        truncate_bytes(&finding.to_string(), MAX_WARNING_BYTES),
+    ))
+}
+
 pub use crate::truncate::{truncate_bytes, truncate_chars};

@@ -77,6 +77,7 @@ pub fn admission_record<'a, O: Document>(
         enforcement_action: Cow::Borrowed(action),
         message: Cow::Owned(evaluation.status_message()),
         details,
+        bypass: None,
     })
 }
 

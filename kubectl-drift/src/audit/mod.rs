@@ -223,6 +223,7 @@ mod tests {
                 clean: 2,
                 no_baseline: 1,
                 skipped: 0,
+                ..AuditCounts::default()
             },
             drifted: Vec::new(),
             text: Vec::new(),
