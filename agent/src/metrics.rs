@@ -28,6 +28,7 @@ pub struct Metrics {
     pub audit_duration: prometheus::Gauge,
     pub audit_objects: prometheus::IntGaugeVec,
     pub audit_drifted: prometheus::IntGaugeVec,
+    pub audit_bypassed: prometheus::IntGaugeVec,
 }
 
 /// Which process serves the metrics: each exposes only the families it writes, so that the
@@ -168,6 +169,13 @@ impl Metrics {
                 ),
                 &["rule"],
             )?,
+            audit_bypassed: prometheus::IntGaugeVec::new(
+                Opts::new(
+                    "drift_sentinel_audit_bypassed_objects",
+                    "Objects of the last completed audit run carrying the bypass annotation, by end: none (no end), active, expired or not-honoured (the last two were audited).",
+                ),
+                &["end"],
+            )?,
         };
         for collector in metrics.collectors(role) {
             metrics.registry.register(collector)?;
@@ -206,6 +214,7 @@ impl Metrics {
                 Box::new(self.audit_duration.clone()),
                 Box::new(self.audit_objects.clone()),
                 Box::new(self.audit_drifted.clone()),
+                Box::new(self.audit_bypassed.clone()),
             ]),
         }
         collectors
@@ -235,7 +244,8 @@ mod tests {
         names
     }
 
-    const AUDIT: [&str; 4] = [
+    const AUDIT: [&str; 5] = [
+        "drift_sentinel_audit_bypassed_objects",
         "drift_sentinel_audit_drifted_objects",
         "drift_sentinel_audit_duration_seconds",
         "drift_sentinel_audit_last_run_timestamp_seconds",
@@ -266,6 +276,7 @@ mod tests {
         let metrics = Metrics::audit().unwrap();
         metrics.audit_objects.with_label_values(&["drifted"]).set(2);
         metrics.audit_drifted.with_label_values(&["a/b"]).set(2);
+        metrics.audit_bypassed.with_label_values(&["active"]).set(1);
         metrics.admission_duration.observe(0.1);
         metrics.export_published.with_label_values(&["audit"]).inc();
         let names = families(&metrics);

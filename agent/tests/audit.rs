@@ -409,7 +409,8 @@ fn periodic_runs_serve_metrics_status_and_their_records() {
     };
     assert_eq!(
         status["audit"]["counts"],
-        serde_json::json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0})
+        serde_json::json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0,
+            "bypassed": {"none": 0, "active": 0, "expired": 0, "notHonoured": 0}})
     );
     assert!(status["audit"]["id"].as_str().unwrap().ends_with('Z'));
     // What `kubectl drift status` judges a late audit by: the interval and the last completion.

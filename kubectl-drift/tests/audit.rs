@@ -163,7 +163,8 @@ fn the_plugin_and_the_agent_name_the_same_objects_and_paths() {
     let document: Value = serde_json::from_slice(&json_out.stdout).unwrap();
     assert_eq!(
         document["counts"],
-        json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0})
+        json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0,
+            "bypassed": {"none": 0, "active": 0, "expired": 0, "notHonoured": 0}})
     );
     assert_eq!(document["namespace"], Value::Null);
     let records = document["drifted"].as_array().unwrap();
@@ -473,7 +474,8 @@ fn status_shows_the_last_run_of_the_audit_pods() {
     assert_eq!(pod["admin"]["intervalSeconds"], 1.0);
     assert_eq!(
         pod["admin"]["lastRun"]["counts"],
-        json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0})
+        json!({"drifted": 5, "clean": 2, "noBaseline": 1, "skipped": 0,
+            "bypassed": {"none": 0, "active": 0, "expired": 0, "notHonoured": 0}})
     );
     let problems = document["problems"].as_array().unwrap();
     assert!(

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use drift_engine::message::truncate_bytes;
-use drift_engine::{Audit, rule::Mode};
+use drift_engine::{Audit, AuditResult, SkipReason, rule::Mode};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -43,6 +43,19 @@ struct Pending {
     omitted: u64,
 }
 
+impl Pending {
+    /// Keeps a result while the report stays under its bounds; counts it as omitted otherwise.
+    fn push(&mut self, entry: Value) {
+        let size = entry.to_string().len();
+        if self.results.len() >= MAX_RESULTS || self.bytes + size > MAX_REPORT_BYTES {
+            self.omitted += 1;
+        } else {
+            self.bytes += size;
+            self.results.push(entry);
+        }
+    }
+}
+
 /// The reports of one run.
 #[derive(Debug, Default)]
 pub struct Reports {
@@ -53,10 +66,39 @@ impl Reports {
     /// Counts an audited object and, when it drifted, adds its result.
     pub fn add(&mut self, namespace: &str, object: &Value, audit: &Audit<'_>, seconds: i64) {
         let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let resources = json!([{
+            "apiVersion": text("/apiVersion"),
+            "kind": text("/kind"),
+            "namespace": text("/metadata/namespace"),
+            "name": text("/metadata/name"),
+            "uid": text("/metadata/uid"),
+        }]);
         let (Some(drift), Some(rule)) = (audit.drift(), audit.rule()) else {
             match audit.result_label() {
                 "skipped" | "no_baseline" => pending.skip += 1,
                 _ => pending.pass += 1,
+            }
+            // A bypassed object is listed (a `skip` result), so that a forgotten bypass is
+            // seen where the drift would be (reference §8 step 1).
+            if let (Some(finding), Some(rule), AuditResult::Skipped(SkipReason::Bypassed)) =
+                (&audit.bypass, audit.rule(), &audit.result)
+            {
+                let entry = json!({
+                    "source": "drift-sentinel",
+                    "policy": rule.id.to_string(),
+                    "result": "skip",
+                    "scored": false,
+                    "message": truncate_bytes(&finding.to_string(), MAX_MESSAGE_BYTES),
+                    "properties": {
+                        "bypassEnd": finding.end_time().map(drift_engine::time::format_rfc3339_seconds).unwrap_or_else(|| "none".to_owned()),
+                        "bypassSetBy": finding.set_by.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+                        "mode": audit.mode().map_or("", |m| m.as_str()),
+                    },
+                    "resources": resources,
+                    "timestamp": {"seconds": seconds, "nanos": 0},
+                });
+                pending.push(entry);
             }
             return;
         };
@@ -67,7 +109,6 @@ impl Reports {
             pending.warn += 1;
             "warn"
         };
-        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
         // Who changed the drifted fields imperatively (managers, not users: §8 step 3).
         let mut changed_by: Vec<String> = Vec::new();
         for change in audit.changes().iter().filter(|c| !c.mutable) {
@@ -89,22 +130,10 @@ impl Reports {
                 "mode": audit.mode().map_or("", |m| m.as_str()),
                 "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
             },
-            "resources": [{
-                "apiVersion": text("/apiVersion"),
-                "kind": text("/kind"),
-                "namespace": text("/metadata/namespace"),
-                "name": text("/metadata/name"),
-                "uid": text("/metadata/uid"),
-            }],
+            "resources": resources,
             "timestamp": {"seconds": seconds, "nanos": 0},
         });
-        let size = entry.to_string().len();
-        if pending.results.len() >= MAX_RESULTS || pending.bytes + size > MAX_REPORT_BYTES {
-            pending.omitted += 1;
-        } else {
-            pending.bytes += size;
-            pending.results.push(entry);
-        }
+        pending.push(entry);
     }
 
     /// The report documents of the run: `(namespace, document)`, `""` for the ClusterReport.
@@ -272,5 +301,47 @@ mod tests {
         );
         assert!(document["metadata"].get("namespace").is_none());
         assert_eq!(document["summary"]["skip"], 1);
+    }
+
+    #[test]
+    fn a_bypassed_object_is_a_skip_result() {
+        let rule = RuleSet::build([drift_engine::RuleSource {
+            id: drift_engine::RuleId {
+                namespace: "ops".into(),
+                name: "r".into(),
+            },
+            spec: drift_engine::SpecText::Yaml(
+                "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n"
+                    .into(),
+            ),
+            origin: None,
+        }]);
+        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u",
+                "annotations": {"drift-sentinel.k8s.io/bypass": "2026-12-04T16:00:00Z"}}});
+        let now = drift_engine::time::parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
+        let audit = drift_engine::audit(
+            &rule,
+            &object,
+            &AuditContext {
+                namespace_mode: None,
+                drift_managers: &[],
+                now,
+            },
+            Detail::Verdict,
+        );
+        let mut reports = Reports::default();
+        reports.add("shop", &object, &audit, 0);
+        let (_, document) = reports.documents().next().unwrap();
+        assert_eq!(document["summary"]["skip"], 1);
+        let result = &document["results"][0];
+        assert_eq!(result["result"], "skip");
+        assert_eq!(result["policy"], "ops/r");
+        assert_eq!(
+            result["message"],
+            "bypass until 2026-12-04T16:00:00Z, in 4h"
+        );
+        assert_eq!(result["properties"]["bypassEnd"], "2026-12-04T16:00:00Z");
+        assert_eq!(result["resources"][0]["name"], "web");
     }
 }

@@ -77,6 +77,13 @@ impl RunOutcome {
             c.no_baseline,
             c.skipped
         );
+        let b = &c.bypassed;
+        if b.none + b.active + b.expired + b.not_honoured > 0 {
+            text.push_str(&format!(
+                "; bypass annotations: {} without an end, {} active, {} expired, {} not honoured",
+                b.none, b.active, b.expired, b.not_honoured
+            ));
+        }
         if let Some(error) = &self.error {
             text.push_str("; error: ");
             text.push_str(error);
@@ -132,6 +139,7 @@ impl Progress<'_> {
         if let Some(reports) = &mut self.reports {
             reports.add(identity.namespace, object, &audit, self.now_seconds);
         }
+        self.list_bypass(&identity, &audit)?;
         if !audit.is_drifted() {
             return Ok(());
         }
@@ -145,6 +153,34 @@ impl Progress<'_> {
         if let Some(file) = &mut self.file
             && let Some(record) =
                 ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
+            && let Ok(encoded) = record.encode()
+        {
+            if encoded.len() > Limits::default().record_bytes {
+                self.too_large += 1;
+                return Ok(());
+            }
+            file.write_record(&encoded)?;
+            self.published += 1;
+        }
+        Ok(())
+    }
+
+    /// An object carrying the bypass annotation, honoured or not: printed and written to the
+    /// run's file as a `bypass` record (reference §8 step 1), so that forgotten bypasses are
+    /// found.
+    fn list_bypass(
+        &mut self,
+        identity: &AuditedObject<'_>,
+        audit: &drift_engine::Audit<'_>,
+    ) -> Result<(), AuditFileError> {
+        if self.print
+            && let Some(text) = drift_engine::message::bypass_text(identity, audit)
+        {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        }
+        if let Some(file) = &mut self.file
+            && let Some(record) =
+                ViolationRecord::bypass_listed(&self.id, identity, audit, SystemTime::now())
             && let Ok(encoded) = record.encode()
         {
             if encoded.len() > Limits::default().record_bytes {
@@ -368,6 +404,12 @@ impl Auditor {
                     .audit_drifted
                     .with_label_values(&[rule])
                     .set(i64::try_from(*count).unwrap_or(i64::MAX));
+            }
+            for (end, count) in c.bypassed.by_end() {
+                metrics
+                    .audit_bypassed
+                    .with_label_values(&[end])
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
         }
         self.shared.set_last_audit(AuditRun {
