@@ -400,6 +400,55 @@ impl<'a> AuditedObject<'a> {
     }
 }
 
+/// The rules tried for a live object and the one that would win for it at admission.
+fn winner_for<'a>(
+    rules: &'a RuleSet,
+    object: &'a Value,
+    group: &str,
+    kind: &str,
+    namespace: &str,
+    detail: Detail,
+) -> (Vec<Considered<'a>>, Option<&'a CompiledRule>) {
+    let subject = Subject {
+        namespace,
+        group,
+        kind,
+        labels: Labels::Object(evaluation::labels_of(Some(object))),
+    };
+    evaluation::find_winner(rules, &subject, detail)
+}
+
+/// The rule that would win for a live object at admission (its namespace, kind and labels), as
+/// the audit and `kubectl drift bypass` find it.
+pub fn winning_rule<'a>(rules: &'a RuleSet, object: &'a Value) -> Option<&'a CompiledRule> {
+    let (group, kind) = group_kind(object)?;
+    let namespace = field(object, "metadata")
+        .and_then(|m| field(m, "namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    winner_for(rules, object, group, kind, namespace, Detail::Verdict).1
+}
+
+/// The bypass annotation of `rule` on a live object, what it means at `now`, and who set it
+/// (managedFields); `None` without it.
+pub fn bypass_finding<'a>(
+    rule: &CompiledRule,
+    object: &'a Value,
+    now: SystemTime,
+) -> Option<BypassFinding<'a>> {
+    let value = evaluation::annotation(object, &rule.bypass)?;
+    Some(BypassFinding {
+        read: read_bypass(&value, now, rule.max_bypass),
+        value,
+        set_by: managed::annotation_owner(object, &rule.bypass).map(|(manager, time)| {
+            ImperativeEdit {
+                manager: Cow::Borrowed(manager),
+                time: time.map(Cow::Borrowed),
+            }
+        }),
+    })
+}
+
 /// Audits one live object against `rules`.
 pub fn audit<'a>(
     rules: &'a RuleSet,
@@ -420,13 +469,7 @@ pub fn audit<'a>(
         .and_then(|m| field(m, "namespace"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    let subject = Subject {
-        namespace,
-        group,
-        kind,
-        labels: Labels::Object(evaluation::labels_of(Some(object))),
-    };
-    let (considered, winner) = evaluation::find_winner(rules, &subject, detail);
+    let (considered, winner) = winner_for(rules, object, group, kind, namespace, detail);
     let Some(rule) = winner else {
         return Audit {
             considered,
@@ -437,16 +480,7 @@ pub fn audit<'a>(
     };
     let (mode, mode_source, ignored_mode_annotation) =
         evaluation::effective_mode(rule, context.namespace_mode, namespace);
-    let bypass = evaluation::annotation(object, &rule.bypass).map(|value| BypassFinding {
-        read: read_bypass(&value, context.now, rule.max_bypass),
-        value,
-        set_by: managed::annotation_owner(object, &rule.bypass).map(|(manager, time)| {
-            ImperativeEdit {
-                manager: Cow::Borrowed(manager),
-                time: time.map(Cow::Borrowed),
-            }
-        }),
-    });
+    let bypass = bypass_finding(rule, object, context.now);
     let read = bypass.as_ref().map(|b| &b.read);
     let result = match evaluation::settle_before_diff(object, read, mode) {
         Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),

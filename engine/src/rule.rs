@@ -401,13 +401,19 @@ impl CompiledRule {
     }
 }
 
-/// What no rule ever compares: the implicit system fields and the rule's bypass annotation.
+/// The annotation `kubectl drift bypass --reason` writes beside the bypass: part of the
+/// bypass, so never compared either (setting or clearing a bypass changes both).
+pub const BYPASS_REASON_ANNOTATION: &str = "drift-sentinel.k8s.io/bypass-reason";
+
+/// What no rule ever compares: the implicit system fields, the rule's bypass annotation and
+/// the bypass reason.
 pub fn never_compared(bypass: &str) -> Vec<PathPattern> {
     let mut skip: Vec<PathPattern> = SYSTEM_FIELDS
         .iter()
         .filter_map(|p| PathPattern::parse(p).ok())
         .collect();
     skip.push(bypass_pattern(bypass));
+    skip.push(bypass_pattern(BYPASS_REASON_ANNOTATION));
     skip
 }
 

@@ -202,3 +202,22 @@ fn the_denial_says_how_to_bypass_under_the_rule() {
         );
     }
 }
+
+#[test]
+fn clearing_a_bypass_and_its_reason_is_no_change() {
+    let rules = RuleSet::build([rule("ops", "r", RULE)]);
+    let mut old = deployment("nginx:1", 3);
+    old["metadata"]["annotations"] = json!({
+        "drift-sentinel.k8s.io/bypass": "2026-12-04T16:00:00Z",
+        "drift-sentinel.k8s.io/bypass-reason": "INC-42: scaling by hand"
+    });
+    let request = update(old, deployment("nginx:1", 3));
+    let evaluation = evaluate(&rules, &request, &Context::at(now()), Detail::Verdict);
+    assert_eq!(
+        evaluation.step(),
+        Step::NoChanges,
+        "{}",
+        evaluation.reason()
+    );
+    assert!(evaluation.warnings().is_empty());
+}
