@@ -403,7 +403,7 @@ impl<'a> AuditedObject<'a> {
 /// The rules tried for a live object and the one that would win for it at admission.
 fn winner_for<'a>(
     rules: &'a RuleSet,
-    object: &'a Value,
+    object: &Value,
     group: &str,
     kind: &str,
     namespace: &str,
@@ -420,7 +420,7 @@ fn winner_for<'a>(
 
 /// The rule that would win for a live object at admission (its namespace, kind and labels), as
 /// the audit and `kubectl drift bypass` find it.
-pub fn winning_rule<'a>(rules: &'a RuleSet, object: &'a Value) -> Option<&'a CompiledRule> {
+pub fn winning_rule<'a>(rules: &'a RuleSet, object: &Value) -> Option<&'a CompiledRule> {
     let (group, kind) = group_kind(object)?;
     let namespace = field(object, "metadata")
         .and_then(|m| field(m, "namespace"))

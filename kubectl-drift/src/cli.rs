@@ -207,12 +207,57 @@ pub(crate) enum Command {
     ///
     /// Exit codes: 0 no drift, 1 drift found, 2 usage, input or cluster error.
     Audit(AuditArgs),
+    /// Set, clear or list temporary exceptions: the bypass annotation with an end.
+    ///
+    /// KIND/NAME --for DURATION [--reason TEXT] sets the bypass annotation of the rule that
+    /// applies to the object (drift-sentinel.k8s.io/bypass unless the rule names another) to
+    /// an RFC 3339 end DURATION after the API server's clock (the Date of its answer), and
+    /// drift-sentinel.k8s.io/bypass-reason to TEXT. Edits of the object are then allowed until
+    /// the end, each with a warning naming it; after it, they are judged again, and the audit
+    /// reports the drift made meanwhile. A duration over the rule's maxBypass is refused,
+    /// naming the rule. KIND/NAME --clear removes both annotations.
+    ///
+    /// --list shows the bypassed objects of the webhook's kinds (Deployments, StatefulSets,
+    /// DaemonSets, Argo Rollouts) in the namespace, or every namespace with -A: the end (or
+    /// none), what the annotation means now (active, expired, not honoured), the reason, and who
+    /// set it (the field manager and time from managedFields).
+    ///
+    /// Exit codes: 0 done, 2 usage, input or cluster error (a refused duration included).
+    Bypass(BypassArgs),
     /// Print a shell completion script: bash, zsh or fish.
     ///
     /// bash: source <(kubectl drift completion bash). For `kubectl drift <TAB>` (kubectl 1.26 or
     /// later), put kubectl_complete-drift (shipped with the plugin) on PATH: kubectl runs it, and
     /// it completes commands, flags, kinds and the names of objects in the cluster.
     Completion(CompletionArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BypassArgs {
+    /// The object, as kubectl names it: KIND/NAME (deploy/web, rollouts.argoproj.io/api).
+    #[arg(value_name = "KIND/NAME")]
+    pub target: Option<String>,
+    /// How long the bypass lasts from now, by the API server's clock: 30m, 4h, 1h30m, 2d.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Why (an incident or ticket): written to drift-sentinel.k8s.io/bypass-reason.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Remove the bypass (and its reason) from the object.
+    #[arg(long)]
+    pub clear: bool,
+    /// List the bypassed objects instead.
+    #[arg(long)]
+    pub list: bool,
+    /// With --list: every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
+    #[command(flatten)]
+    pub tiers: Tiers,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

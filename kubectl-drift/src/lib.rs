@@ -10,6 +10,7 @@
 //! ([`http`]) over TCP or a pod port-forward ([`cluster::forward`]).
 
 mod audit;
+mod bypass;
 pub mod cli;
 mod cluster;
 mod complete;
@@ -78,6 +79,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Plan::Explain(Explain::Cluster(plan), print) => live::explain(&plan, print).await,
         Plan::Status(plan, print) => status::run(&plan, print).await,
         Plan::Audit(plan, print) => audit::run(&plan, print).await,
+        Plan::Bypass(plan, print) => bypass::run(&plan, print).await,
         Plan::Tail(plan) => tail::run(plan).await,
         Plan::Completion(shell) => {
             complete::script(shell, &mut std::io::stdout().lock())?;

@@ -12,8 +12,8 @@ use drift_engine::glob::Glob;
 use drift_engine::rule::TierPolicy;
 
 use crate::cli::{
-    AgentPods, AuditArgs, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags, Offline,
-    Output, PreviewArgs, Shell, StatusArgs, TailArgs, TailSource, Tiers,
+    AgentPods, AuditArgs, BypassArgs, Cli, ColorChoice, Command, Display, ExplainArgs, KubeFlags,
+    Offline, Output, PreviewArgs, Shell, StatusArgs, TailArgs, TailSource, Tiers,
 };
 use crate::http::AdminUrl;
 
@@ -119,6 +119,7 @@ pub(crate) enum Plan {
     Preview(Preview, Print),
     Status(Status, Print),
     Audit(Audit, Print),
+    Bypass(BypassPlan, Print),
     Tail(Tail),
     Completion(Shell),
 }
@@ -293,10 +294,97 @@ impl Plan {
             Command::Preview(args) => Plan::Preview(preview(&args)?, Print::of(&args.display)),
             Command::Status(args) => Plan::Status(status(&args)?, Print::of(&args.display)),
             Command::Audit(args) => Plan::Audit(audit(&args)?, Print::of(&args.display)),
+            Command::Bypass(args) => Plan::Bypass(bypass(&args)?, Print::of(&args.display)),
             Command::Tail(args) => Plan::Tail(tail(&args, now)?),
             Command::Completion(args) => Plan::Completion(args.shell),
         })
     }
+}
+
+/// `kubectl drift bypass`: set, clear or list.
+#[derive(Debug)]
+pub(crate) struct BypassPlan {
+    pub kube: Kube,
+    pub tiers: ClusterTiers,
+    pub action: BypassAction,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum BypassAction {
+    Set {
+        kind: String,
+        name: String,
+        duration: Duration,
+        reason: Option<String>,
+    },
+    Clear {
+        kind: String,
+        name: String,
+    },
+    List {
+        all_namespaces: bool,
+    },
+}
+
+fn bypass(args: &BypassArgs) -> anyhow::Result<BypassPlan> {
+    let action = if args.list {
+        let given = [
+            ("KIND/NAME", args.target.is_some()),
+            ("--for", args.duration.is_some()),
+            ("--reason", args.reason.is_some()),
+            ("--clear", args.clear),
+        ];
+        if let Some((what, _)) = given.iter().find(|(_, set)| *set) {
+            bail!("--list lists every bypass; {what} is for setting or clearing one");
+        }
+        BypassAction::List {
+            all_namespaces: args.all_namespaces,
+        }
+    } else {
+        if args.all_namespaces {
+            bail!("-A is for --list; a bypass is set on one object (KIND/NAME, -n NAMESPACE)");
+        }
+        let Some(target) = &args.target else {
+            bail!(
+                "name the object: kubectl drift bypass KIND/NAME --for 4h (or --clear), or list them with --list"
+            );
+        };
+        let (kind, name) = split_target(target)?;
+        if args.clear {
+            if args.duration.is_some() || args.reason.is_some() {
+                bail!("--clear removes the bypass; --for and --reason are for setting one");
+            }
+            BypassAction::Clear { kind, name }
+        } else {
+            let Some(text) = &args.duration else {
+                bail!(
+                    "how long? kubectl drift bypass {target} --for 4h (a bypass ends; --clear removes one)"
+                );
+            };
+            let duration = drift_engine::time::parse_duration(text)
+                .map_err(|e| anyhow::anyhow!("--for: {e}"))?;
+            if let Some(reason) = &args.reason
+                && reason.len() > crate::bypass::MAX_REASON_BYTES
+            {
+                bail!(
+                    "--reason is {} bytes; at most {} fit (name the ticket, not the story)",
+                    reason.len(),
+                    crate::bypass::MAX_REASON_BYTES
+                );
+            }
+            BypassAction::Set {
+                kind,
+                name,
+                duration,
+                reason: args.reason.clone(),
+            }
+        }
+    };
+    Ok(BypassPlan {
+        kube: Kube::of(&args.kube)?,
+        tiers: cluster_tiers(&args.tiers)?,
+        action,
+    })
 }
 
 /// Offline, the cluster's flags other than `-n` have nothing to act on.

@@ -230,3 +230,84 @@ fn colour_choices() {
     assert!(colour(ColorChoice::Always));
     assert!(!colour(ColorChoice::Never));
 }
+
+#[test]
+fn bypass_sets_clears_or_lists() {
+    let Ok(Plan::Bypass(set, _)) = plan(&[
+        "bypass",
+        "deploy/web",
+        "--for",
+        "4h",
+        "--reason",
+        "INC-7",
+        "-n",
+        "shop",
+    ]) else {
+        panic!("not a bypass plan");
+    };
+    assert_eq!(
+        set.action,
+        BypassAction::Set {
+            kind: "deploy".into(),
+            name: "web".into(),
+            duration: std::time::Duration::from_secs(4 * 3600),
+            reason: Some("INC-7".into()),
+        }
+    );
+    assert_eq!(set.kube.namespace.as_deref(), Some("shop"));
+    let Ok(Plan::Bypass(clear, _)) = plan(&["bypass", "sts/db", "--clear"]) else {
+        panic!("not a bypass plan");
+    };
+    assert_eq!(
+        clear.action,
+        BypassAction::Clear {
+            kind: "sts".into(),
+            name: "db".into()
+        }
+    );
+    let Ok(Plan::Bypass(list, _)) = plan(&["bypass", "--list", "-A"]) else {
+        panic!("not a bypass plan");
+    };
+    assert_eq!(
+        list.action,
+        BypassAction::List {
+            all_namespaces: true
+        }
+    );
+    let long = "x".repeat(1025);
+    for (args, says) in [
+        (
+            vec!["bypass", "deploy/web"],
+            "how long? kubectl drift bypass deploy/web --for 4h",
+        ),
+        (vec!["bypass", "--for", "4h"], "name the object"),
+        (
+            vec!["bypass", "deploy/web", "--for", "soon"],
+            "--for: \"soon\" is not a duration like 72h",
+        ),
+        (
+            vec!["bypass", "deploy/web", "--for", "0s"],
+            "--for: \"0s\" is not longer than zero",
+        ),
+        (
+            vec!["bypass", "deploy/web", "--for", "4h", "--clear"],
+            "--clear removes the bypass; --for and --reason are for setting one",
+        ),
+        (
+            vec!["bypass", "--list", "deploy/web"],
+            "--list lists every bypass; KIND/NAME is for setting or clearing one",
+        ),
+        (
+            vec!["bypass", "deploy/web", "--for", "4h", "-A"],
+            "-A is for --list",
+        ),
+        (vec!["bypass", "web", "--for", "4h"], "KIND/NAME"),
+        (
+            vec!["bypass", "deploy/web", "--for", "4h", "--reason", &long],
+            "--reason is 1025 bytes; at most 1024",
+        ),
+    ] {
+        let error = error(&args);
+        assert!(error.contains(says), "{args:?}: {error}");
+    }
+}

@@ -11,6 +11,7 @@
 mod support;
 
 mod audit;
+mod bypass;
 mod chart;
 mod controllers;
 mod env;
@@ -50,6 +51,7 @@ fn main() {
     let mut tests = Vec::new();
     tests.extend(webhook::tests());
     tests.extend(audit::tests());
+    tests.extend(bypass::tests());
     tests.extend(rules::tests());
     tests.extend(controllers::tests());
     tests.extend(plugin::tests());

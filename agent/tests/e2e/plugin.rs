@@ -24,7 +24,7 @@ pub fn tests() -> Vec<Trial> {
 /// user runs it; the agent's namespace is the chart's release namespace here (no agent pod
 /// runs: the agent beside the API server is registered by URL, so the plugin takes the agent's
 /// default tiers, its own namespace's rules the cluster rules).
-fn kubectl_drift(env: &Env, args: &[&str]) -> Output {
+pub fn kubectl_drift(env: &Env, args: &[&str]) -> Output {
     let mut with_agent = args.to_vec();
     with_agent.extend(["--agent-namespace", AGENT_NAMESPACE]);
     kubectl_drift_as_given(env, &with_agent)
