@@ -431,13 +431,7 @@ async fn send(cluster: &Cluster, request: http::Request<Vec<u8>>) -> anyhow::Res
         .map(warning_text)
         .collect();
     let body = cluster
-        .timed(async {
-            response
-                .into_body()
-                .collect()
-                .await
-                .map_err(kube::Error::from)
-        })
+        .timed(response.into_body().collect())
         .await?
         .to_bytes();
     if !status.is_success() {
