@@ -37,7 +37,7 @@ pub enum Command {
     /// The demonstration reader of admission export: logs each record of each completed
     /// admission segment of a channel directory, then deletes the segment. Never touches
     /// `.open` segments or audit files. For trying the feature, not for production.
-    Reader(crate::export::reader::ReaderArgs),
+    Reader(ReaderArgs),
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
@@ -57,6 +57,20 @@ pub struct ReviewArgs {
     /// The request uid.
     #[arg(long, default_value = "00000000-0000-0000-0000-000000000001")]
     pub uid: String,
+}
+
+/// `drift-sentinel reader` (see `export::reader`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReaderArgs {
+    /// Channel directory to consume (`<Connection path>/<channel>`).
+    #[arg(long)]
+    pub path: PathBuf,
+    /// Time between passes.
+    #[arg(long, default_value = "1s", value_parser = parse_period)]
+    pub interval: Duration,
+    /// One pass, then exit (a missing directory is then an error).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// Parses the process arguments, running `serve` when no subcommand is named.
@@ -95,7 +109,7 @@ pub struct ServeArgs {
 
     /// Lowest TLS version accepted: 1.2 or 1.3.
     #[arg(long, env = "DRIFT_SENTINEL_TLS_MIN_VERSION", default_value = "1.2")]
-    pub tls_min_version: crate::tls::TlsMinVersion,
+    pub tls_min_version: TlsMinVersion,
 
     /// CA bundle (PEM) of the certificates that may call the webhook's paths: with it, a
     /// caller of /validate or /validate-rule without a certificate signed by it and named in
@@ -299,6 +313,16 @@ pub struct ServeArgs {
     /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
     pub log_level: tracing::Level,
+}
+
+/// The lowest TLS version the listener accepts (`--tls-min-version`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMinVersion {
+    #[default]
+    #[value(name = "1.2")]
+    Tls12,
+    #[value(name = "1.3")]
+    Tls13,
 }
 
 /// An absolute directory without `..`.

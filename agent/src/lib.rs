@@ -4,11 +4,13 @@
 
 mod admin;
 mod audit;
+mod certificates;
 pub mod cli;
 pub mod client_auth;
 mod cluster_source;
 mod connection_status;
 pub mod export;
+mod kube_client;
 mod last_good;
 mod metrics;
 mod parent_labels;
@@ -73,7 +75,7 @@ fn init_logging(level: tracing::Level) {
 /// Whether a cluster configuration is available: an explicit kubeconfig, or the in-cluster
 /// service account.
 fn cluster_configured(args: &ServeArgs) -> bool {
-    args.kubeconfig.is_some() || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+    kube_client::cluster_configured(args.kubeconfig.as_deref())
 }
 
 /// `drift-sentinel serve`.
@@ -142,7 +144,7 @@ async fn start_rule_source(
         ));
         Ok((shared, None))
     } else if cluster_configured(args) {
-        let client = cluster_source::client(args.kubeconfig.as_deref()).await?;
+        let client = kube_client::client(args.kubeconfig.as_deref()).await?;
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
         shared.set_tier_policy(tier_policy);

@@ -60,12 +60,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let metrics = crate::metrics::Metrics::audit().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
-    let cluster_configured =
-        args.kubeconfig.is_some() || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let cluster_configured = crate::kube_client::cluster_configured(args.kubeconfig.as_deref());
     let client = if offline || !cluster_configured {
         None
     } else {
-        Some(crate::cluster_source::client(args.kubeconfig.as_deref()).await?)
+        Some(crate::kube_client::client(args.kubeconfig.as_deref()).await?)
     };
     if !offline && client.is_none() {
         anyhow::bail!(

@@ -27,8 +27,8 @@ use prometheus::IntGauge;
 
 use crate::connection_status::PublishHealth;
 use crate::metrics::Metrics;
-use publisher::{Message, PublisherParts};
-use queue::{Queue, QueueLimits};
+use publisher::PublisherParts;
+use queue::{Message, Queue, QueueLimits};
 use spool::{Clock, FreeSpace, Limits, SpoolStats};
 
 /// How long shutdown waits for the queue to drain.
