@@ -16,6 +16,11 @@ use tokio::sync::watch;
 
 use crate::state::Shared;
 
+/// Idle timeout of admin connections: `/violations?follow=true` streams for as long as the
+/// client wants while the client sends nothing, so the listeners' usual read-idle timeout
+/// would cut it. The listener is loopback only.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// How often a `follow` stream looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 

@@ -22,6 +22,7 @@ use crate::cli::{AuditArgs, ReportsMode};
 use crate::connection_status::{
     AUDIT_SOURCE, ClusterTarget, ConnectionStatusReporter, PublishHealth,
 };
+use crate::process::{LogTo, host_name, init_logging, wait_for_signal};
 use crate::rules_source::FileSource;
 use crate::state::{Shared, Snapshot, SourceKind};
 pub use run::{Auditor, ConnectionSource};
@@ -33,7 +34,8 @@ pub const EXIT_ERROR: u8 = 2;
 
 /// Runs the command; errors are printed and exit with code 2.
 pub async fn command(args: AuditArgs) -> ExitCode {
-    init_logging(args.log_level);
+    // Logs go to standard error: standard output is the summary of a run once.
+    init_logging(args.log_level, LogTo::Stderr);
     match run_command(args).await {
         Ok(code) => code,
         Err(e) => {
@@ -42,18 +44,6 @@ pub async fn command(args: AuditArgs) -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
-}
-
-/// Logs go to standard error: standard output is the summary of a run once.
-fn init_logging(level: tracing::Level) {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
@@ -91,7 +81,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let health = Arc::new(PublishHealth::default());
-    let pod = args.pod_name.clone().unwrap_or_else(crate::host_name);
+    let pod = args.pod_name.clone().unwrap_or_else(host_name);
     let cluster_target = match &export {
         Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
             api: api.as_ref().clone(),
@@ -166,7 +156,7 @@ async fn rules(
 ) -> anyhow::Result<Arc<Shared>> {
     if !args.rules.is_empty() {
         let tier_policy =
-            crate::tier_policy_of(&args.cluster_rule_namespaces, true, String::new())?;
+            crate::tiers::tier_policy(&args.cluster_rule_namespaces, true, String::new())?;
         let source = FileSource {
             rules: args.rules.clone(),
             namespaces: args.namespaces.clone(),
@@ -196,7 +186,7 @@ async fn rules(
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
     let shared = Shared::new(metrics, Snapshot::empty(SourceKind::Cluster));
-    shared.set_tier_policy(crate::tier_policy_of(
+    shared.set_tier_policy(crate::tiers::tier_policy(
         &args.cluster_rule_namespaces,
         false,
         namespace.clone(),
@@ -269,14 +259,14 @@ async fn periodic(
         crate::admin::audit_router(shared.clone(), admin_dir, shutdown_rx.clone()),
         None,
         crate::server::ConnectionTimeouts {
-            idle: crate::ADMIN_IDLE_TIMEOUT,
+            idle: crate::admin::IDLE_TIMEOUT,
             ..timeouts
         },
         shutdown_rx.clone(),
     ));
     let mut ticker = tokio::time::interval(args.audit_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let signal = crate::wait_for_signal();
+    let signal = wait_for_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {
