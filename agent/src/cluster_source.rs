@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use drift_api::status::RuleSourceKind;
 use drift_engine::manifests::{NamespaceInfo, Namespaces};
 use drift_engine::rule::MODE_ANNOTATION;
 use futures::{FutureExt as _, StreamExt};
@@ -31,7 +32,7 @@ use crate::kube_client::WATCH_TIMEOUT_SECONDS;
 use crate::last_good::{LastGoodMap, LastGoodStore};
 use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
-use crate::state::{Shared, SourceKind};
+use crate::state::Shared;
 use crate::watch_failures::{FailureLog, LogLine, with_backoff};
 
 /// Longest wait for one GET of a rule ConfigMap.
@@ -350,7 +351,7 @@ fn install(index: &RuleIndex, namespaces: &Namespaces, shared: &Shared) {
         sources.rules,
         namespaces.clone(),
         Vec::new(),
-        SourceKind::Cluster,
+        RuleSourceKind::Cluster,
         shared.tier_policy(),
     );
     for (id, reason) in sources.unreadable {

@@ -24,7 +24,8 @@ use crate::connection_status::{
 };
 use crate::process::{LogTo, host_name, init_logging, wait_for_signal};
 use crate::rules_source::FileSource;
-use crate::state::{Shared, Snapshot, SourceKind};
+use crate::state::{AuditRuns, Shared, Snapshot};
+use drift_api::status::RuleSourceKind;
 pub use run::{Auditor, ConnectionSource};
 
 /// Exit code of a run once: drift found.
@@ -108,8 +109,13 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         _ => false,
     };
+    // Run once, nothing serves `/status`.
+    let runs = Arc::new(AuditRuns::new(
+        (!args.audit_once).then_some(args.audit_interval),
+    ));
     let auditor = Auditor {
         shared: shared.clone(),
+        runs: runs.clone(),
         client: client.clone(),
         objects: args.objects.clone(),
         managers: args.audit_drift_managers.clone(),
@@ -143,7 +149,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             },
         ));
     }
-    periodic(&args, auditor, shared, shutdown_tx, shutdown_rx).await?;
+    periodic(&args, auditor, shared, runs, shutdown_tx, shutdown_rx).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -166,8 +172,7 @@ async fn rules(
         let interval = std::time::Duration::from_secs(2);
         let files = source.load(interval);
         let snapshot = source.build(&files);
-        let shared = Shared::new(metrics, snapshot);
-        shared.set_tier_policy(tier_policy);
+        let shared = Shared::new(metrics, tier_policy, snapshot);
         shared.set_ready(true);
         if !args.audit_once {
             tokio::spawn(crate::rules_source::watch_files(
@@ -185,12 +190,13 @@ async fn rules(
         .pod_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let shared = Shared::new(metrics, Snapshot::empty(SourceKind::Cluster));
-    shared.set_tier_policy(crate::tiers::tier_policy(
-        &args.cluster_rule_namespaces,
-        false,
-        namespace.clone(),
-    )?);
+    let tier_policy =
+        crate::tiers::tier_policy(&args.cluster_rule_namespaces, false, namespace.clone())?;
+    let shared = Shared::new(
+        metrics,
+        tier_policy,
+        Snapshot::empty(RuleSourceKind::Cluster),
+    );
     tokio::spawn(crate::cluster_source::run(
         client.clone(),
         shared.clone(),
@@ -221,6 +227,7 @@ async fn periodic(
     args: &AuditArgs,
     auditor: Auditor,
     shared: Arc<Shared>,
+    runs: Arc<AuditRuns>,
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -245,7 +252,6 @@ async fn periodic(
         read_timeout: std::time::Duration::from_secs(15),
         write_timeout: std::time::Duration::from_secs(15),
     };
-    shared.set_audit_interval(args.audit_interval);
     let admin_dir = auditor.admin_dir();
     tokio::spawn(crate::server::serve(
         probes,
@@ -256,7 +262,7 @@ async fn periodic(
     ));
     tokio::spawn(crate::server::serve(
         admin,
-        crate::admin::audit_router(shared.clone(), admin_dir, shutdown_rx.clone()),
+        crate::admin::audit_router(shared.clone(), runs, admin_dir, shutdown_rx.clone()),
         None,
         crate::server::ConnectionTimeouts {
             idle: crate::admin::IDLE_TIMEOUT,

@@ -17,7 +17,7 @@ use super::objects;
 use super::reports::{self, Reports};
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
-use crate::state::{Shared, Snapshot};
+use crate::state::{AuditRuns, Shared, Snapshot};
 use drift_api::violation::ViolationRecord;
 use drift_engine::audit::AuditedObject;
 use drift_engine::message::drift_text;
@@ -32,6 +32,8 @@ pub enum ConnectionSource {
 /// Everything a run needs; built once by the command.
 pub struct Auditor {
     pub shared: Arc<Shared>,
+    /// Where each run is recorded for `/status`.
+    pub runs: Arc<AuditRuns>,
     /// `None` offline.
     pub client: Option<kube::Client>,
     /// Offline: the object files.
@@ -369,7 +371,7 @@ impl Auditor {
                     .set(i64::try_from(*count).unwrap_or(i64::MAX));
             }
         }
-        self.shared.set_last_audit(AuditRun {
+        self.runs.record(AuditRun {
             id: outcome.id.clone(),
             start: format_rfc3339(outcome.start),
             duration_seconds: outcome.duration.as_secs_f64(),

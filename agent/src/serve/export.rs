@@ -10,17 +10,18 @@ use tokio::sync::watch;
 use crate::cli::ServeArgs;
 use crate::connection_status::{self, ClusterTarget, ConnectionStatusReporter, PublishHealth};
 use crate::export::{self, connection};
+use crate::metrics::Metrics;
 use crate::process::host_name;
-use crate::state::{self, Shared};
+use crate::state::ExportHandle;
 
 /// Starts violation export: the publisher, the Connection (from a file or the cluster) and the
 /// status reporter.
 pub(super) async fn start(
     args: &ServeArgs,
-    shared: &Arc<Shared>,
+    metrics: &Metrics,
     client: Option<&kube::Client>,
     shutdown: &watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ExportHandle> {
     let pod = args.pod_name.clone().unwrap_or_else(host_name);
     let mut config = export::ExportConfig::default();
     if let Some(file) = &args.export_clock_file {
@@ -30,7 +31,7 @@ pub(super) async fn start(
         config.free_space = Arc::new(export::FileFreeSpace(file.clone()));
     }
     let health = Arc::new(PublishHealth::default());
-    let exporter = export::Exporter::start(config, &shared.metrics, health.clone())
+    let exporter = export::Exporter::start(config, metrics, health.clone())
         .context("cannot start the export publisher")?;
     let target = connection::Target {
         root: args.export_root.clone(),
@@ -98,12 +99,11 @@ pub(super) async fn start(
         args.connection_heartbeat,
         shutdown.clone(),
     ));
-    shared.set_export(state::ExportHandle {
+    Ok(ExportHandle {
         exporter,
         status,
         connection: describe,
-    });
-    Ok(())
+    })
 }
 
 /// Re-reads the Connection file when it changes; a file that no longer holds a valid

@@ -12,9 +12,12 @@ use tokio::sync::watch;
 
 use crate::cli::ServeArgs;
 use crate::process::{LogTo, init_logging, wait_for_signal};
-use crate::rules_source::{self, FileSource};
+use drift_api::status::RuleSourceKind;
+use drift_engine::rule::TierPolicy;
+
+use crate::rules_source::{self, FileSource, FileState};
 use crate::server::{self, ConnectionTimeouts};
-use crate::state::{self, Shared};
+use crate::state::{ServeState, Shared, Snapshot};
 use crate::{admin, cluster_source, kube_client, metrics, parent_labels, tls, webhook};
 
 /// Runs `drift-sentinel serve` until SIGTERM.
@@ -23,12 +26,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics = metrics::Metrics::new().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    let (shared, cluster_client) = start_rule_source(&args, metrics, &shutdown_rx).await?;
-    if args.enable_admission_violation_export {
-        export::start(&args, &shared, cluster_client.as_ref(), &shutdown_rx).await?;
-    }
+    let (source, tier_policy, initial) = open_rule_source(&args).await?;
+    let export = if args.enable_admission_violation_export {
+        Some(export::start(&args, &metrics, source.client(), &shutdown_rx).await?)
+    } else {
+        None
+    };
+    let serving = Arc::new(ServeState {
+        parents: source.client().map(|client| {
+            parent_labels::ParentLookup::new(client.clone(), std::time::Duration::from_secs(2))
+        }),
+        export,
+    });
+    let shared = Shared::new(metrics, tier_policy, initial);
+    source.start(&args, &shared, &shutdown_rx);
     let tls = tls::serving(&args, &shutdown_rx)?;
-    let servers = start_servers(&args, &shared, tls, &shutdown_rx).await?;
+    let servers = start_servers(&args, &shared, &serving, tls, &shutdown_rx).await?;
 
     wait_for_signal().await?;
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -44,18 +57,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if drained.is_err() {
         tracing::warn!("shutdown timeout reached; exiting");
     }
-    drain_export(&shared, deadline).await;
+    drain_export(&serving, deadline).await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Where rules and namespaces come from — files, the cluster, or the built-in default rule —
-/// started: the shared state it keeps current, and the cluster client when there is one.
-async fn start_rule_source(
-    args: &ServeArgs,
-    metrics: metrics::Metrics,
-    shutdown_rx: &watch::Receiver<bool>,
-) -> anyhow::Result<(Arc<Shared>, Option<kube::Client>)> {
+/// Where rules and namespaces come from, opened but not yet watched.
+enum RuleSource {
+    /// `--rules`/`--namespaces`: the files as first read.
+    Files(FileSource, FileState),
+    Cluster(kube::Client),
+    /// Neither files nor a cluster: the built-in default rule.
+    BuiltIn,
+}
+
+/// Opens the rule source the command line names — files, the cluster, or the built-in
+/// default rule — with the tier policy and the rules to start from.
+async fn open_rule_source(args: &ServeArgs) -> anyhow::Result<(RuleSource, TierPolicy, Snapshot)> {
     let offline = !args.rules.is_empty() || !args.namespaces.is_empty();
     let tier_policy = tier_policy(args, offline)?;
     if offline {
@@ -71,50 +89,62 @@ async fn start_rule_source(
             tracing::info!("no --rules given: serving the built-in default rule");
         }
         tracing::info!(rules = ?args.rules, namespaces = ?args.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
-        let shared = Shared::new(metrics, snapshot);
-        shared.set_tier_policy(tier_policy);
-        shared.set_ready(true);
-        tokio::spawn(rules_source::watch_files(
-            source,
-            files,
-            shared.clone(),
-            args.reload_interval,
-            shutdown_rx.clone(),
-        ));
-        Ok((shared, None))
+        Ok((RuleSource::Files(source, files), tier_policy, snapshot))
     } else if kube_client::cluster_configured(args.kubeconfig.as_deref()) {
         let client = kube_client::client(args.kubeconfig.as_deref()).await?;
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
-        let shared = Shared::new(metrics, state::Snapshot::empty(state::SourceKind::Cluster));
-        shared.set_tier_policy(tier_policy);
-        shared.set_parent_lookup(parent_labels::ParentLookup::new(
-            client.clone(),
-            std::time::Duration::from_secs(2),
-        ));
-        let namespace = args
-            .pod_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        tokio::spawn(cluster_source::run(
-            client.clone(),
-            shared.clone(),
-            cluster_source::ClusterOptions {
-                startup_sync_timeout: args.startup_sync_timeout,
-                resync: args.watch_resync,
-                last_good: (namespace, args.last_good_configmap.clone()),
-                keep_last_good: true,
-            },
-            shutdown_rx.clone(),
-        ));
-        Ok((shared, Some(client)))
+        let snapshot = Snapshot::empty(RuleSourceKind::Cluster);
+        Ok((RuleSource::Cluster(client), tier_policy, snapshot))
     } else {
         tracing::warn!(
             "no rule source configured (no --rules, no cluster configuration): serving the built-in default rule"
         );
-        let shared = Shared::new(metrics, rules_source::builtin_snapshot());
-        shared.set_tier_policy(tier_policy);
-        shared.set_ready(true);
-        Ok((shared, None))
+        let snapshot = rules_source::builtin_snapshot();
+        Ok((RuleSource::BuiltIn, tier_policy, snapshot))
+    }
+}
+
+impl RuleSource {
+    fn client(&self) -> Option<&kube::Client> {
+        match self {
+            RuleSource::Cluster(client) => Some(client),
+            RuleSource::Files(..) | RuleSource::BuiltIn => None,
+        }
+    }
+
+    /// Keeps `shared` current until shutdown: files re-read when they change, the cluster
+    /// watched (ready after its first sync); files and the built-in rule are ready at once.
+    fn start(self, args: &ServeArgs, shared: &Arc<Shared>, shutdown_rx: &watch::Receiver<bool>) {
+        match self {
+            RuleSource::Files(source, files) => {
+                shared.set_ready(true);
+                tokio::spawn(rules_source::watch_files(
+                    source,
+                    files,
+                    shared.clone(),
+                    args.reload_interval,
+                    shutdown_rx.clone(),
+                ));
+            }
+            RuleSource::Cluster(client) => {
+                let namespace = args
+                    .pod_namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_owned());
+                tokio::spawn(cluster_source::run(
+                    client,
+                    shared.clone(),
+                    cluster_source::ClusterOptions {
+                        startup_sync_timeout: args.startup_sync_timeout,
+                        resync: args.watch_resync,
+                        last_good: (namespace, args.last_good_configmap.clone()),
+                        keep_last_good: true,
+                    },
+                    shutdown_rx.clone(),
+                ));
+            }
+            RuleSource::BuiltIn => shared.set_ready(true),
+        }
     }
 }
 
@@ -122,6 +152,7 @@ async fn start_rule_source(
 async fn start_servers(
     args: &ServeArgs,
     shared: &Arc<Shared>,
+    serving: &Arc<ServeState>,
     tls: Option<server::Tls>,
     shutdown_rx: &watch::Receiver<bool>,
 ) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
@@ -143,6 +174,7 @@ async fn start_servers(
     let client_auth = tls.as_ref().and_then(|t| t.client_auth.clone());
     let webhook = webhook::router(
         shared.clone(),
+        serving.clone(),
         webhook::WebhookConfig {
             validate_path: args.validate_path.clone(),
             validate_rule_path: args.validate_rule_path.clone(),
@@ -163,7 +195,7 @@ async fn start_servers(
     ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
-        admin::router(shared.clone(), shutdown_rx.clone()),
+        admin::router(shared.clone(), serving.clone(), shutdown_rx.clone()),
         None,
         // Follow streams outlive the usual idle timeout.
         ConnectionTimeouts {
@@ -177,8 +209,8 @@ async fn start_servers(
 
 /// In-flight requests are done: what they queued for export is drained, and the export's
 /// health reported, within the time left before `deadline`.
-async fn drain_export(shared: &Shared, deadline: tokio::time::Instant) {
-    let Some(export) = shared.export() else {
+async fn drain_export(serving: &ServeState, deadline: tokio::time::Instant) {
+    let Some(export) = &serving.export else {
         return;
     };
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -199,7 +231,7 @@ async fn drain_export(shared: &Shared, deadline: tokio::time::Instant) {
 /// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): those in
 /// `--cluster-rule-namespaces`; by default, in cluster mode, the agent's own namespace, and
 /// offline every rule file.
-fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<drift_engine::rule::TierPolicy> {
+fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<TierPolicy> {
     crate::tiers::tier_policy(
         &args.cluster_rule_namespaces,
         offline,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::client_auth::{ClientAuth, PeerCertificates, Refusal};
-use crate::state::Shared;
+use crate::state::{ServeState, Shared};
 
 mod admission;
 
@@ -37,6 +37,7 @@ pub struct WebhookConfig {
 #[derive(Clone)]
 struct AppState {
     shared: Arc<Shared>,
+    serving: Arc<ServeState>,
     config: Arc<WebhookConfig>,
     /// Set under client authentication: the admission paths then refuse other callers.
     client_auth: Option<Arc<ClientAuth>>,
@@ -44,21 +45,40 @@ struct AppState {
 
 pub fn router(
     shared: Arc<Shared>,
+    serving: Arc<ServeState>,
     config: WebhookConfig,
     client_auth: Option<Arc<ClientAuth>>,
 ) -> Router {
     let state = AppState {
         shared,
+        serving,
         config: Arc::new(config.clone()),
         client_auth,
     };
-    Router::new()
+    let routes = Router::new()
         .route(&config.validate_path, post(validate))
-        .route(&config.validate_rule_path, post(validate_rule))
+        .route(&config.validate_rule_path, post(validate_rule));
+    with_probes(routes, &config).with_state(state)
+}
+
+/// The state the probes read: the rules' readiness and the metrics.
+impl FromRef<AppState> for Arc<Shared> {
+    fn from_ref(state: &AppState) -> Self {
+        state.shared.clone()
+    }
+}
+
+/// `routes` with liveness, readiness and metrics added, for any listener whose state holds the
+/// rules.
+fn with_probes<S>(routes: Router<S>, config: &WebhookConfig) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Shared>: FromRef<S>,
+{
+    routes
         .route(&config.health_path, get(|| async { "ok\n" }))
         .route(&config.ready_path, get(ready))
         .route(&config.metrics_path, get(metrics))
-        .with_state(state)
 }
 
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
@@ -89,31 +109,22 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
 /// Health, readiness and metrics only: the listener of the audit process, which answers no
 /// admission request.
 pub fn probe_router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
-    let state = AppState {
-        shared,
-        config: Arc::new(config.clone()),
-        client_auth: None,
-    };
-    Router::new()
-        .route(&config.health_path, get(|| async { "ok\n" }))
-        .route(&config.ready_path, get(ready))
-        .route(&config.metrics_path, get(metrics))
-        .with_state(state)
+    with_probes(Router::new(), &config).with_state(shared)
 }
 
-async fn ready(State(state): State<AppState>) -> Response {
-    if state.shared.is_ready() {
+async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.is_ready() {
         (StatusCode::OK, "ok\n").into_response()
     } else {
         plain(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}", state.shared.not_ready_reason()),
+            format!("not ready: {}", shared.not_ready_reason()),
         )
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
-    match state.shared.metrics.render() {
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.metrics.render() {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -193,7 +204,14 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
         Ok(body) => body,
         Err(response) => return response,
     };
-    admission::answer(&state.shared, body, started, state.config.write_timeout).await
+    admission::answer(
+        &state.shared,
+        &state.serving,
+        body,
+        started,
+        state.config.write_timeout,
+    )
+    .await
 }
 
 /// Under client authentication (SPEC §6, "Who may call"), the 401 for a caller whose
