@@ -574,47 +574,43 @@ pub fn parse_period(text: &str) -> Result<Duration, String> {
     Ok(period)
 }
 
-/// Go-style durations: `30s`, `1m30s`, `500ms`, `1h`, `1.5s`; a bare number means seconds.
+/// A duration in humantime's syntax (`30s`, `1m30s`, `500ms`, `1.5s`, `2h 30min`), or — as the
+/// original agent's flags took them — a bare number of seconds (`10`, `1.5`); a decimal point
+/// may lack the digits on one side (`.5s`, `5.s`). A fraction humantime cannot hold exactly
+/// (of a nanosecond, or `0.001h`, which it counts in whole seconds) is refused, not rounded.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let error = || {
-        format!(
-            "invalid duration {text:?}: expected e.g. 30s, 1m30s, 500ms (units: ns, us, ms, s, m, h)"
-        )
+    let error = |why: &dyn std::fmt::Display| {
+        format!("invalid duration {text:?}: {why}; expected e.g. 30s, 1m30s, 500ms")
     };
-    if text.is_empty() {
-        return Err(error());
-    }
     if let Ok(seconds) = text.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).map_err(|_| error());
+        return Duration::try_from_secs_f64(seconds).map_err(|e| error(&e));
     }
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(error)?;
-        if number_end == 0 {
-            return Err(error());
+    humantime::parse_duration(&with_whole_decimals(text)).map_err(|e| error(&e))
+}
+
+/// `.5s` as `0.5s` and `5.s` as `5.0s`: humantime wants digits on both sides of a decimal
+/// point, which the durations accepted before it did not.
+fn with_whole_decimals(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('.') {
+        return text.into();
+    }
+    let mut whole = String::with_capacity(text.len() + 2);
+    let mut previous = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let digit_before = previous.is_some_and(|p: char| p.is_ascii_digit());
+        let digit_after = chars.peek().is_some_and(char::is_ascii_digit);
+        if c == '.' && !digit_before && digit_after {
+            whole.push('0');
         }
-        let number: f64 = rest[..number_end].parse().map_err(|_| error())?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(error()),
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
+        whole.push(c);
+        if c == '.' && digit_before && !digit_after {
+            whole.push('0');
+        }
+        previous = Some(c);
     }
-    Duration::try_from_secs_f64(total).map_err(|_| error())
+    whole.into()
 }
 
 #[cfg(test)]
@@ -634,12 +630,23 @@ mod tests {
             ("s", None),
             ("10x", None),
             ("-1s", None),
+            // humantime's syntax, beyond what the durations took before it.
+            ("1m 30s", Some(Duration::from_secs(90))),
+            ("2min", Some(Duration::from_secs(120))),
+            ("1h30m15s500ms", Some(Duration::from_millis(5_415_500))),
+            ("250µs", Some(Duration::from_micros(250))),
+            // A decimal point with digits on one side only, as before.
+            (".5s", Some(Duration::from_millis(500))),
+            ("5.s", Some(Duration::from_secs(5))),
+            (".s", None),
         ];
         assert!(parse_period("0s").is_err());
         assert!(parse_period("200ms").is_ok());
         for (text, want) in cases {
             assert_eq!(parse_duration(text).ok(), *want, "{text}");
         }
+        // The message names the value (clap names the flag).
+        assert!(parse_duration("ten").unwrap_err().contains("\"ten\""));
     }
 
     #[test]
