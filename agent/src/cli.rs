@@ -151,67 +151,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_METRICS_PATH", default_value = "/metrics", value_parser = parse_http_path)]
     pub metrics_path: String,
 
-    /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
-    /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
-    /// (or comma-separated in the environment). Files are re-read when they change.
-    #[arg(
-        long = "rules",
-        env = "DRIFT_SENTINEL_RULES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub rules: Vec<PathBuf>,
-
-    /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
-    /// cluster. Repeatable; a file or a directory.
-    #[arg(
-        long = "namespaces",
-        env = "DRIFT_SENTINEL_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub namespaces: Vec<PathBuf>,
-
-    /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
-    /// rule ConfigMap anywhere else is a namespace rule: it acts only on objects of its own
-    /// namespace, and only where no cluster rule matches. Default in cluster mode: the agent's
-    /// own namespace (--pod-namespace); offline: every rule file is a cluster rule unless this
-    /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub cluster_rule_namespaces: Vec<String>,
-
-    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
-    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
-    pub kubeconfig: Option<PathBuf>,
-
     /// How often rule files and TLS files are checked for changes.
     #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_period, help_heading = "Rule sources")]
     pub reload_interval: Duration,
-
-    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
-    pub watch_resync: Duration,
-
-    /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
-    /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
-    /// enforced in its last valid version across restarts and by new replicas. Created when
-    /// absent if the agent may.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
-        default_value = "drift-sentinel-last-good-rules",
-        help_heading = "Rule sources"
-    )]
-    pub last_good_configmap: String,
-
-    /// Longest wait for the first sync of the cluster watches.
-    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
-    pub startup_sync_timeout: Duration,
 
     /// Longest time to read a request's headers.
     #[arg(long, env = "DRIFT_SENTINEL_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration, help_heading = "Timeouts")]
@@ -246,6 +188,91 @@ pub struct ServeArgs {
     )]
     pub enable_admission_violation_export: bool,
 
+    /// How often publish errors are checked and written to the Connection's status.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_STATUS_INTERVAL", default_value = "10s", value_parser = parse_period, hide = true)]
+    pub connection_status_interval: Duration,
+
+    /// Longest time an unchanged healthy publish status goes unwritten.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_HEARTBEAT", default_value = "1m", value_parser = parse_period, hide = true)]
+    pub connection_heartbeat: Duration,
+
+    /// Tests only: the export's clock reads an RFC 3339 time from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_CLOCK_FILE", hide = true)]
+    pub export_clock_file: Option<PathBuf>,
+
+    /// Tests only: the export's free-space probe reads a number of bytes from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_FREE_SPACE_FILE", hide = true)]
+    pub export_free_space_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The flags `serve` and `audit` share, with the same names, environment variables and
+/// defaults: where rules and namespaces come from, the Connection violations are exported
+/// through, who this pod is, and logging.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
+    /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
+    /// (or comma-separated in the environment). Files are re-read when they change.
+    #[arg(
+        long = "rules",
+        env = "DRIFT_SENTINEL_RULES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub rules: Vec<PathBuf>,
+
+    /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
+    /// cluster. Repeatable; a file or a directory.
+    #[arg(
+        long = "namespaces",
+        env = "DRIFT_SENTINEL_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub namespaces: Vec<PathBuf>,
+
+    /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
+    /// rule ConfigMap anywhere else is a namespace rule: it acts only on objects of its own
+    /// namespace, and only where no cluster rule matches. Default in cluster mode: the agent's
+    /// own namespace (--pod-namespace); offline: every rule file is a cluster rule unless this
+    /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN). The
+    /// audit judges each object under the rule that would win at admission: give it the
+    /// webhook's value.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub cluster_rule_namespaces: Vec<String>,
+
+    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
+    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
+    pub watch_resync: Duration,
+
+    /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
+    /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
+    /// enforced in its last valid version across restarts and by new replicas. Created when
+    /// absent if the webhook may; the audit only reads it.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
+        default_value = "drift-sentinel-last-good-rules",
+        help_heading = "Rule sources"
+    )]
+    pub last_good_configmap: String,
+
+    /// Longest wait for the first sync of the cluster watches.
+    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    pub startup_sync_timeout: Duration,
+
     /// Name of the Connection resource (in the pod's namespace) that routes exported
     /// violations.
     #[arg(
@@ -256,7 +283,8 @@ pub struct ServeArgs {
     )]
     pub audit_connection: String,
 
-    /// Channel: the subdirectory of the Connection's path the records go to.
+    /// Channel: the subdirectory of the Connection's path the records (the audit's runs) go
+    /// to.
     #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
     pub audit_channel: String,
 
@@ -294,23 +322,8 @@ pub struct ServeArgs {
     )]
     pub pod_namespace: Option<String>,
 
-    /// How often publish errors are checked and written to the Connection's status.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_STATUS_INTERVAL", default_value = "10s", value_parser = parse_period, hide = true)]
-    pub connection_status_interval: Duration,
-
-    /// Longest time an unchanged healthy publish status goes unwritten.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_HEARTBEAT", default_value = "1m", value_parser = parse_period, hide = true)]
-    pub connection_heartbeat: Duration,
-
-    /// Tests only: the export's clock reads an RFC 3339 time from this file.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_CLOCK_FILE", hide = true)]
-    pub export_clock_file: Option<PathBuf>,
-
-    /// Tests only: the export's free-space probe reads a number of bytes from this file.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_FREE_SPACE_FILE", hide = true)]
-    pub export_free_space_file: Option<PathBuf>,
-
-    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
+    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
+    /// writes them on standard error (its standard output is its summary).
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
     pub log_level: tracing::Level,
 }
@@ -403,79 +416,10 @@ pub struct AuditArgs {
     )]
     pub objects: Vec<PathBuf>,
 
-    /// Rule ConfigMaps from files instead of the cluster (as for `serve`).
-    #[arg(long = "rules", env = "DRIFT_SENTINEL_RULES", value_delimiter = ',')]
-    pub rules: Vec<PathBuf>,
-
-    /// Namespace documents (their mode annotation) instead of the cluster's.
-    #[arg(
-        long = "namespaces",
-        env = "DRIFT_SENTINEL_NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub namespaces: Vec<PathBuf>,
-
-    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
-    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Longest wait for the first sync of the cluster's rules.
-    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
-    pub startup_sync_timeout: Duration,
-
-    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period)]
-    pub watch_resync: Duration,
-
     /// Export each run's drifted objects to `<path>/<channel>/<run-id>.log` through the
     /// Connection named by --audit-connection (SPEC §7, §8).
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_violation_export: bool,
-
-    /// Name of the Connection resource (in the pod's namespace).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
-        default_value = "audit-connection"
-    )]
-    pub audit_connection: String,
-
-    /// Channel: the subdirectory of the Connection's path the runs go to.
-    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel)]
-    pub audit_channel: String,
-
-    /// Read the Connection from this file instead of the cluster.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION")]
-    pub connection: Option<PathBuf>,
-
-    /// This pod's name (its entry in the Connection's status). Defaults to the host name.
-    #[arg(long, env = "DRIFT_SENTINEL_POD_NAME")]
-    pub pod_name: Option<String>,
-
-    /// This pod's namespace, where the Connection is looked up.
-    #[arg(long, env = "DRIFT_SENTINEL_POD_NAMESPACE")]
-    pub pod_namespace: Option<String>,
-
-    /// Namespaces (globs) whose rule ConfigMaps are cluster rules, as for `serve`: the audit
-    /// judges each object under the rule that would win at admission.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub cluster_rule_namespaces: Vec<String>,
-
-    /// The webhook's ConfigMap of last good rule versions (read only, never written here).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
-        default_value = "drift-sentinel-last-good-rules"
-    )]
-    pub last_good_configmap: String,
-
-    /// Every Connection path must lie inside this directory, as for `serve`.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root)]
-    pub export_root: PathBuf,
 
     /// Periodic mode: address of the health, readiness and metrics listener (plain HTTP).
     #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
@@ -485,9 +429,8 @@ pub struct AuditArgs {
     #[arg(long, env = "DRIFT_SENTINEL_ADMIN_ADDRESS", default_value = "127.0.0.1:9090", value_parser = parse_loopback_address)]
     pub admin_address: SocketAddr,
 
-    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON on standard error.
-    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level)]
-    pub log_level: tracing::Level,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// `:8080`, `0.0.0.0:8080`, `[::1]:8080` or `localhost:8080`.

@@ -36,7 +36,7 @@ pub const EXIT_ERROR: u8 = 2;
 /// Runs the command; errors are printed and exit with code 2.
 pub async fn command(args: AuditArgs) -> ExitCode {
     // Logs go to standard error: standard output is the summary of a run once.
-    init_logging(args.log_level, LogTo::Stderr);
+    init_logging(args.common.log_level, LogTo::Stderr);
     match run_command(args).await {
         Ok(code) => code,
         Err(e) => {
@@ -51,11 +51,12 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let metrics = crate::metrics::Metrics::audit().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
-    let cluster_configured = crate::kube_client::cluster_configured(args.kubeconfig.as_deref());
+    let cluster_configured =
+        crate::kube_client::cluster_configured(args.common.kubeconfig.as_deref());
     let client = if offline || !cluster_configured {
         None
     } else {
-        Some(crate::kube_client::client(args.kubeconfig.as_deref()).await?)
+        Some(crate::kube_client::client(args.common.kubeconfig.as_deref()).await?)
     };
     if !offline && client.is_none() {
         anyhow::bail!(
@@ -64,11 +65,16 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     }
     let shared = rules(&args, client.as_ref(), metrics, &shutdown_rx).await?;
 
-    let export = match (args.enable_violation_export, &args.connection, &client) {
+    let export = match (
+        args.enable_violation_export,
+        &args.common.connection,
+        &client,
+    ) {
         (false, _, _) => None,
         (true, Some(file), _) => Some(ConnectionSource::File(file.clone())),
         (true, None, Some(client)) => {
             let namespace = args
+                .common
                 .pod_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_owned());
@@ -82,11 +88,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let health = Arc::new(PublishHealth::default());
-    let pod = args.pod_name.clone().unwrap_or_else(host_name);
+    let pod = args.common.pod_name.clone().unwrap_or_else(host_name);
     let cluster_target = match &export {
         Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
             api: api.as_ref().clone(),
-            name: args.audit_connection.clone(),
+            name: args.common.audit_connection.clone(),
         }),
         _ => None,
     };
@@ -122,10 +128,10 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         webhook_resources: drift_engine::audit::parse_resources(&args.audit_resources),
         chunk: args.audit_chunk_size,
         export,
-        connection_name: args.audit_connection.clone(),
+        connection_name: args.common.audit_connection.clone(),
         target: crate::export::connection::Target {
-            root: args.export_root.clone(),
-            channel: args.audit_channel.clone(),
+            root: args.common.export_root.clone(),
+            channel: args.common.audit_channel.clone(),
         },
         status,
         health,
@@ -160,12 +166,12 @@ async fn rules(
     metrics: crate::metrics::Metrics,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<Arc<Shared>> {
-    if !args.rules.is_empty() {
+    if !args.common.rules.is_empty() {
         let tier_policy =
-            crate::tiers::tier_policy(&args.cluster_rule_namespaces, true, String::new())?;
+            crate::tiers::tier_policy(&args.common.cluster_rule_namespaces, true, String::new())?;
         let source = FileSource {
-            rules: args.rules.clone(),
-            namespaces: args.namespaces.clone(),
+            rules: args.common.rules.clone(),
+            namespaces: args.common.namespaces.clone(),
             tier_policy: tier_policy.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
@@ -187,11 +193,15 @@ async fn rules(
     }
     let client = client.context("--rules is required without a cluster")?;
     let namespace = args
+        .common
         .pod_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let tier_policy =
-        crate::tiers::tier_policy(&args.cluster_rule_namespaces, false, namespace.clone())?;
+    let tier_policy = crate::tiers::tier_policy(
+        &args.common.cluster_rule_namespaces,
+        false,
+        namespace.clone(),
+    )?;
     let shared = Shared::new(
         metrics,
         tier_policy,
@@ -201,19 +211,19 @@ async fn rules(
         client.clone(),
         shared.clone(),
         crate::cluster_source::ClusterOptions {
-            startup_sync_timeout: args.startup_sync_timeout,
-            resync: args.watch_resync,
-            last_good: (namespace, args.last_good_configmap.clone()),
+            startup_sync_timeout: args.common.startup_sync_timeout,
+            resync: args.common.watch_resync,
+            last_good: (namespace, args.common.last_good_configmap.clone()),
             keep_last_good: false,
         },
         shutdown.clone(),
     ));
-    let deadline = tokio::time::Instant::now() + args.startup_sync_timeout;
+    let deadline = tokio::time::Instant::now() + args.common.startup_sync_timeout;
     while !shared.is_ready() {
         if tokio::time::Instant::now() >= deadline {
             anyhow::bail!(
                 "the cluster's rules did not sync within {:?}: {}",
-                args.startup_sync_timeout,
+                args.common.startup_sync_timeout,
                 shared.not_ready_reason()
             );
         }

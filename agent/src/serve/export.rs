@@ -22,7 +22,7 @@ pub(super) async fn start(
     client: Option<&kube::Client>,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<ExportHandle> {
-    let pod = args.pod_name.clone().unwrap_or_else(host_name);
+    let pod = args.common.pod_name.clone().unwrap_or_else(host_name);
     let mut config = export::ExportConfig::default();
     if let Some(file) = &args.export_clock_file {
         config.clock = Arc::new(export::FileClock(file.clone()));
@@ -34,18 +34,18 @@ pub(super) async fn start(
     let exporter = export::Exporter::start(config, metrics, health.clone())
         .context("cannot start the export publisher")?;
     let target = connection::Target {
-        root: args.export_root.clone(),
-        channel: args.audit_channel.clone(),
+        root: args.common.export_root.clone(),
+        channel: args.common.audit_channel.clone(),
     };
-    let (status, describe) = match (&args.connection, client) {
+    let (status, describe) = match (&args.common.connection, client) {
         (Some(file), _) => {
             let found = connection::read_file(file)?;
             let name = found.metadata.name.as_deref().unwrap_or("");
-            if name != args.audit_connection {
+            if name != args.common.audit_connection {
                 anyhow::bail!(
                     "{} holds Connection {name:?}, but --audit-connection is {:?}: make them match",
                     file.display(),
-                    args.audit_connection
+                    args.common.audit_connection
                 );
             }
             let describe = file.display().to_string();
@@ -53,7 +53,7 @@ pub(super) async fn start(
             connection::apply(Some(&found), &describe, &target, &exporter, &status).await;
             tokio::spawn(watch_connection_file(
                 file.clone(),
-                args.audit_connection.clone(),
+                args.common.audit_connection.clone(),
                 target,
                 exporter.clone(),
                 status.clone(),
@@ -64,23 +64,24 @@ pub(super) async fn start(
         }
         (None, Some(client)) => {
             let namespace = args
+                .common
                 .pod_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_owned());
             let api: kube::Api<drift_api::Connection> =
                 kube::Api::namespaced(client.clone(), &namespace);
-            let describe = format!("{namespace}/{}", args.audit_connection);
+            let describe = format!("{namespace}/{}", args.common.audit_connection);
             let status = Arc::new(ConnectionStatusReporter::new(
                 pod,
                 health,
                 Some(ClusterTarget {
                     api: api.clone(),
-                    name: args.audit_connection.clone(),
+                    name: args.common.audit_connection.clone(),
                 }),
             ));
             tokio::spawn(connection::watch_cluster(
                 api,
-                args.audit_connection.clone(),
+                args.common.audit_connection.clone(),
                 describe.clone(),
                 target,
                 exporter.clone(),
