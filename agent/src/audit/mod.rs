@@ -253,19 +253,10 @@ async fn periodic(
         idle: std::time::Duration::from_secs(60),
         shutdown: std::time::Duration::from_secs(10),
     };
-    let config = crate::webhook::WebhookConfig {
-        validate_path: "/validate".into(),
-        validate_rule_path: "/validate-rule".into(),
-        health_path: "/healthz".into(),
-        ready_path: "/readyz".into(),
-        metrics_path: "/metrics".into(),
-        read_timeout: std::time::Duration::from_secs(15),
-        write_timeout: std::time::Duration::from_secs(15),
-    };
     let admin_dir = auditor.admin_dir();
     tokio::spawn(crate::server::serve(
         probes,
-        crate::webhook::probe_router(shared.clone(), config),
+        crate::webhook::probe_router(shared.clone(), &crate::webhook::ProbePaths::default()),
         None,
         timeouts,
         shutdown_rx.clone(),

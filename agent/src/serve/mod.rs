@@ -179,9 +179,11 @@ async fn start_servers(
         webhook::WebhookConfig {
             validate_path: args.validate_path.clone(),
             validate_rule_path: args.validate_rule_path.clone(),
-            health_path: args.health_path.clone(),
-            ready_path: args.ready_path.clone(),
-            metrics_path: args.metrics_path.clone(),
+            probes: webhook::ProbePaths {
+                health: args.health_path.clone(),
+                ready: args.ready_path.clone(),
+                metrics: args.metrics_path.clone(),
+            },
             read_timeout: args.read_timeout,
             write_timeout: args.write_timeout,
         },

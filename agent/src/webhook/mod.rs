@@ -27,11 +27,29 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub struct WebhookConfig {
     pub validate_path: String,
     pub validate_rule_path: String,
-    pub health_path: String,
-    pub ready_path: String,
-    pub metrics_path: String,
+    pub probes: ProbePaths,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+}
+
+/// Paths of liveness, readiness and metrics: what every listener of the agent answers, the
+/// audit's included.
+#[derive(Debug, Clone)]
+pub struct ProbePaths {
+    pub health: String,
+    pub ready: String,
+    pub metrics: String,
+}
+
+impl Default for ProbePaths {
+    /// The paths the chart's probes and scrape configuration use.
+    fn default() -> Self {
+        Self {
+            health: "/healthz".into(),
+            ready: "/readyz".into(),
+            metrics: "/metrics".into(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -58,7 +76,7 @@ pub fn router(
     let routes = Router::new()
         .route(&config.validate_path, post(validate))
         .route(&config.validate_rule_path, post(validate_rule));
-    with_probes(routes, &config).with_state(state)
+    with_probes(routes, &config.probes).with_state(state)
 }
 
 /// The state the probes read: the rules' readiness and the metrics.
@@ -70,15 +88,15 @@ impl FromRef<AppState> for Arc<Shared> {
 
 /// `routes` with liveness, readiness and metrics added, for any listener whose state holds the
 /// rules.
-fn with_probes<S>(routes: Router<S>, config: &WebhookConfig) -> Router<S>
+fn with_probes<S>(routes: Router<S>, paths: &ProbePaths) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Arc<Shared>: FromRef<S>,
 {
     routes
-        .route(&config.health_path, get(|| async { "ok\n" }))
-        .route(&config.ready_path, get(ready))
-        .route(&config.metrics_path, get(metrics))
+        .route(&paths.health, get(|| async { "ok\n" }))
+        .route(&paths.ready, get(ready))
+        .route(&paths.metrics, get(metrics))
 }
 
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
@@ -108,8 +126,8 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
 
 /// Health, readiness and metrics only: the listener of the audit process, which answers no
 /// admission request.
-pub fn probe_router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
-    with_probes(Router::new(), &config).with_state(shared)
+pub fn probe_router(shared: Arc<Shared>, paths: &ProbePaths) -> Router {
+    with_probes(Router::new(), paths).with_state(shared)
 }
 
 async fn ready(State(shared): State<Arc<Shared>>) -> Response {
