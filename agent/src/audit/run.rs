@@ -105,8 +105,9 @@ struct Progress<'s> {
 }
 
 impl Progress<'_> {
-    /// Judges one object; a failed export write aborts the run.
-    fn judge(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
+    /// Audits one object: counted, reported, printed and exported; a failed export write aborts
+    /// the run.
+    fn audit_one(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
         let snapshot = self.snapshot;
         let Some(audit) = drift_engine::audit::audit_object(
             &snapshot.rules,
@@ -394,7 +395,7 @@ impl Auditor {
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
                     let resource = drift_engine::manifests::resource_of(kind);
                     progress
-                        .judge(&object, &resource)
+                        .audit_one(&object, &resource)
                         .map_err(RunError::Export)?;
                 }
             }
@@ -408,7 +409,7 @@ impl Auditor {
             .map_err(|e| RunError::Source(format!("{e:#}")))?;
         for resource in &listed {
             objects::list(client, resource, self.chunk, |listed, object| {
-                progress.judge(&object, &listed.resource.plural)
+                progress.audit_one(&object, &listed.resource.plural)
             })
             .await
             .map_err(|e| RunError::Source(format!("{e:#}")))?

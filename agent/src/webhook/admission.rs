@@ -135,7 +135,7 @@ async fn decide(
                 let _ = parse_race.uid.set(parsed.uid.clone());
                 match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
                     Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
-                    None => Parsed::Answered(judge(
+                    None => Parsed::Answered(evaluate_and_record(
                         &parse_shared,
                         &parse_serving,
                         parsed,
@@ -163,7 +163,9 @@ async fn decide(
     };
     let task = tokio::task::spawn_blocking(move || {
         guarded(|| match parse_review_raw(&body) {
-            Ok(parsed) => judge(&shared, &serving, parsed, labels.as_ref(), started, &race),
+            Ok(parsed) => {
+                evaluate_and_record(&shared, &serving, parsed, labels.as_ref(), started, &race)
+            }
             Err(e) => Answer::NotAReview(e.0),
         })
     })
@@ -217,7 +219,9 @@ fn internal_error(uid: &str, message: &str) -> Response {
     response
 }
 
-fn judge(
+/// Evaluates a parsed review against the active rules and, unless the write timeout answered
+/// first, records the decision (metrics, log line, export record): the answer to give.
+fn evaluate_and_record(
     shared: &Shared,
     serving: &ServeState,
     parsed: ParsedReview<RawDocument<'_>>,
