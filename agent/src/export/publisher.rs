@@ -8,9 +8,9 @@ use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::counters::{DropReason, ExportCounters, LogLimiter};
 use super::queue::{Message, Queue};
 use super::spool::{Clock, FreeSpace, Limits, Spool, SpoolError};
-use super::{DropReason, ExportCounters, LogLimiter};
 use crate::connection_status::PublishHealth;
 
 /// Most records written per batch.
@@ -236,7 +236,7 @@ impl Publisher {
                 .health
                 .record_attempt(now, written > 0, first_error.as_deref());
         }
-        self.parts.counters.queue_depth(&self.parts.queue);
+        self.parts.counters.queue_depth(self.parts.queue.depth());
     }
 
     /// Completes a full or old segment; runs the janitor when it is due.

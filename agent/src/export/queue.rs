@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use super::DropReason;
+use super::counters::DropReason;
 
 /// What goes through the queue to the publisher thread.
 pub enum Message {

@@ -21,7 +21,7 @@ use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse
 use drift_engine::{AdmissionRequest, Context, Detail, Evaluation, evaluate};
 use serde_json::{Map, Value};
 
-use super::{count_error, json, plain};
+use super::response::{count_error, json, plain};
 use crate::state::{ServeState, Shared};
 
 /// How many changed (and denied) fields a decision log line lists; the counts are always there.

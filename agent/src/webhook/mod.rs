@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{FromRef, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +17,10 @@ use crate::client_auth::{ClientAuth, PeerCertificates, Refusal};
 use crate::state::{ServeState, Shared};
 
 mod admission;
+mod response;
+
+use response::json;
+pub use response::plain;
 
 /// Largest AdmissionReview accepted (413 beyond).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -158,18 +161,6 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-/// A plain-text answer (the webhook's answer to what is not an AdmissionReview at all).
-pub fn plain(status: StatusCode, message: impl Into<String>) -> Response {
-    let mut text = message.into();
-    text.push('\n');
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        text,
-    )
-        .into_response()
-}
-
 fn is_json(content_type: Option<&HeaderValue>) -> bool {
     let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
         return false;
@@ -261,29 +252,11 @@ fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
     ))
 }
 
-/// A request answered without a decision (not a review, malformed, internal failure).
-fn count_error(shared: &Shared) {
-    shared
-        .metrics
-        .admission_requests
-        .with_label_values(&["", "", "error"])
-        .inc();
-}
-
 fn too_large() -> Response {
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("request body is larger than {MAX_BODY_BYTES} bytes"),
     )
-}
-
-fn json(body: Bytes) -> Response {
-    let mut response = Response::new(Body::from(body));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 #[cfg(test)]
