@@ -14,7 +14,12 @@ use axum::routing::get;
 use drift_api::status::{AgentStatus, ExportState, InvalidRule, LoadedRule, QueueDepth};
 use tokio::sync::watch;
 
-use crate::state::Shared;
+use crate::state::{AuditRuns, ExportHandle, ServeState, Shared};
+
+/// Idle timeout of admin connections: `/violations?follow=true` streams for as long as the
+/// client wants while the client sends nothing, so the listeners' usual read-idle timeout
+/// would cut it. The listener is loopback only.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How often a `follow` stream looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
@@ -22,21 +27,41 @@ const FOLLOW_POLL: Duration = Duration::from_millis(250);
 #[derive(Clone)]
 struct AdminState {
     shared: Arc<Shared>,
+    /// What the process adds to `/status`.
+    process: Process,
     shutdown: watch::Receiver<bool>,
 }
 
-pub fn router(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) -> Router {
+/// The process the admin API reports on.
+#[derive(Clone)]
+enum Process {
+    Serve(Arc<ServeState>),
+    Audit(Arc<AuditRuns>),
+}
+
+/// The admin API of the webhook: `/status` with its export, `/violations` of its channel
+/// directory.
+pub fn router(
+    shared: Arc<Shared>,
+    serving: Arc<ServeState>,
+    shutdown: watch::Receiver<bool>,
+) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/violations", get(violations))
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(AdminState { shared, shutdown })
+        .with_state(AdminState {
+            shared,
+            process: Process::Serve(serving),
+            shutdown,
+        })
 }
 
 /// The admin API of the audit process: `/status` with its last run, and `/violations` of the
 /// channel directory its last run wrote to (`?source=audit` streams the runs' records).
 pub fn audit_router(
     shared: Arc<Shared>,
+    runs: Arc<AuditRuns>,
     dir: Arc<arc_swap::ArcSwapOption<std::path::PathBuf>>,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
@@ -57,24 +82,29 @@ pub fn audit_router(
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(AdminState { shared, shutdown })
+        .with_state(AdminState {
+            shared,
+            process: Process::Audit(runs),
+            shutdown,
+        })
 }
 
 async fn violations(State(state): State<AdminState>, uri: Uri) -> Response {
-    let dir = state
-        .shared
-        .export()
-        .and_then(|export| export.exporter.channel_dir());
+    let dir = match &state.process {
+        Process::Serve(serving) => serving.export.as_ref(),
+        Process::Audit(_) => None,
+    }
+    .and_then(|export| export.exporter.channel_dir());
     crate::export::stream::response(dir, uri.query(), FOLLOW_POLL, state.shutdown.clone())
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    Json(status_document(&state.shared)).into_response()
+    Json(status_document(&state.shared, &state.process)).into_response()
 }
 
 /// The `export` part of `/status`: this pod's Connection status entry and the queue.
-fn export_state(shared: &Shared) -> ExportState {
-    let Some(export) = shared.export() else {
+fn export_state(export: Option<&ExportHandle>) -> ExportState {
+    let Some(export) = export else {
         return ExportState::default();
     };
     let (messages, bytes) = export.exporter.queue_depth();
@@ -91,7 +121,11 @@ fn export_state(shared: &Shared) -> ExportState {
 }
 
 /// The `/status` document.
-pub fn status_document(shared: &Shared) -> AgentStatus {
+fn status_document(shared: &Shared, process: &Process) -> AgentStatus {
+    let (export, runs) = match process {
+        Process::Serve(serving) => (serving.export.as_ref(), None),
+        Process::Audit(runs) => (None, Some(runs)),
+    };
     let snapshot = shared.snapshot();
     let rules = snapshot
         .rules
@@ -134,8 +168,8 @@ pub fn status_document(shared: &Shared) -> AgentStatus {
         stale_rules: snapshot.stale_rules.clone(),
         cluster_rule_namespaces: Some(shared.tier_policy().cluster_namespace_globs()),
         namespaces_known: snapshot.namespaces.len(),
-        export: export_state(shared),
-        audit: shared.last_audit(),
-        audit_interval_seconds: shared.audit_interval().map(|i| i.as_secs_f64()),
+        export: export_state(export),
+        audit: runs.and_then(|r| r.last()),
+        audit_interval_seconds: runs.and_then(|r| r.interval()).map(|i| i.as_secs_f64()),
     }
 }

@@ -37,7 +37,7 @@ pub enum Command {
     /// The demonstration reader of admission export: logs each record of each completed
     /// admission segment of a channel directory, then deletes the segment. Never touches
     /// `.open` segments or audit files. For trying the feature, not for production.
-    Reader(crate::export::reader::ReaderArgs),
+    Reader(ReaderArgs),
 }
 
 /// Subcommand names, to tell a flag of the default subcommand from a subcommand.
@@ -57,6 +57,20 @@ pub struct ReviewArgs {
     /// The request uid.
     #[arg(long, default_value = "00000000-0000-0000-0000-000000000001")]
     pub uid: String,
+}
+
+/// `drift-sentinel reader` (see `export::reader`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReaderArgs {
+    /// Channel directory to consume (`<Connection path>/<channel>`).
+    #[arg(long)]
+    pub path: PathBuf,
+    /// Time between passes.
+    #[arg(long, default_value = "1s", value_parser = parse_period)]
+    pub interval: Duration,
+    /// One pass, then exit (a missing directory is then an error).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// Parses the process arguments, running `serve` when no subcommand is named.
@@ -95,7 +109,7 @@ pub struct ServeArgs {
 
     /// Lowest TLS version accepted: 1.2 or 1.3.
     #[arg(long, env = "DRIFT_SENTINEL_TLS_MIN_VERSION", default_value = "1.2")]
-    pub tls_min_version: crate::tls::TlsMinVersion,
+    pub tls_min_version: TlsMinVersion,
 
     /// CA bundle (PEM) of the certificates that may call the webhook's paths: with it, a
     /// caller of /validate or /validate-rule without a certificate signed by it and named in
@@ -137,67 +151,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_METRICS_PATH", default_value = "/metrics", value_parser = parse_http_path)]
     pub metrics_path: String,
 
-    /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
-    /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
-    /// (or comma-separated in the environment). Files are re-read when they change.
-    #[arg(
-        long = "rules",
-        env = "DRIFT_SENTINEL_RULES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub rules: Vec<PathBuf>,
-
-    /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
-    /// cluster. Repeatable; a file or a directory.
-    #[arg(
-        long = "namespaces",
-        env = "DRIFT_SENTINEL_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub namespaces: Vec<PathBuf>,
-
-    /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
-    /// rule ConfigMap anywhere else is a namespace rule: it acts only on objects of its own
-    /// namespace, and only where no cluster rule matches. Default in cluster mode: the agent's
-    /// own namespace (--pod-namespace); offline: every rule file is a cluster rule unless this
-    /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
-    pub cluster_rule_namespaces: Vec<String>,
-
-    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
-    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
-    pub kubeconfig: Option<PathBuf>,
-
     /// How often rule files and TLS files are checked for changes.
     #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_period, help_heading = "Rule sources")]
     pub reload_interval: Duration,
-
-    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
-    pub watch_resync: Duration,
-
-    /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
-    /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
-    /// enforced in its last valid version across restarts and by new replicas. Created when
-    /// absent if the agent may.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
-        default_value = "drift-sentinel-last-good-rules",
-        help_heading = "Rule sources"
-    )]
-    pub last_good_configmap: String,
-
-    /// Longest wait for the first sync of the cluster watches.
-    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
-    pub startup_sync_timeout: Duration,
 
     /// Longest time to read a request's headers.
     #[arg(long, env = "DRIFT_SENTINEL_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration, help_heading = "Timeouts")]
@@ -232,6 +188,91 @@ pub struct ServeArgs {
     )]
     pub enable_admission_violation_export: bool,
 
+    /// How often publish errors are checked and written to the Connection's status.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_STATUS_INTERVAL", default_value = "10s", value_parser = parse_period, hide = true)]
+    pub connection_status_interval: Duration,
+
+    /// Longest time an unchanged healthy publish status goes unwritten.
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_HEARTBEAT", default_value = "1m", value_parser = parse_period, hide = true)]
+    pub connection_heartbeat: Duration,
+
+    /// Tests only: the export's clock reads an RFC 3339 time from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_CLOCK_FILE", hide = true)]
+    pub export_clock_file: Option<PathBuf>,
+
+    /// Tests only: the export's free-space probe reads a number of bytes from this file.
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_FREE_SPACE_FILE", hide = true)]
+    pub export_free_space_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The flags `serve` and `audit` share, with the same names, environment variables and
+/// defaults: where rules and namespaces come from, the Connection violations are exported
+/// through, who this pod is, and logging.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
+    /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
+    /// (or comma-separated in the environment). Files are re-read when they change.
+    #[arg(
+        long = "rules",
+        env = "DRIFT_SENTINEL_RULES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub rules: Vec<PathBuf>,
+
+    /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
+    /// cluster. Repeatable; a file or a directory.
+    #[arg(
+        long = "namespaces",
+        env = "DRIFT_SENTINEL_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub namespaces: Vec<PathBuf>,
+
+    /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
+    /// rule ConfigMap anywhere else is a namespace rule: it acts only on objects of its own
+    /// namespace, and only where no cluster rule matches. Default in cluster mode: the agent's
+    /// own namespace (--pod-namespace); offline: every rule file is a cluster rule unless this
+    /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN). The
+    /// audit judges each object under the rule that would win at admission: give it the
+    /// webhook's value.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Rule sources"
+    )]
+    pub cluster_rule_namespaces: Vec<String>,
+
+    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
+    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
+    pub watch_resync: Duration,
+
+    /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
+    /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
+    /// enforced in its last valid version across restarts and by new replicas. Created when
+    /// absent if the webhook may; the audit only reads it.
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
+        default_value = "drift-sentinel-last-good-rules",
+        help_heading = "Rule sources"
+    )]
+    pub last_good_configmap: String,
+
+    /// Longest wait for the first sync of the cluster watches.
+    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    pub startup_sync_timeout: Duration,
+
     /// Name of the Connection resource (in the pod's namespace) that routes exported
     /// violations.
     #[arg(
@@ -242,7 +283,8 @@ pub struct ServeArgs {
     )]
     pub audit_connection: String,
 
-    /// Channel: the subdirectory of the Connection's path the records go to.
+    /// Channel: the subdirectory of the Connection's path the records (the audit's runs) go
+    /// to.
     #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
     pub audit_channel: String,
 
@@ -280,25 +322,20 @@ pub struct ServeArgs {
     )]
     pub pod_namespace: Option<String>,
 
-    /// How often publish errors are checked and written to the Connection's status.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_STATUS_INTERVAL", default_value = "10s", value_parser = parse_period, hide = true)]
-    pub connection_status_interval: Duration,
-
-    /// Longest time an unchanged healthy publish status goes unwritten.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION_HEARTBEAT", default_value = "1m", value_parser = parse_period, hide = true)]
-    pub connection_heartbeat: Duration,
-
-    /// Tests only: the export's clock reads an RFC 3339 time from this file.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_CLOCK_FILE", hide = true)]
-    pub export_clock_file: Option<PathBuf>,
-
-    /// Tests only: the export's free-space probe reads a number of bytes from this file.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_FREE_SPACE_FILE", hide = true)]
-    pub export_free_space_file: Option<PathBuf>,
-
-    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line.
+    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
+    /// writes them on standard error (its standard output is its summary).
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
     pub log_level: tracing::Level,
+}
+
+/// The lowest TLS version the listener accepts (`--tls-min-version`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMinVersion {
+    #[default]
+    #[value(name = "1.2")]
+    Tls12,
+    #[value(name = "1.3")]
+    Tls13,
 }
 
 /// An absolute directory without `..`.
@@ -379,79 +416,10 @@ pub struct AuditArgs {
     )]
     pub objects: Vec<PathBuf>,
 
-    /// Rule ConfigMaps from files instead of the cluster (as for `serve`).
-    #[arg(long = "rules", env = "DRIFT_SENTINEL_RULES", value_delimiter = ',')]
-    pub rules: Vec<PathBuf>,
-
-    /// Namespace documents (their mode annotation) instead of the cluster's.
-    #[arg(
-        long = "namespaces",
-        env = "DRIFT_SENTINEL_NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub namespaces: Vec<PathBuf>,
-
-    /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
-    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Longest wait for the first sync of the cluster's rules.
-    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
-    pub startup_sync_timeout: Duration,
-
-    /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period)]
-    pub watch_resync: Duration,
-
     /// Export each run's drifted objects to `<path>/<channel>/<run-id>.log` through the
     /// Connection named by --audit-connection (SPEC §7, §8).
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_violation_export: bool,
-
-    /// Name of the Connection resource (in the pod's namespace).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
-        default_value = "audit-connection"
-    )]
-    pub audit_connection: String,
-
-    /// Channel: the subdirectory of the Connection's path the runs go to.
-    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel)]
-    pub audit_channel: String,
-
-    /// Read the Connection from this file instead of the cluster.
-    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION")]
-    pub connection: Option<PathBuf>,
-
-    /// This pod's name (its entry in the Connection's status). Defaults to the host name.
-    #[arg(long, env = "DRIFT_SENTINEL_POD_NAME")]
-    pub pod_name: Option<String>,
-
-    /// This pod's namespace, where the Connection is looked up.
-    #[arg(long, env = "DRIFT_SENTINEL_POD_NAMESPACE")]
-    pub pod_namespace: Option<String>,
-
-    /// Namespaces (globs) whose rule ConfigMaps are cluster rules, as for `serve`: the audit
-    /// judges each object under the rule that would win at admission.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
-        value_delimiter = ','
-    )]
-    pub cluster_rule_namespaces: Vec<String>,
-
-    /// The webhook's ConfigMap of last good rule versions (read only, never written here).
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
-        default_value = "drift-sentinel-last-good-rules"
-    )]
-    pub last_good_configmap: String,
-
-    /// Every Connection path must lie inside this directory, as for `serve`.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root)]
-    pub export_root: PathBuf,
 
     /// Periodic mode: address of the health, readiness and metrics listener (plain HTTP).
     #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
@@ -461,9 +429,8 @@ pub struct AuditArgs {
     #[arg(long, env = "DRIFT_SENTINEL_ADMIN_ADDRESS", default_value = "127.0.0.1:9090", value_parser = parse_loopback_address)]
     pub admin_address: SocketAddr,
 
-    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON on standard error.
-    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level)]
-    pub log_level: tracing::Level,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// `:8080`, `0.0.0.0:8080`, `[::1]:8080` or `localhost:8080`.
@@ -550,47 +517,43 @@ pub fn parse_period(text: &str) -> Result<Duration, String> {
     Ok(period)
 }
 
-/// Go-style durations: `30s`, `1m30s`, `500ms`, `1h`, `1.5s`; a bare number means seconds.
+/// A duration in humantime's syntax (`30s`, `1m30s`, `500ms`, `1.5s`, `2h 30min`), or — as the
+/// original agent's flags took them — a bare number of seconds (`10`, `1.5`); a decimal point
+/// may lack the digits on one side (`.5s`, `5.s`). A fraction humantime cannot hold exactly
+/// (of a nanosecond, or `0.001h`, which it counts in whole seconds) is refused, not rounded.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let error = || {
-        format!(
-            "invalid duration {text:?}: expected e.g. 30s, 1m30s, 500ms (units: ns, us, ms, s, m, h)"
-        )
+    let error = |why: &dyn std::fmt::Display| {
+        format!("invalid duration {text:?}: {why}; expected e.g. 30s, 1m30s, 500ms")
     };
-    if text.is_empty() {
-        return Err(error());
-    }
     if let Ok(seconds) = text.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).map_err(|_| error());
+        return Duration::try_from_secs_f64(seconds).map_err(|e| error(&e));
     }
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(error)?;
-        if number_end == 0 {
-            return Err(error());
+    humantime::parse_duration(&with_whole_decimals(text)).map_err(|e| error(&e))
+}
+
+/// `.5s` as `0.5s` and `5.s` as `5.0s`: humantime wants digits on both sides of a decimal
+/// point, which the durations accepted before it did not.
+fn with_whole_decimals(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('.') {
+        return text.into();
+    }
+    let mut whole = String::with_capacity(text.len() + 2);
+    let mut previous = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let digit_before = previous.is_some_and(|p: char| p.is_ascii_digit());
+        let digit_after = chars.peek().is_some_and(char::is_ascii_digit);
+        if c == '.' && !digit_before && digit_after {
+            whole.push('0');
         }
-        let number: f64 = rest[..number_end].parse().map_err(|_| error())?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(error()),
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
+        whole.push(c);
+        if c == '.' && digit_before && !digit_after {
+            whole.push('0');
+        }
+        previous = Some(c);
     }
-    Duration::try_from_secs_f64(total).map_err(|_| error())
+    whole.into()
 }
 
 #[cfg(test)]
@@ -610,12 +573,23 @@ mod tests {
             ("s", None),
             ("10x", None),
             ("-1s", None),
+            // humantime's syntax, beyond what the durations took before it.
+            ("1m 30s", Some(Duration::from_secs(90))),
+            ("2min", Some(Duration::from_secs(120))),
+            ("1h30m15s500ms", Some(Duration::from_millis(5_415_500))),
+            ("250µs", Some(Duration::from_micros(250))),
+            // A decimal point with digits on one side only, as before.
+            (".5s", Some(Duration::from_millis(500))),
+            ("5.s", Some(Duration::from_secs(5))),
+            (".s", None),
         ];
         assert!(parse_period("0s").is_err());
         assert!(parse_period("200ms").is_ok());
         for (text, want) in cases {
             assert_eq!(parse_duration(text).ok(), *want, "{text}");
         }
+        // The message names the value (clap names the flag).
+        assert!(parse_duration("ten").unwrap_err().contains("\"ten\""));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls_pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
 
-use crate::tls::TlsError;
+use crate::certificates::{TlsError, provider, read_certificates};
 
 /// Why a caller was refused; `reason` is the metric's label.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,7 +251,7 @@ impl ClientAuth {
 
 /// The verifier of the CA file's certificates, and the file's bytes.
 fn load_verifier(ca_path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>), TlsError> {
-    let (certificates, pem) = crate::tls::read_certificates(ca_path)?;
+    let (certificates, pem) = read_certificates(ca_path)?;
     let mut roots = rustls::RootCertStore::empty();
     for certificate in certificates {
         roots
@@ -261,13 +261,12 @@ fn load_verifier(ca_path: &Path) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>
                 reason: e.to_string(),
             })?;
     }
-    let verifier =
-        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::tls::provider())
-            .build()
-            .map_err(|e| TlsError::BadCertificate {
-                path: ca_path.to_owned(),
-                reason: e.to_string(),
-            })?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| TlsError::BadCertificate {
+            path: ca_path.to_owned(),
+            reason: e.to_string(),
+        })?;
     Ok((verifier, pem))
 }
 
@@ -323,7 +322,7 @@ pub(crate) struct RequestClientCert {
 impl RequestClientCert {
     pub(crate) fn new() -> Self {
         Self {
-            algorithms: crate::tls::provider().signature_verification_algorithms,
+            algorithms: provider().signature_verification_algorithms,
         }
     }
 }

@@ -10,30 +10,29 @@
 //! (`InvalidRule`) per ConfigMap version, published from a task with a timeout too.
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use drift_api::status::RuleSourceKind;
 use drift_engine::manifests::{NamespaceInfo, Namespaces};
 use drift_engine::rule::MODE_ANNOTATION;
 use futures::{FutureExt as _, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::kube_client::WATCH_TIMEOUT_SECONDS;
 use crate::last_good::{LastGoodMap, LastGoodStore};
 use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
-use crate::state::{Shared, SourceKind};
+use crate::state::Shared;
 use crate::watch_failures::{FailureLog, LogLine, with_backoff};
 
 /// Longest wait for one GET of a rule ConfigMap.
@@ -42,36 +41,6 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_FETCHES: usize = 8;
 /// Longest wait for one Event to be recorded.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Every request to the API server: connecting, and the longest silence while reading a
-/// response. Watches are closed by the server before that ([`WATCH_TIMEOUT_SECONDS`]), so an
-/// idle watch never trips it, while a server that stops answering is noticed.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Server-side timeout of each watch request; the watch then resumes where it was. Every
-/// watch made with [`client`]'s clients must set it (or a shorter one), or [`READ_TIMEOUT`]
-/// cuts it while it is idle.
-pub const WATCH_TIMEOUT_SECONDS: u32 = 45;
-
-/// A kube client from `--kubeconfig`, or the in-cluster service account, with a timeout on
-/// every request.
-pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
-        }
-        None => Config::incluster().context("cannot load the in-cluster configuration")?,
-    };
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config.write_timeout = Some(WRITE_TIMEOUT);
-    Client::try_from(config).context("cannot build the Kubernetes client")
-}
-
 /// Fetches of rule ConfigMaps' data, run as tasks; results come back through [`Fetcher::next`].
 struct Fetcher {
     client: Client,
@@ -382,7 +351,7 @@ fn install(index: &RuleIndex, namespaces: &Namespaces, shared: &Shared) {
         sources.rules,
         namespaces.clone(),
         Vec::new(),
-        SourceKind::Cluster,
+        RuleSourceKind::Cluster,
         shared.tier_policy(),
     );
     for (id, reason) in sources.unreadable {

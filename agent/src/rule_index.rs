@@ -352,7 +352,7 @@ impl RuleIndex {
                     // The watch showed a version during the GET that may be newer.
                     changes.fetch.push(request.id.clone());
                 }
-                judge(&request.id, entry, &read);
+                classify_read(&request.id, entry, &read);
                 entry.read = Some(read);
                 entry.read_error = None;
             }
@@ -469,7 +469,7 @@ impl RuleIndex {
 
 /// The engine's verdict on a version just read: valid, it becomes the last good one; invalid,
 /// the last good one (if any) is served instead, stale.
-fn judge(id: &RuleId, entry: &mut Entry, read: &ReadVersion) {
+fn classify_read(id: &RuleId, entry: &mut Entry, read: &ReadVersion) {
     let source = RuleSource {
         id: id.clone(),
         spec: read.spec.clone().into(),

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use drift_api::status::RuleSourceKind;
 use drift_engine::manifests;
 use drift_engine::{RuleId, RuleSet, RuleSource, SpecText};
 use tokio::sync::watch;
 
 use crate::rule_files::{Observation, Read, TrackedFiles, fingerprint};
-use crate::state::{Shared, Snapshot, SourceError, SourceKind};
+use crate::state::{Shared, Snapshot, SourceError};
 
 /// `data.spec` of the built-in default rule (the chart ships the same file).
 pub const DEFAULT_RULE_SPEC: &str =
@@ -38,7 +39,7 @@ pub fn builtin_snapshot() -> Snapshot {
     Snapshot {
         rules: RuleSet::build([source]),
         specs,
-        ..Snapshot::empty(SourceKind::BuiltIn)
+        ..Snapshot::empty(RuleSourceKind::BuiltIn)
     }
 }
 
@@ -73,8 +74,8 @@ impl FileSource {
         Ok(())
     }
 
-    pub fn kind(&self) -> SourceKind {
-        SourceKind::Files {
+    pub fn kind(&self) -> RuleSourceKind {
+        RuleSourceKind::Files {
             rules: self.rules.iter().map(|p| p.display().to_string()).collect(),
             namespaces: self
                 .namespaces
@@ -158,7 +159,7 @@ pub fn build_snapshot(
     sources: Vec<RuleSource>,
     namespaces: manifests::Namespaces,
     source_errors: Vec<SourceError>,
-    kind: SourceKind,
+    kind: RuleSourceKind,
     policy: &drift_engine::rule::TierPolicy,
 ) -> Snapshot {
     let specs = sources

@@ -1,20 +1,25 @@
 //! The agent's shared state: the active rule snapshot, swapped atomically when a source
-//! changes, so that an admission request never waits for (or sees half of) a rebuild.
+//! changes, so that an admission request never waits for (or sees half of) a rebuild; and
+//! beside it what each process adds — the webhook's parent lookup and export, the audit's
+//! runs — each built whole at startup.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use drift_api::status::{AuditRun, RuleSourceKind};
 use drift_engine::manifests::Namespaces;
+use drift_engine::rule::TierPolicy;
 use drift_engine::{RuleId, RuleSet, SpecText};
 
 use crate::metrics::Metrics;
+use crate::parent_labels::ParentLookup;
 
 // The wire types of `/status` describe sources and stale rules; the snapshot keeps them as
 // they are sent.
-pub use drift_api::status::{RuleSourceKind as SourceKind, SourceError, StaleRule, StaleSource};
+pub use drift_api::status::{SourceError, StaleRule, StaleSource};
 
 /// One consistent view of the rules and namespaces.
 #[derive(Debug)]
@@ -26,14 +31,14 @@ pub struct Snapshot {
     pub stale_sources: Vec<StaleSource>,
     /// Cluster mode: rules served in their last valid version.
     pub stale_rules: Vec<StaleRule>,
-    pub kind: SourceKind,
+    pub kind: RuleSourceKind,
     pub loaded_at: SystemTime,
     /// `data.spec` of every rule ConfigMap, to tell what changed between snapshots.
     pub specs: BTreeMap<RuleId, SpecText>,
 }
 
 impl Snapshot {
-    pub fn empty(kind: SourceKind) -> Self {
+    pub fn empty(kind: RuleSourceKind) -> Self {
         Self {
             rules: RuleSet::default(),
             namespaces: Namespaces::new(),
@@ -65,23 +70,26 @@ impl Snapshot {
     }
 }
 
-/// State shared by the listeners and the source watchers.
+/// The rules a process keeps current, and how it is doing: shared by the listeners and the
+/// source watchers of both processes, and built whole — whatever it holds is known when it is
+/// made. What only one process has lives beside it ([`ServeState`], [`AuditRuns`]).
 pub struct Shared {
     snapshot: ArcSwap<Snapshot>,
     pub metrics: Metrics,
     ready: AtomicBool,
     /// Why the agent is not ready, for `/readyz`.
-    not_ready_reason: std::sync::Mutex<String>,
+    not_ready_reason: Mutex<String>,
+    /// Which rule ConfigMaps are cluster rules (SPEC §2).
+    tier_policy: TierPolicy,
+}
+
+/// What the webhook's handlers need besides the rules, all known when `serve` has started its
+/// sources: nothing here changes afterwards.
+pub struct ServeState {
     /// Cluster mode: reads the labels of objects scaled through `/scale`.
-    parents: std::sync::OnceLock<crate::parent_labels::ParentLookup>,
+    pub parents: Option<ParentLookup>,
     /// Violation export, when enabled.
-    export: std::sync::OnceLock<ExportHandle>,
-    /// Which rule ConfigMaps are cluster rules (SPEC §2); set once at startup.
-    tier_policy: std::sync::OnceLock<drift_engine::rule::TierPolicy>,
-    /// The audit process: its last completed run, for `/status`.
-    last_audit: std::sync::Mutex<Option<drift_api::status::AuditRun>>,
-    /// The audit process run periodically: its `--audit-interval`, for `/status`.
-    audit_interval: std::sync::OnceLock<std::time::Duration>,
+    pub export: Option<ExportHandle>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.
@@ -92,33 +100,62 @@ pub struct ExportHandle {
     pub connection: String,
 }
 
+/// The audit process's runs, for `/status`.
+pub struct AuditRuns {
+    /// Run periodically: `--audit-interval`.
+    interval: Option<Duration>,
+    last: Mutex<Option<AuditRun>>,
+}
+
+impl AuditRuns {
+    pub fn new(interval: Option<Duration>) -> Self {
+        Self {
+            interval,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Records a run. A failed run keeps the start of the last run that completed, so that
+    /// `kubectl drift status` can tell how long the audit has not completed.
+    pub fn record(&self, mut run: AuditRun) {
+        if let Ok(mut last) = self.last.lock() {
+            run.last_completed = if run.error.is_none() {
+                Some(run.start.clone())
+            } else {
+                last.as_ref().and_then(|l| l.last_completed.clone())
+            };
+            *last = Some(run);
+        }
+    }
+
+    pub fn last(&self) -> Option<AuditRun> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    pub fn interval(&self) -> Option<Duration> {
+        self.interval
+    }
+}
+
 impl Shared {
-    pub fn new(metrics: Metrics, initial: Snapshot) -> Arc<Self> {
+    /// The state of a process whose rules start as `initial`.
+    pub fn new(metrics: Metrics, tier_policy: TierPolicy, initial: Snapshot) -> Arc<Self> {
         let shared = Arc::new(Self {
             snapshot: ArcSwap::from_pointee(Snapshot::empty(initial.kind.clone())),
             metrics,
             ready: AtomicBool::new(false),
-            not_ready_reason: std::sync::Mutex::new("starting".into()),
-            parents: std::sync::OnceLock::new(),
-            export: std::sync::OnceLock::new(),
-            tier_policy: std::sync::OnceLock::new(),
-            last_audit: std::sync::Mutex::new(None),
-            audit_interval: std::sync::OnceLock::new(),
+            not_ready_reason: Mutex::new("starting".into()),
+            tier_policy,
         });
+        // Installed rather than stored, so that the first rules are counted and logged as
+        // every later change is.
         shared.install(initial);
         shared
     }
 
-    /// Sets which rule ConfigMaps are cluster rules; once, at startup, before any rule loads.
-    pub fn set_tier_policy(&self, policy: drift_engine::rule::TierPolicy) {
-        let _ = self.tier_policy.set(policy);
-    }
-
-    /// Which rule ConfigMaps are cluster rules (every one, unless set).
-    pub fn tier_policy(&self) -> &drift_engine::rule::TierPolicy {
-        static ALL_CLUSTER: std::sync::LazyLock<drift_engine::rule::TierPolicy> =
-            std::sync::LazyLock::new(drift_engine::rule::TierPolicy::all_cluster);
-        self.tier_policy.get().unwrap_or(&ALL_CLUSTER)
+    /// Which rule ConfigMaps are cluster rules.
+    pub fn tier_policy(&self) -> &TierPolicy {
+        &self.tier_policy
     }
 
     /// The active snapshot; cheap, lock-free.
@@ -132,51 +169,6 @@ impl Shared {
 
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
-    }
-
-    /// Cluster mode: enables reading the labels of scaled objects.
-    pub fn set_parent_lookup(&self, lookup: crate::parent_labels::ParentLookup) {
-        let _ = self.parents.set(lookup);
-    }
-
-    pub fn parent_lookup(&self) -> Option<&crate::parent_labels::ParentLookup> {
-        self.parents.get()
-    }
-
-    /// Enables violation export.
-    pub fn set_export(&self, export: ExportHandle) {
-        let _ = self.export.set(export);
-    }
-
-    pub fn export(&self) -> Option<&ExportHandle> {
-        self.export.get()
-    }
-
-    /// The audit process: records its last run. A failed run keeps the start of the last run
-    /// that completed, so that `kubectl drift status` can tell how long the audit has not
-    /// completed.
-    pub fn set_last_audit(&self, mut run: drift_api::status::AuditRun) {
-        if let Ok(mut last) = self.last_audit.lock() {
-            run.last_completed = if run.error.is_none() {
-                Some(run.start.clone())
-            } else {
-                last.as_ref().and_then(|l| l.last_completed.clone())
-            };
-            *last = Some(run);
-        }
-    }
-
-    /// The audit process run periodically: its interval, once at startup.
-    pub fn set_audit_interval(&self, interval: std::time::Duration) {
-        let _ = self.audit_interval.set(interval);
-    }
-
-    pub fn audit_interval(&self) -> Option<std::time::Duration> {
-        self.audit_interval.get().copied()
-    }
-
-    pub fn last_audit(&self) -> Option<drift_api::status::AuditRun> {
-        self.last_audit.lock().ok().and_then(|l| l.clone())
     }
 
     /// Marks the agent not ready and says why.

@@ -2,7 +2,7 @@
 //! change on disk (a rotated Secret), without a restart. New handshakes get the new
 //! certificate; connections already open keep theirs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,32 +10,12 @@ use arc_swap::ArcSwap;
 use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-/// Why the certificate files could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} holds no PEM certificate")]
-    NoCertificate { path: PathBuf },
-    #[error("{path} is not a PEM certificate chain: {reason}")]
-    BadCertificate { path: PathBuf, reason: String },
-    #[error("{path} is not a PEM private key (PKCS#8, PKCS#1 or SEC1): {reason}")]
-    BadKey { path: PathBuf, reason: String },
-    #[error("the key in {key} cannot sign with the certificate in {cert}: {reason}")]
-    Mismatch {
-        cert: PathBuf,
-        key: PathBuf,
-        reason: String,
-    },
-}
+pub use crate::certificates::TlsError;
+use crate::certificates::{load_certified_key, provider};
+pub use crate::cli::TlsMinVersion;
 
 #[derive(Debug)]
 struct ReloadingResolver {
@@ -56,70 +36,13 @@ pub struct ReloadingTls {
     acceptor: TlsAcceptor,
 }
 
-pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// The certificates of a PEM file (at least one), and the file's bytes.
-pub(crate) fn read_certificates(
-    path: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, Vec<u8>), TlsError> {
-    let pem = std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCertificate {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
-    if certificates.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: path.to_owned(),
-        });
-    }
-    Ok((certificates, pem))
-}
-
-/// Reads and checks a certificate chain and its key.
-pub fn load_certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, TlsError> {
-    let (chain, _) = read_certificates(cert_path)?;
-    let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read {
-        path: key_path.to_owned(),
-        source,
-    })?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::BadKey {
-        path: key_path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let certified =
-        CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
-            cert: cert_path.to_owned(),
-            key: key_path.to_owned(),
-            reason: e.to_string(),
-        })?;
-    Ok(certified)
-}
-
-/// The lowest TLS version the listener accepts (`--tls-min-version`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum TlsMinVersion {
-    #[default]
-    #[value(name = "1.2")]
-    Tls12,
-    #[value(name = "1.3")]
-    Tls13,
-}
-
 const TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
 
-impl TlsMinVersion {
-    fn versions(self) -> &'static [&'static rustls::SupportedProtocolVersion] {
-        match self {
-            TlsMinVersion::Tls12 => rustls::ALL_VERSIONS,
-            TlsMinVersion::Tls13 => TLS13_ONLY,
-        }
+/// The protocol versions `--tls-min-version` admits.
+fn versions(min: TlsMinVersion) -> &'static [&'static rustls::SupportedProtocolVersion] {
+    match min {
+        TlsMinVersion::Tls12 => rustls::ALL_VERSIONS,
+        TlsMinVersion::Tls13 => TLS13_ONLY,
     }
 }
 
@@ -143,7 +66,7 @@ impl ReloadingTls {
         });
         // The ring provider supports both versions: this cannot fail.
         let builder = ServerConfig::builder_with_provider(provider())
-            .with_protocol_versions(options.min_version.versions())
+            .with_protocol_versions(versions(options.min_version))
             .map_err(|e| TlsError::Mismatch {
                 cert: cert_path.clone(),
                 key: key_path.clone(),

@@ -9,7 +9,9 @@ use drift_engine::message::{MAX_WARNING_BYTES, truncate_bytes};
 use drift_engine::review::{AdmissionResponse, ResponseStatus, parse_review};
 use serde_json::Value;
 
-use crate::state::{Shared, SourceKind};
+use drift_api::status::RuleSourceKind;
+
+use crate::state::Shared;
 
 /// At most this many warnings are returned (each within the warning limit).
 const MAX_WARNINGS: usize = 10;
@@ -31,7 +33,7 @@ pub fn answer(shared: &Shared, body: &[u8]) -> Result<Value, String> {
     };
     let snapshot = shared.snapshot();
     // The namespaces that exist are known only from the cluster; files list some at most.
-    let namespaces: Option<Vec<String>> = (snapshot.kind == SourceKind::Cluster)
+    let namespaces: Option<Vec<String>> = (snapshot.kind == RuleSourceKind::Cluster)
         .then(|| snapshot.namespaces.keys().cloned().collect());
     let context = LintContext {
         shapes: Some(drift_api::shapes::built_in()),

@@ -12,13 +12,13 @@ use std::time::Duration;
 use drift_testkit::objects::{deployment_with, review};
 use drift_testkit::pki::{Ca, Pair};
 use serde_json::Value;
-use support::{Agent, Pki, plain_client, post_text as post, rule_config_map};
+use support::{Agent, plain_client, post_text as post, rule_config_map};
 
 const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
 
 /// An HTTPS client trusting the agent's CA, presenting `identity` when given.
-fn client(pki: &Pki, identity: Option<&Pair>) -> reqwest::blocking::Client {
-    support::https_client(&pki.ca_pem, identity)
+fn client(agent_ca: &Ca, identity: Option<&Pair>) -> reqwest::blocking::Client {
+    support::https_client(&agent_ca.cert_pem(), identity)
 }
 
 /// A denied edit (replicas 3 → 4), so that an admitted call would leave an export record.
@@ -28,8 +28,8 @@ fn denied_review(uid: &str) -> String {
     review(uid, &old, &new).to_string()
 }
 
-fn metric(agent: &Agent, pki: &Pki, line_start: &str) -> Option<f64> {
-    let text = client(pki, None)
+fn metric(agent: &Agent, agent_ca: &Ca, line_start: &str) -> Option<f64> {
+    let text = client(agent_ca, None)
         .get(format!("{}/metrics", agent.base))
         .send()
         .and_then(|r| r.text())
@@ -42,7 +42,8 @@ fn metric(agent: &Agent, pki: &Pki, line_start: &str) -> Option<f64> {
 
 struct Setup {
     _dir: tempfile::TempDir,
-    pki: Pki,
+    /// The CA of the agent's serving certificate.
+    agent_ca: Ca,
     clients_ca: Ca,
     ca_file: std::path::PathBuf,
     agent: Agent,
@@ -52,8 +53,8 @@ fn start(extra: &[&str]) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.yaml");
     std::fs::write(&rules, rule_config_map("ops", "strict", RULE)).unwrap();
-    let pki = Pki::new("agent");
-    let (cert, key) = pki.write(dir.path());
+    let agent_ca = Ca::new("agent");
+    let (cert, key) = agent_ca.loopback_serving().write(dir.path(), "tls");
     let clients_ca = Ca::new("webhook-clients");
     let ca_file = dir.path().join("clients-ca.crt");
     std::fs::write(&ca_file, clients_ca.cert_pem()).unwrap();
@@ -79,7 +80,7 @@ fn start(extra: &[&str]) -> Setup {
     let agent = Agent::start(&args, true);
     Setup {
         _dir: dir,
-        pki,
+        agent_ca,
         clients_ca,
         ca_file,
         agent,
@@ -101,7 +102,7 @@ fn exported_uids(agent: &Agent) -> Vec<String> {
 #[test]
 fn only_the_named_callers_of_the_ca_reach_the_webhook() {
     let setup = start(&["--client-names", "kube-apiserver,apiserver.example"]);
-    let (agent, pki) = (&setup.agent, &setup.pki);
+    let (agent, agent_ca) = (&setup.agent, &setup.agent_ca);
     let validate = format!("{}/validate", agent.base);
     let other_ca = Ca::new("someone-else");
     let refused = [
@@ -125,7 +126,7 @@ fn only_the_named_callers_of_the_ca_reach_the_webhook() {
         ),
     ];
     for (what, identity, reason, says) in &refused {
-        let caller = client(pki, identity.as_ref());
+        let caller = client(agent_ca, identity.as_ref());
         let (status, body) = post(
             &caller,
             &validate,
@@ -150,26 +151,32 @@ fn only_the_named_callers_of_the_ca_reach_the_webhook() {
         }
         let counted = metric(
             agent,
-            pki,
+            agent_ca,
             &format!("drift_sentinel_webhook_refused_total{{reason=\"{reason}\"}}"),
         );
         assert_eq!(counted, Some(2.0), "{what}");
     }
 
     // The API server's certificate: by CN, and by a DNS SAN.
-    let by_cn = client(pki, Some(&setup.clients_ca.client("kube-apiserver", &[])));
+    let by_cn = client(
+        agent_ca,
+        Some(&setup.clients_ca.client("kube-apiserver", &[])),
+    );
     let (status, body) = post(&by_cn, &validate, denied_review("accepted-cn"));
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
-    let by_san = client(pki, Some(&setup.clients_ca.serving(&["apiserver.example"])));
+    let by_san = client(
+        agent_ca,
+        Some(&setup.clients_ca.serving(&["apiserver.example"])),
+    );
     let (status, body) = post(&by_san, &validate, denied_review("accepted-san"));
     assert_eq!(status, 200, "{body}");
 
     // Only the admitted calls were decided and exported.
     let decided = metric(
         agent,
-        pki,
+        agent_ca,
         "drift_sentinel_admission_requests_total{namespace=\"prod-eu\",resource=\"apps/v1/deployments\",result=\"denied\"}",
     );
     assert_eq!(decided, Some(2.0));
@@ -195,9 +202,12 @@ fn only_the_named_callers_of_the_ca_reach_the_webhook() {
 #[test]
 fn a_new_client_ca_is_taken_without_a_restart() {
     let setup = start(&[]);
-    let (agent, pki) = (&setup.agent, &setup.pki);
+    let (agent, agent_ca) = (&setup.agent, &setup.agent_ca);
     let validate = format!("{}/validate", agent.base);
-    let old = client(pki, Some(&setup.clients_ca.client("kube-apiserver", &[])));
+    let old = client(
+        agent_ca,
+        Some(&setup.clients_ca.client("kube-apiserver", &[])),
+    );
     assert_eq!(post(&old, &validate, denied_review("old-1")).0, 200);
 
     let rotated = Ca::new("webhook-clients-2");
@@ -208,7 +218,7 @@ fn a_new_client_ca_is_taken_without_a_restart() {
     let new_identity = rotated.client("kube-apiserver", &[]);
     drift_testkit::wait_for(Duration::from_secs(10), || {
         (post(
-            &client(pki, Some(&new_identity)),
+            &client(agent_ca, Some(&new_identity)),
             &validate,
             denied_review("new-1"),
         )
@@ -217,14 +227,17 @@ fn a_new_client_ca_is_taken_without_a_restart() {
     })
     .expect("the new client CA is taken");
     assert_eq!(post(&old, &validate, denied_review("old-2")).0, 401);
-    let stale = client(pki, Some(&setup.clients_ca.client("kube-apiserver", &[])));
+    let stale = client(
+        agent_ca,
+        Some(&setup.clients_ca.client("kube-apiserver", &[])),
+    );
     assert_eq!(post(&stale, &validate, denied_review("old-3")).0, 401);
 
     // A file that no longer parses keeps the current CA.
     write_atomically(&setup.ca_file, "garbage\n");
     std::thread::sleep(Duration::from_millis(600));
     let (status, body) = post(
-        &client(pki, Some(&new_identity)),
+        &client(agent_ca, Some(&new_identity)),
         &validate,
         denied_review("new-2"),
     );
@@ -242,8 +255,8 @@ fn a_new_client_ca_is_taken_without_a_restart() {
 #[test]
 fn tls_min_version_13_refuses_tls_12() {
     let setup = start(&["--tls-min-version", "1.3"]);
-    let (agent, pki) = (&setup.agent, &setup.pki);
-    let ca = reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).expect("CA");
+    let (agent, agent_ca) = (&setup.agent, &setup.agent_ca);
+    let ca = reqwest::Certificate::from_pem(agent_ca.cert_pem().as_bytes()).expect("CA");
     let tls12 = reqwest::blocking::Client::builder()
         .tls_built_in_root_certs(false)
         .add_root_certificate(ca)
@@ -252,7 +265,7 @@ fn tls_min_version_13_refuses_tls_12() {
         .build()
         .unwrap();
     assert!(tls12.get(format!("{}/healthz", agent.base)).send().is_err());
-    let tls13 = client(pki, None);
+    let tls13 = client(agent_ca, None);
     assert!(
         tls13
             .get(format!("{}/healthz", agent.base))
@@ -279,8 +292,8 @@ fn client_authentication_needs_tls_and_a_usable_ca() {
     };
     let without_tls = run(&["--client-ca-file", ca.to_str().unwrap()]);
     assert!(without_tls.contains("--tls-cert-file"), "{without_tls}");
-    let pki = Pki::new("agent");
-    let (cert, key) = pki.write(dir.path());
+    let agent_ca = Ca::new("agent");
+    let (cert, key) = agent_ca.loopback_serving().write(dir.path(), "tls");
     let bad_ca = run(&[
         "--tls-cert-file",
         cert.to_str().unwrap(),

@@ -9,8 +9,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use drift_testkit::pki::Ca;
 use serde_json::{Value, json};
-use support::{Agent, Pki, plain_client, post, rule_config_map};
+use support::{Agent, https_client, plain_client, post, rule_config_map};
 
 const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
 
@@ -34,8 +35,8 @@ fn https_decisions_on_realistic_objects() {
     let rules = dir.path().join("rules");
     std::fs::create_dir(&rules).unwrap();
     write_rules(&rules);
-    let pki = Pki::new("a");
-    let (cert, key) = pki.write(dir.path());
+    let ca = Ca::new("a");
+    let (cert, key) = ca.loopback_serving().write(dir.path(), "tls");
     let agent = Agent::start(
         &[
             "serve",
@@ -52,7 +53,7 @@ fn https_decisions_on_realistic_objects() {
     assert_eq!(status["rulesLoaded"], 50, "{status:#}");
     assert_eq!(status["rulesInvalid"], 0);
 
-    let client = pki.client();
+    let client = https_client(&ca.cert_pem(), None);
     let url = format!("{}/validate", agent.base);
 
     // (a) image only: allowed, the rule named.
@@ -539,12 +540,12 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
 
 /// An agent serving HTTPS with the pair of `first` written into its directory as
 /// `tls.crt`/`tls.key`, one rule file beside them.
-fn tls_agent() -> (tempfile::TempDir, Pki, Agent) {
+fn tls_agent() -> (tempfile::TempDir, Ca, Agent) {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.yaml");
     std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
-    let first = Pki::new("first");
-    let (cert, key) = first.write(dir.path());
+    let first = Ca::new("first");
+    let (cert, key) = first.loopback_serving().write(dir.path(), "tls");
     let agent = Agent::start(
         &[
             "--rules",
@@ -568,12 +569,12 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
         &small_deployment("prod", 1),
         &small_deployment("prod", 1),
     );
-    let old_client = first.client();
+    let old_client = https_client(&first.cert_pem(), None);
     assert_eq!(post(&old_client, &url, &review).0, 200);
 
-    let second = Pki::new("second");
-    second.write(dir.path());
-    let new_client = second.client();
+    let second = Ca::new("second");
+    second.loopback_serving().write(dir.path(), "tls");
+    let new_client = https_client(&second.cert_pem(), None);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         if new_client
@@ -594,8 +595,7 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
     assert_eq!(post(&old_client, &url, &review).0, 200);
     // A fresh client that trusts only the old CA now fails the handshake.
     assert!(
-        first
-            .client()
+        https_client(&first.cert_pem(), None)
             .get(format!("{}/healthz", agent.base))
             .send()
             .is_err()
@@ -634,12 +634,21 @@ fn vanished_tls_files_keep_the_certificate_with_a_warning() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // The last good pair is still served, to new connections too.
-    assert!(first.client().get(&healthz).send().is_ok());
+    assert!(
+        https_client(&first.cert_pem(), None)
+            .get(&healthz)
+            .send()
+            .is_ok()
+    );
     // Back again (a new pair): used; gone again: warned again.
-    let second = Pki::new("second");
-    second.write(dir.path());
+    let second = Ca::new("second");
+    second.loopback_serving().write(dir.path(), "tls");
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while second.client().get(&healthz).send().is_err() {
+    while https_client(&second.cert_pem(), None)
+        .get(&healthz)
+        .send()
+        .is_err()
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the new certificate never served"
@@ -652,7 +661,12 @@ fn vanished_tls_files_keep_the_certificate_with_a_warning() {
         assert!(std::time::Instant::now() < deadline, "no second WARN");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(second.client().get(&healthz).send().is_ok());
+    assert!(
+        https_client(&second.cert_pem(), None)
+            .get(&healthz)
+            .send()
+            .is_ok()
+    );
 }
 
 #[test]

@@ -22,8 +22,10 @@ use crate::cli::{AuditArgs, ReportsMode};
 use crate::connection_status::{
     AUDIT_SOURCE, ClusterTarget, ConnectionStatusReporter, PublishHealth,
 };
+use crate::process::{LogTo, host_name, init_logging, wait_for_signal};
 use crate::rules_source::FileSource;
-use crate::state::{Shared, Snapshot, SourceKind};
+use crate::state::{AuditRuns, Shared, Snapshot};
+use drift_api::status::RuleSourceKind;
 pub use run::{Auditor, ConnectionSource};
 
 /// Exit code of a run once: drift found.
@@ -33,7 +35,8 @@ pub const EXIT_ERROR: u8 = 2;
 
 /// Runs the command; errors are printed and exit with code 2.
 pub async fn command(args: AuditArgs) -> ExitCode {
-    init_logging(args.log_level);
+    // Logs go to standard error: standard output is the summary of a run once.
+    init_logging(args.common.log_level, LogTo::Stderr);
     match run_command(args).await {
         Ok(code) => code,
         Err(e) => {
@@ -44,28 +47,16 @@ pub async fn command(args: AuditArgs) -> ExitCode {
     }
 }
 
-/// Logs go to standard error: standard output is the summary of a run once.
-fn init_logging(level: tracing::Level) {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let metrics = crate::metrics::Metrics::audit().context("cannot register metrics")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
     let cluster_configured =
-        args.kubeconfig.is_some() || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        crate::kube_client::cluster_configured(args.common.kubeconfig.as_deref());
     let client = if offline || !cluster_configured {
         None
     } else {
-        Some(crate::cluster_source::client(args.kubeconfig.as_deref()).await?)
+        Some(crate::kube_client::client(args.common.kubeconfig.as_deref()).await?)
     };
     if !offline && client.is_none() {
         anyhow::bail!(
@@ -74,11 +65,16 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     }
     let shared = rules(&args, client.as_ref(), metrics, &shutdown_rx).await?;
 
-    let export = match (args.enable_violation_export, &args.connection, &client) {
+    let export = match (
+        args.enable_violation_export,
+        &args.common.connection,
+        &client,
+    ) {
         (false, _, _) => None,
         (true, Some(file), _) => Some(ConnectionSource::File(file.clone())),
         (true, None, Some(client)) => {
             let namespace = args
+                .common
                 .pod_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_owned());
@@ -92,11 +88,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let health = Arc::new(PublishHealth::default());
-    let pod = args.pod_name.clone().unwrap_or_else(crate::host_name);
+    let pod = args.common.pod_name.clone().unwrap_or_else(host_name);
     let cluster_target = match &export {
         Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
             api: api.as_ref().clone(),
-            name: args.audit_connection.clone(),
+            name: args.common.audit_connection.clone(),
         }),
         _ => None,
     };
@@ -119,18 +115,23 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         _ => false,
     };
+    // Run once, nothing serves `/status`.
+    let runs = Arc::new(AuditRuns::new(
+        (!args.audit_once).then_some(args.audit_interval),
+    ));
     let auditor = Auditor {
         shared: shared.clone(),
+        runs: runs.clone(),
         client: client.clone(),
         objects: args.objects.clone(),
         managers: args.audit_drift_managers.clone(),
         webhook_resources: drift_engine::audit::parse_resources(&args.audit_resources),
         chunk: args.audit_chunk_size,
         export,
-        connection_name: args.audit_connection.clone(),
+        connection_name: args.common.audit_connection.clone(),
         target: crate::export::connection::Target {
-            root: args.export_root.clone(),
-            channel: args.audit_channel.clone(),
+            root: args.common.export_root.clone(),
+            channel: args.common.audit_channel.clone(),
         },
         status,
         health,
@@ -154,7 +155,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             },
         ));
     }
-    periodic(&args, auditor, shared, shutdown_tx, shutdown_rx).await?;
+    periodic(&args, auditor, shared, runs, shutdown_tx, shutdown_rx).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -165,20 +166,19 @@ async fn rules(
     metrics: crate::metrics::Metrics,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<Arc<Shared>> {
-    if !args.rules.is_empty() {
+    if !args.common.rules.is_empty() {
         let tier_policy =
-            crate::tier_policy_of(&args.cluster_rule_namespaces, true, String::new())?;
+            crate::tiers::tier_policy(&args.common.cluster_rule_namespaces, true, String::new())?;
         let source = FileSource {
-            rules: args.rules.clone(),
-            namespaces: args.namespaces.clone(),
+            rules: args.common.rules.clone(),
+            namespaces: args.common.namespaces.clone(),
             tier_policy: tier_policy.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
         let interval = std::time::Duration::from_secs(2);
         let files = source.load(interval);
         let snapshot = source.build(&files);
-        let shared = Shared::new(metrics, snapshot);
-        shared.set_tier_policy(tier_policy);
+        let shared = Shared::new(metrics, tier_policy, snapshot);
         shared.set_ready(true);
         if !args.audit_once {
             tokio::spawn(crate::rules_source::watch_files(
@@ -193,32 +193,37 @@ async fn rules(
     }
     let client = client.context("--rules is required without a cluster")?;
     let namespace = args
+        .common
         .pod_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let shared = Shared::new(metrics, Snapshot::empty(SourceKind::Cluster));
-    shared.set_tier_policy(crate::tier_policy_of(
-        &args.cluster_rule_namespaces,
+    let tier_policy = crate::tiers::tier_policy(
+        &args.common.cluster_rule_namespaces,
         false,
         namespace.clone(),
-    )?);
+    )?;
+    let shared = Shared::new(
+        metrics,
+        tier_policy,
+        Snapshot::empty(RuleSourceKind::Cluster),
+    );
     tokio::spawn(crate::cluster_source::run(
         client.clone(),
         shared.clone(),
         crate::cluster_source::ClusterOptions {
-            startup_sync_timeout: args.startup_sync_timeout,
-            resync: args.watch_resync,
-            last_good: (namespace, args.last_good_configmap.clone()),
+            startup_sync_timeout: args.common.startup_sync_timeout,
+            resync: args.common.watch_resync,
+            last_good: (namespace, args.common.last_good_configmap.clone()),
             keep_last_good: false,
         },
         shutdown.clone(),
     ));
-    let deadline = tokio::time::Instant::now() + args.startup_sync_timeout;
+    let deadline = tokio::time::Instant::now() + args.common.startup_sync_timeout;
     while !shared.is_ready() {
         if tokio::time::Instant::now() >= deadline {
             anyhow::bail!(
                 "the cluster's rules did not sync within {:?}: {}",
-                args.startup_sync_timeout,
+                args.common.startup_sync_timeout,
                 shared.not_ready_reason()
             );
         }
@@ -232,6 +237,7 @@ async fn periodic(
     args: &AuditArgs,
     auditor: Auditor,
     shared: Arc<Shared>,
+    runs: Arc<AuditRuns>,
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -247,37 +253,27 @@ async fn periodic(
         idle: std::time::Duration::from_secs(60),
         shutdown: std::time::Duration::from_secs(10),
     };
-    let config = crate::webhook::WebhookConfig {
-        validate_path: "/validate".into(),
-        validate_rule_path: "/validate-rule".into(),
-        health_path: "/healthz".into(),
-        ready_path: "/readyz".into(),
-        metrics_path: "/metrics".into(),
-        read_timeout: std::time::Duration::from_secs(15),
-        write_timeout: std::time::Duration::from_secs(15),
-    };
-    shared.set_audit_interval(args.audit_interval);
     let admin_dir = auditor.admin_dir();
     tokio::spawn(crate::server::serve(
         probes,
-        crate::webhook::probe_router(shared.clone(), config),
+        crate::webhook::probe_router(shared.clone(), &crate::webhook::ProbePaths::default()),
         None,
         timeouts,
         shutdown_rx.clone(),
     ));
     tokio::spawn(crate::server::serve(
         admin,
-        crate::admin::audit_router(shared.clone(), admin_dir, shutdown_rx.clone()),
+        crate::admin::audit_router(shared.clone(), runs, admin_dir, shutdown_rx.clone()),
         None,
         crate::server::ConnectionTimeouts {
-            idle: crate::ADMIN_IDLE_TIMEOUT,
+            idle: crate::admin::IDLE_TIMEOUT,
             ..timeouts
         },
         shutdown_rx.clone(),
     ));
     let mut ticker = tokio::time::interval(args.audit_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let signal = crate::wait_for_signal();
+    let signal = wait_for_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {

@@ -17,7 +17,7 @@ use super::objects;
 use super::reports::{self, Reports};
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
-use crate::state::{Shared, Snapshot};
+use crate::state::{AuditRuns, Shared, Snapshot};
 use drift_api::violation::ViolationRecord;
 use drift_engine::audit::AuditedObject;
 use drift_engine::message::drift_text;
@@ -32,6 +32,8 @@ pub enum ConnectionSource {
 /// Everything a run needs; built once by the command.
 pub struct Auditor {
     pub shared: Arc<Shared>,
+    /// Where each run is recorded for `/status`.
+    pub runs: Arc<AuditRuns>,
     /// `None` offline.
     pub client: Option<kube::Client>,
     /// Offline: the object files.
@@ -110,8 +112,9 @@ struct Progress<'s> {
 }
 
 impl Progress<'_> {
-    /// Judges one object; a failed export write aborts the run.
-    fn judge(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
+    /// Audits one object: counted, reported, printed and exported; a failed export write aborts
+    /// the run.
+    fn audit_one(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
         let snapshot = self.snapshot;
         let Some(audit) = drift_engine::audit::audit_object(
             &snapshot.rules,
@@ -412,7 +415,7 @@ impl Auditor {
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
         }
-        self.shared.set_last_audit(AuditRun {
+        self.runs.record(AuditRun {
             id: outcome.id.clone(),
             start: format_rfc3339(outcome.start),
             duration_seconds: outcome.duration.as_secs_f64(),
@@ -435,7 +438,7 @@ impl Auditor {
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
                     let resource = drift_engine::manifests::resource_of(kind);
                     progress
-                        .judge(&object, &resource)
+                        .audit_one(&object, &resource)
                         .map_err(RunError::Export)?;
                 }
             }
@@ -449,7 +452,7 @@ impl Auditor {
             .map_err(|e| RunError::Source(format!("{e:#}")))?;
         for resource in &listed {
             objects::list(client, resource, self.chunk, |listed, object| {
-                progress.judge(&object, &listed.resource.plural)
+                progress.audit_one(&object, &listed.resource.plural)
             })
             .await
             .map_err(|e| RunError::Source(format!("{e:#}")))?

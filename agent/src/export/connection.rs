@@ -180,7 +180,7 @@ pub async fn watch_cluster(
     // Closed by the server before the client's read timeout could cut an idle watch.
     let config = watcher::Config::default()
         .fields(&format!("metadata.name={name}"))
-        .timeout(crate::cluster_source::WATCH_TIMEOUT_SECONDS);
+        .timeout(crate::kube_client::WATCH_TIMEOUT_SECONDS);
     let mut events = watcher(api, config).default_backoff().boxed();
     // Whether the Connection was seen since the last (re)list began.
     let mut seen = false;

@@ -8,8 +8,9 @@ use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::counters::{DropReason, ExportCounters, LogLimiter};
+use super::queue::{Message, Queue};
 use super::spool::{Clock, FreeSpace, Limits, Spool, SpoolError};
-use super::{DropReason, ExportCounters, LogLimiter};
 use crate::connection_status::PublishHealth;
 
 /// Most records written per batch.
@@ -17,20 +18,9 @@ pub const BATCH: usize = 64;
 /// How often the janitor runs while admission files exist.
 const JANITOR_PERIOD: Duration = Duration::from_secs(1);
 
-/// What the publisher thread receives.
-pub enum Message {
-    /// An encoded record (JSON, no newline).
-    Record(Vec<u8>),
-    /// Write to this channel directory from now on (`None`: no usable Connection).
-    Reconfigure(Option<PathBuf>),
-    /// Shutdown: everything queued before this message has been handled (or dropped after
-    /// the deadline); complete the open segment and answer.
-    Drain(tokio::sync::oneshot::Sender<()>),
-}
-
 /// Process-wide pieces the publisher needs.
 pub struct PublisherParts {
-    pub queue: Arc<super::queue::Queue>,
+    pub queue: Arc<Queue>,
     pub clock: Arc<dyn Clock>,
     pub free_space: Arc<dyn FreeSpace>,
     pub limits: Limits,
@@ -246,7 +236,7 @@ impl Publisher {
                 .health
                 .record_attempt(now, written > 0, first_error.as_deref());
         }
-        self.parts.counters.queue_depth(&self.parts.queue);
+        self.parts.counters.queue_depth(self.parts.queue.depth());
     }
 
     /// Completes a full or old segment; runs the janitor when it is due.

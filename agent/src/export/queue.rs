@@ -3,11 +3,22 @@
 //! encoded records. A request thread reserves a slot before it builds a record, so a burst is
 //! refused before it costs any encoding; it never blocks.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use super::DropReason;
-use super::publisher::Message;
+use super::counters::DropReason;
+
+/// What goes through the queue to the publisher thread.
+pub enum Message {
+    /// An encoded record (JSON, no newline).
+    Record(Vec<u8>),
+    /// Write to this channel directory from now on (`None`: no usable Connection).
+    Reconfigure(Option<PathBuf>),
+    /// Shutdown: everything queued before this message has been handled (or dropped after
+    /// the deadline); complete the open segment and answer.
+    Drain(tokio::sync::oneshot::Sender<()>),
+}
 
 /// The queue's fixed limits.
 #[derive(Debug, Clone, Copy)]

@@ -9,24 +9,11 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context as _;
 
 use super::spool::PREFIX;
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct ReaderArgs {
-    /// Channel directory to consume (`<Connection path>/<channel>`).
-    #[arg(long)]
-    pub path: PathBuf,
-    /// Time between passes.
-    #[arg(long, default_value = "1s", value_parser = crate::cli::parse_period)]
-    pub interval: Duration,
-    /// One pass, then exit (a missing directory is then an error).
-    #[arg(long)]
-    pub once: bool,
-}
+use crate::cli::ReaderArgs;
 
 /// What one pass consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -152,6 +139,7 @@ fn annotate(error: io::Error, action: &str, path: &Path) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn record(id: u32) -> String {
         format!("{{\"eventType\":\"violation_admission\",\"id\":\"{id}\"}}\n")

@@ -21,8 +21,8 @@ use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse
 use drift_engine::{AdmissionRequest, Context, Detail, Evaluation, evaluate};
 use serde_json::{Map, Value};
 
-use super::{count_error, json, plain};
-use crate::state::Shared;
+use super::response::{count_error, json, plain};
+use crate::state::{ServeState, Shared};
 
 /// How many changed (and denied) fields a decision log line lists; the counts are always there.
 const MAX_LOGGED_FIELDS: usize = 50;
@@ -74,6 +74,7 @@ enum Parsed {
 /// Answers one review body within `write_timeout` of `started`.
 pub(super) async fn answer(
     shared: &Arc<Shared>,
+    serving: &Arc<ServeState>,
     body: Bytes,
     started: Instant,
     write_timeout: Duration,
@@ -85,7 +86,7 @@ pub(super) async fn answer(
     if let Some(uid) = drift_engine::review::peek_uid(&body) {
         let _ = race.uid.set(uid);
     }
-    let work = decide(shared.clone(), body, started, race.clone());
+    let work = decide(shared.clone(), serving.clone(), body, started, race.clone());
     tokio::pin!(work);
     let answer = tokio::select! {
         answer = &mut work => answer,
@@ -116,8 +117,15 @@ pub(super) async fn answer(
 }
 
 /// Parse, (for `/scale`, read the parent's labels,) evaluate, on the blocking pool.
-async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Race>) -> Answer {
+async fn decide(
+    shared: Arc<Shared>,
+    serving: Arc<ServeState>,
+    body: Bytes,
+    started: Instant,
+    race: Arc<Race>,
+) -> Answer {
     let parse_shared = shared.clone();
+    let parse_serving = serving.clone();
     let parse_race = race.clone();
     let parse_body = body.clone();
     let parsed = tokio::task::spawn_blocking(move || {
@@ -125,11 +133,16 @@ async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Ra
             Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
             Ok(parsed) => {
                 let _ = parse_race.uid.set(parsed.uid.clone());
-                match needs_parent_labels(&parse_shared, &parsed) {
+                match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
                     Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
-                    None => {
-                        Parsed::Answered(judge(&parse_shared, parsed, None, started, &parse_race))
-                    }
+                    None => Parsed::Answered(evaluate_and_record(
+                        &parse_shared,
+                        &parse_serving,
+                        parsed,
+                        None,
+                        started,
+                        &parse_race,
+                    )),
                 }
             }
         })
@@ -144,13 +157,15 @@ async fn decide(shared: Arc<Shared>, body: Bytes, started: Instant, race: Arc<Ra
         Parsed::Answered(answer) => return answer,
         Parsed::NeedsParentLabels(request) => request,
     };
-    let labels = match shared.parent_lookup() {
+    let labels = match &serving.parents {
         Some(lookup) => lookup.labels(&request).await,
         None => None,
     };
     let task = tokio::task::spawn_blocking(move || {
         guarded(|| match parse_review_raw(&body) {
-            Ok(parsed) => judge(&shared, parsed, labels.as_ref(), started, &race),
+            Ok(parsed) => {
+                evaluate_and_record(&shared, &serving, parsed, labels.as_ref(), started, &race)
+            }
             Err(e) => Answer::NotAReview(e.0),
         })
     })
@@ -177,12 +192,13 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 /// agent can read them (cluster mode): then the request, for the read.
 fn needs_parent_labels(
     shared: &Shared,
+    serving: &ServeState,
     parsed: &ParsedReview<RawDocument<'_>>,
 ) -> Option<AdmissionRequest> {
     let request = parsed.request.as_ref().ok()?;
     let needed = request.sub_resource() == "scale"
         && request.operation == "UPDATE"
-        && shared.parent_lookup().is_some()
+        && serving.parents.is_some()
         && shared
             .snapshot()
             .rules
@@ -203,8 +219,11 @@ fn internal_error(uid: &str, message: &str) -> Response {
     response
 }
 
-fn judge(
+/// Evaluates a parsed review against the active rules and, unless the write timeout answered
+/// first, records the decision (metrics, log line, export record): the answer to give.
+fn evaluate_and_record(
     shared: &Shared,
+    serving: &ServeState,
     parsed: ParsedReview<RawDocument<'_>>,
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
@@ -244,7 +263,7 @@ fn judge(
         return Answer::Abandoned;
     }
     record(shared, &request, &evaluation, started.elapsed());
-    if let Some(export) = shared.export() {
+    if let Some(export) = &serving.export {
         // Whatever happens to the record, the response stands.
         let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {
             export.exporter.export_admission(&request, &evaluation);

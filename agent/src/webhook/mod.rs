@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,9 +14,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::client_auth::{ClientAuth, PeerCertificates, Refusal};
-use crate::state::Shared;
+use crate::state::{ServeState, Shared};
 
 mod admission;
+mod response;
+
+use response::json;
+pub use response::plain;
 
 /// Largest AdmissionReview accepted (413 beyond).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -27,16 +30,35 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub struct WebhookConfig {
     pub validate_path: String,
     pub validate_rule_path: String,
-    pub health_path: String,
-    pub ready_path: String,
-    pub metrics_path: String,
+    pub probes: ProbePaths,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+}
+
+/// Paths of liveness, readiness and metrics: what every listener of the agent answers, the
+/// audit's included.
+#[derive(Debug, Clone)]
+pub struct ProbePaths {
+    pub health: String,
+    pub ready: String,
+    pub metrics: String,
+}
+
+impl Default for ProbePaths {
+    /// The paths the chart's probes and scrape configuration use.
+    fn default() -> Self {
+        Self {
+            health: "/healthz".into(),
+            ready: "/readyz".into(),
+            metrics: "/metrics".into(),
+        }
+    }
 }
 
 #[derive(Clone)]
 struct AppState {
     shared: Arc<Shared>,
+    serving: Arc<ServeState>,
     config: Arc<WebhookConfig>,
     /// Set under client authentication: the admission paths then refuse other callers.
     client_auth: Option<Arc<ClientAuth>>,
@@ -44,21 +66,40 @@ struct AppState {
 
 pub fn router(
     shared: Arc<Shared>,
+    serving: Arc<ServeState>,
     config: WebhookConfig,
     client_auth: Option<Arc<ClientAuth>>,
 ) -> Router {
     let state = AppState {
         shared,
+        serving,
         config: Arc::new(config.clone()),
         client_auth,
     };
-    Router::new()
+    let routes = Router::new()
         .route(&config.validate_path, post(validate))
-        .route(&config.validate_rule_path, post(validate_rule))
-        .route(&config.health_path, get(|| async { "ok\n" }))
-        .route(&config.ready_path, get(ready))
-        .route(&config.metrics_path, get(metrics))
-        .with_state(state)
+        .route(&config.validate_rule_path, post(validate_rule));
+    with_probes(routes, &config.probes).with_state(state)
+}
+
+/// The state the probes read: the rules' readiness and the metrics.
+impl FromRef<AppState> for Arc<Shared> {
+    fn from_ref(state: &AppState) -> Self {
+        state.shared.clone()
+    }
+}
+
+/// `routes` with liveness, readiness and metrics added, for any listener whose state holds the
+/// rules.
+fn with_probes<S>(routes: Router<S>, paths: &ProbePaths) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Shared>: FromRef<S>,
+{
+    routes
+        .route(&paths.health, get(|| async { "ok\n" }))
+        .route(&paths.ready, get(ready))
+        .route(&paths.metrics, get(metrics))
 }
 
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
@@ -88,32 +129,23 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
 
 /// Health, readiness and metrics only: the listener of the audit process, which answers no
 /// admission request.
-pub fn probe_router(shared: Arc<Shared>, config: WebhookConfig) -> Router {
-    let state = AppState {
-        shared,
-        config: Arc::new(config.clone()),
-        client_auth: None,
-    };
-    Router::new()
-        .route(&config.health_path, get(|| async { "ok\n" }))
-        .route(&config.ready_path, get(ready))
-        .route(&config.metrics_path, get(metrics))
-        .with_state(state)
+pub fn probe_router(shared: Arc<Shared>, paths: &ProbePaths) -> Router {
+    with_probes(Router::new(), paths).with_state(shared)
 }
 
-async fn ready(State(state): State<AppState>) -> Response {
-    if state.shared.is_ready() {
+async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.is_ready() {
         (StatusCode::OK, "ok\n").into_response()
     } else {
         plain(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}", state.shared.not_ready_reason()),
+            format!("not ready: {}", shared.not_ready_reason()),
         )
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
-    match state.shared.metrics.render() {
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.metrics.render() {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -127,18 +159,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
             format!("cannot render metrics: {e}"),
         ),
     }
-}
-
-/// A plain-text answer (the webhook's answer to what is not an AdmissionReview at all).
-pub fn plain(status: StatusCode, message: impl Into<String>) -> Response {
-    let mut text = message.into();
-    text.push('\n');
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        text,
-    )
-        .into_response()
 }
 
 fn is_json(content_type: Option<&HeaderValue>) -> bool {
@@ -193,7 +213,14 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
         Ok(body) => body,
         Err(response) => return response,
     };
-    admission::answer(&state.shared, body, started, state.config.write_timeout).await
+    admission::answer(
+        &state.shared,
+        &state.serving,
+        body,
+        started,
+        state.config.write_timeout,
+    )
+    .await
 }
 
 /// Under client authentication (SPEC §6, "Who may call"), the 401 for a caller whose
@@ -225,29 +252,11 @@ fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
     ))
 }
 
-/// A request answered without a decision (not a review, malformed, internal failure).
-fn count_error(shared: &Shared) {
-    shared
-        .metrics
-        .admission_requests
-        .with_label_values(&["", "", "error"])
-        .inc();
-}
-
 fn too_large() -> Response {
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("request body is larger than {MAX_BODY_BYTES} bytes"),
     )
-}
-
-fn json(body: Bytes) -> Response {
-    let mut response = Response::new(Body::from(body));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 #[cfg(test)]

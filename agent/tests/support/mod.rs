@@ -1,9 +1,9 @@
-//! Test support: runs the real `drift-sentinel` binary on loopback ports, makes TLS
-//! certificates, and writes rule files.
+//! Test support: runs the real `drift-sentinel` binary on loopback ports, talks to it over
+//! HTTP(S), and writes rule and Connection files. Certificates come from `drift_testkit::pki`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,39 +11,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use drift_testkit::free_port;
-
-/// A CA and a serving certificate for `localhost` and `127.0.0.1`.
-pub struct Pki {
-    pub ca_pem: String,
-    pub cert_pem: String,
-    pub key_pem: String,
-}
-
-impl Pki {
-    pub fn new(name: &str) -> Self {
-        let ca = drift_testkit::pki::Ca::new(name);
-        let serving = ca.serving(&["localhost", "127.0.0.1"]);
-        Self {
-            ca_pem: ca.cert_pem(),
-            cert_pem: serving.cert_pem,
-            key_pem: serving.key_pem,
-        }
-    }
-
-    pub fn write(&self, dir: &Path) -> (PathBuf, PathBuf) {
-        let cert = dir.join("tls.crt");
-        let key = dir.join("tls.key");
-        // Write the key first and the certificate last: the agent reloads when either changes
-        // and retries on the next change if the pair does not match yet.
-        std::fs::write(&key, &self.key_pem).expect("write key");
-        std::fs::write(&cert, &self.cert_pem).expect("write cert");
-        (cert, key)
-    }
-
-    pub fn client(&self) -> reqwest::blocking::Client {
-        https_client(&self.ca_pem, None)
-    }
-}
 
 /// An HTTPS client trusting only `ca_pem`, presenting `identity` (a client certificate and its
 /// key) when given.
@@ -101,7 +68,7 @@ impl Agent {
 
     /// [`Agent::start`] with the process's working directory set to `cwd` (relative paths,
     /// such as a Connection's default path, resolve there).
-    pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str], tls: bool) -> Self {
+    pub fn start_in(cwd: Option<&Path>, args: &[&str], tls: bool) -> Self {
         Self::start_with(cwd, free_port(), args, tls)
     }
 
@@ -111,7 +78,7 @@ impl Agent {
         Self::start_with(None, port, args, tls)
     }
 
-    fn start_with(cwd: Option<&std::path::Path>, port: u16, args: &[&str], tls: bool) -> Self {
+    fn start_with(cwd: Option<&Path>, port: u16, args: &[&str], tls: bool) -> Self {
         let admin_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
         command
