@@ -19,7 +19,7 @@ mod review_cmd;
 mod rule_files;
 mod rule_index;
 pub mod rules_source;
-mod serve;
+pub mod serve;
 pub mod server;
 mod state;
 mod tiers;

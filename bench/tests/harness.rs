@@ -355,7 +355,7 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
     // The agent as its binary runs it; the thread ends with the test process.
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        runtime.block_on(drift_sentinel::serve(agent_args))
+        runtime.block_on(drift_sentinel::serve::run(agent_args))
     });
 
     // The reference as the script runs it: its binary, on a port of its own choosing.
