@@ -29,6 +29,7 @@ pub struct Metrics {
     pub audit_objects: prometheus::IntGaugeVec,
     pub audit_drifted: prometheus::IntGaugeVec,
     pub audit_bypassed: prometheus::IntGaugeVec,
+    pub audit_bypass_oldest: prometheus::Gauge,
 }
 
 /// Which process serves the metrics: each exposes only the families it writes, so that the
@@ -176,6 +177,10 @@ impl Metrics {
                 ),
                 &["end"],
             )?,
+            audit_bypass_oldest: prometheus::Gauge::new(
+                "drift_sentinel_audit_bypass_oldest_seconds",
+                "How long the longest-standing honoured bypass of the last completed audit run had been set (since its annotation's managedFields time); 0 when none.",
+            )?,
         };
         for collector in metrics.collectors(role) {
             metrics.registry.register(collector)?;
@@ -215,6 +220,7 @@ impl Metrics {
                 Box::new(self.audit_objects.clone()),
                 Box::new(self.audit_drifted.clone()),
                 Box::new(self.audit_bypassed.clone()),
+                Box::new(self.audit_bypass_oldest.clone()),
             ]),
         }
         collectors
@@ -244,7 +250,8 @@ mod tests {
         names
     }
 
-    const AUDIT: [&str; 5] = [
+    const AUDIT: [&str; 6] = [
+        "drift_sentinel_audit_bypass_oldest_seconds",
         "drift_sentinel_audit_bypassed_objects",
         "drift_sentinel_audit_drifted_objects",
         "drift_sentinel_audit_duration_seconds",

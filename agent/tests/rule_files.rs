@@ -138,7 +138,15 @@ fn a_rule_file_rewritten_in_place_never_opens_a_hole() {
     // denied; the gauge says so.
     let broken = text.replace("kind: ConfigMap", "kind: [ConfigMap");
     rewrite_in_pieces(&file, &broken[..broken.len() - 30], 4096);
-    let status = agent.wait_for_status("the broken file", |s| !stale_sources(s).is_empty());
+    // While the pieces are written the file is "being rewritten"; once it has stayed
+    // unchanged for a second, it is judged for what it holds.
+    let status = agent.wait_for_status("the broken file", |s| {
+        stale_sources(s).first().is_some_and(|stale| {
+            stale["reason"]
+                .as_str()
+                .is_some_and(|r| !r.starts_with("being rewritten"))
+        })
+    });
     let stale = &stale_sources(&status)[0];
     assert!(
         stale["reason"].as_str().unwrap().contains("not valid YAML"),

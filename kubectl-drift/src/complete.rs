@@ -190,7 +190,7 @@ async fn complete(args: &[String]) -> (Vec<String>, u32) {
         return (commands, NO_FILE_COMP);
     };
     match command {
-        "explain" | "preview" if words.positionals == 0 => target(&words, partial).await,
+        "explain" | "preview" | "bypass" if words.positionals == 0 => target(&words, partial).await,
         "completion" if words.positionals == 0 => {
             let shells = ["bash", "zsh", "fish"]
                 .into_iter()
@@ -379,6 +379,7 @@ mod tests {
                 "tail",
                 "status",
                 "audit",
+                "bypass",
                 "completion"
             ]
         );

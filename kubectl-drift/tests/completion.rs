@@ -127,6 +127,7 @@ fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_dri
             "tail",
             "status",
             "audit",
+            "bypass",
             "completion"
         ]
     );

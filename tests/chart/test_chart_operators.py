@@ -257,7 +257,8 @@ def test_prometheus_rule_alerts_a_team_can_act_on(helm):
     validate(docs)
     found = alerts(docs)
     assert set(found) == {"DriftSentinelWebhookSlow", "DriftSentinelDenialBurst", "DriftSentinelExportDropping",
-                          "DriftSentinelRulesInvalid", "DriftSentinelAuditNotCompleting"}
+                          "DriftSentinelRulesInvalid", "DriftSentinelAuditNotCompleting",
+                          "DriftSentinelBypassWithoutEnd", "DriftSentinelBypassTooOld"}
     expr = {name: " ".join(r["expr"].split()) for name, r in found.items()}
     job = f'job="{FULLNAME}"'
     assert expr["DriftSentinelWebhookSlow"] == (
@@ -269,6 +270,10 @@ def test_prometheus_rule_alerts_a_team_can_act_on(helm):
     last = f'drift_sentinel_audit_last_run_timestamp_seconds{{namespace="{NAMESPACE}"}}'
     # Late, or no audit series at all (the audit pod gone or not scraped).
     assert expr["DriftSentinelAuditNotCompleting"] == f"time() - max({last}) > 180 or absent({last})"
+    assert expr["DriftSentinelBypassWithoutEnd"] == (
+        f'max(drift_sentinel_audit_bypassed_objects{{namespace="{NAMESPACE}",end="none"}}) > 0')
+    assert expr["DriftSentinelBypassTooOld"] == (
+        f'max(drift_sentinel_audit_bypass_oldest_seconds{{namespace="{NAMESPACE}"}}) > 604800')
     # Each alert points at its own runbook section of docs/operations.md, which exists.
     anchors = github_anchors((REPO / "docs" / "operations.md").read_text())
     base = "https://github.com/drift-sentinel/drift-sentinel/blob/main/docs/operations.md#"
@@ -286,6 +291,7 @@ def test_the_audit_alert_only_with_the_audit(helm):
     docs = render(sets=["metrics.prometheusRule.enabled=true", "audit.enabled=false"])
     validate(docs)
     assert "DriftSentinelAuditNotCompleting" not in alerts(docs)
+    assert "DriftSentinelBypassWithoutEnd" not in alerts(docs)
     assert "DriftSentinelRulesInvalid" in alerts(docs)
 
 
@@ -293,11 +299,13 @@ def test_prometheus_rule_thresholds_follow_the_values(helm):
     # --set gives 0.25 as a string, as a user's command line would: the chart takes it.
     docs = render(sets=["metrics.prometheusRule.enabled=true", "metrics.prometheusRule.latencyThresholdSeconds=0.25",
                         "metrics.prometheusRule.denialRateThreshold=2", "metrics.prometheusRule.auditIntervalSeconds=300",
-                        "metrics.prometheusRule.runbookBaseUrl=https://wiki.example.com/ops/"])
+                        "metrics.prometheusRule.runbookBaseUrl=https://wiki.example.com/ops/",
+                        "metrics.prometheusRule.bypassMaxAgeSeconds=86400"])
     found = alerts(docs)
     assert found["DriftSentinelWebhookSlow"]["expr"].rstrip().endswith("> 0.25")
     assert found["DriftSentinelDenialBurst"]["expr"].rstrip().endswith("> 2")
     assert " > 900\n" in found["DriftSentinelAuditNotCompleting"]["expr"]
+    assert found["DriftSentinelBypassTooOld"]["expr"].rstrip().endswith("> 86400")
     assert found["DriftSentinelRulesInvalid"]["annotations"]["runbook_url"] == \
         "https://wiki.example.com/ops#driftsentinelrulesinvalid"
 

@@ -51,7 +51,7 @@ CRD_VALUES = {
     "metrics.serviceMonitor.labels", "metrics.serviceMonitor.insecureSkipVerify",
     "metrics.prometheusRule.enabled", "metrics.prometheusRule.labels", "metrics.prometheusRule.runbookBaseUrl",
     "metrics.prometheusRule.latencyThresholdSeconds", "metrics.prometheusRule.denialRateThreshold",
-    "metrics.prometheusRule.auditIntervalSeconds",
+    "metrics.prometheusRule.auditIntervalSeconds", "metrics.prometheusRule.bypassMaxAgeSeconds",
 }
 # Custom kinds the chart renders, with their CRD in crds/: validated against that CRD's schema in
 # test_chart_export.py, since kubernetes-validate knows only built-in kinds.

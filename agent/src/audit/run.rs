@@ -63,6 +63,9 @@ pub struct RunOutcome {
     pub duration: std::time::Duration,
     pub counts: AuditCounts,
     pub drifted_by_rule: BTreeMap<String, u64>,
+    /// How long the longest-standing honoured bypass had been set (since its annotation's
+    /// managedFields time); zero when none.
+    pub oldest_bypass: std::time::Duration,
     pub error: Option<String>,
 }
 
@@ -103,6 +106,7 @@ struct Progress<'s> {
     reports: Option<Reports>,
     counts: AuditCounts,
     drifted_by_rule: BTreeMap<String, u64>,
+    oldest_bypass: std::time::Duration,
     published: u64,
     too_large: u64,
     print: bool,
@@ -176,6 +180,17 @@ impl Progress<'_> {
         identity: &AuditedObject<'_>,
         audit: &drift_engine::Audit<'_>,
     ) -> Result<(), AuditFileError> {
+        let now = SystemTime::now();
+        if let Some(since) = audit
+            .bypass
+            .as_ref()
+            .filter(|b| b.read.is_ok())
+            .and_then(|b| b.set_by.as_ref()?.time.as_deref())
+            .and_then(drift_api::violation::parse_rfc3339)
+        {
+            let age = now.duration_since(since).unwrap_or_default();
+            self.oldest_bypass = self.oldest_bypass.max(age);
+        }
         if self.print
             && let Some(text) = drift_engine::message::bypass_text(identity, audit)
         {
@@ -231,6 +246,7 @@ impl Auditor {
             reports: self.reports.then(Reports::default),
             counts: AuditCounts::default(),
             drifted_by_rule: BTreeMap::new(),
+            oldest_bypass: std::time::Duration::ZERO,
             published: 0,
             too_large: 0,
             print: self.print,
@@ -282,6 +298,7 @@ impl Auditor {
             duration: started.elapsed(),
             counts: progress.counts,
             drifted_by_rule: progress.drifted_by_rule,
+            oldest_bypass: progress.oldest_bypass,
             error: (!errors.is_empty()).then(|| errors.join("; ")),
         };
         self.record(&outcome);
@@ -408,6 +425,9 @@ impl Auditor {
                     .with_label_values(&[rule])
                     .set(i64::try_from(*count).unwrap_or(i64::MAX));
             }
+            metrics
+                .audit_bypass_oldest
+                .set(outcome.oldest_bypass.as_secs_f64().floor());
             for (end, count) in c.bypassed.by_end() {
                 metrics
                     .audit_bypassed

@@ -172,15 +172,24 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
 
     // The object as the server has it, replicas 2 → 4, replaced: kubectl rewrites the baseline
     // to it (the annotation is in what it sends) and kubectl-replace owns the annotation.
-    let current = env.kubectl(&["get", "deployment/replaced", "-n", NS, "-o", "yaml"]);
-    assert!(current.status.success(), "{}", stderr(&current));
-    let replaced = stdout(&current).replace("\n  replicas: 2\n", "\n  replicas: 4\n");
-    assert!(replaced.contains("\n  replicas: 4\n"), "{replaced}");
-    let output = env.kubectl_stdin(&["replace", "-f", "-"], &replaced);
-    assert!(
-        output.status.success(),
-        "kubectl replace: {}",
-        stderr(&output)
+    // The controller manager may write the object between the get and the replace (a
+    // Conflict on its resourceVersion): then get it again, as a person would.
+    crate::env::wait_for(
+        "kubectl replace without a conflict",
+        std::time::Duration::from_secs(30),
+        || {
+            let current = env.kubectl(&["get", "deployment/replaced", "-n", NS, "-o", "yaml"]);
+            assert!(current.status.success(), "{}", stderr(&current));
+            let replaced = stdout(&current).replace("\n  replicas: 2\n", "\n  replicas: 4\n");
+            assert!(replaced.contains("\n  replicas: 4\n"), "{replaced}");
+            let output = env.kubectl_stdin(&["replace", "-f", "-"], &replaced);
+            let printed = stderr(&output);
+            assert!(
+                output.status.success() || printed.contains("(Conflict)"),
+                "kubectl replace: {printed}"
+            );
+            output.status.success()
+        },
     );
     let baseline = env
         .get(&["deployment", "replaced", "-n", NS])
