@@ -183,7 +183,7 @@ impl ClientAuth {
             names: names
                 .iter()
                 .take(16)
-                .map(|name| drift_engine::message::truncate_chars(name.text(), 253))
+                .map(|name| drift_engine::truncate::truncate_chars(name.text(), 253))
                 .collect(),
         })
     }

@@ -378,7 +378,7 @@ async fn report_invalid(recorder: Recorder, invalid: InvalidVersion) {
         ..ObjectReference::default()
     };
     // An Event's note is at most 1 KiB.
-    let note = drift_engine::message::truncate_bytes(&error.to_string(), 1000);
+    let note = drift_engine::truncate::truncate_bytes(&error.to_string(), 1000);
     let event = KubeEvent {
         type_: EventType::Warning,
         reason: "InvalidRule".into(),

@@ -5,8 +5,9 @@
 //! agent's own tier policy and the namespaces it knows; this module only answers.
 
 use drift_engine::lint::{LintContext, RuleReview, review_config_map};
-use drift_engine::message::{MAX_WARNING_BYTES, truncate_bytes};
+use drift_engine::message::MAX_WARNING_BYTES;
 use drift_engine::review::{AdmissionResponse, ResponseStatus, parse_review};
+use drift_engine::truncate::truncate_bytes;
 use serde_json::Value;
 
 use drift_api::status::RuleSourceKind;

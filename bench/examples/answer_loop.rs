@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
                 let evaluation = evaluate(
                     &rules,
                     &request,
-                    &Context::at(std::time::SystemTime::UNIX_EPOCH),
+                    &Context::at(std::time::SystemTime::now()),
                     Detail::Verdict,
                 );
                 evaluation

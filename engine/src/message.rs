@@ -17,6 +17,8 @@ use crate::evaluation::{
 use crate::review::{AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION};
 use crate::time::{format_rfc3339_seconds, human_duration};
+// Re-exported until the plugin imports them from `truncate` (issue 25).
+pub use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
@@ -421,5 +423,3 @@ pub fn bypass_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> Option<St
         truncate_bytes(&finding.to_string(), MAX_WARNING_BYTES),
     ))
 }
-
-pub use crate::truncate::{truncate_bytes, truncate_chars};

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use drift_engine::message::truncate_bytes;
+use drift_engine::truncate::truncate_bytes;
 use drift_engine::{Audit, AuditResult, SkipReason, rule::Mode};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
