@@ -112,7 +112,8 @@ impl Exporter {
         request: &AdmissionRequest<O>,
         evaluation: &Evaluation<'_>,
     ) {
-        if !evaluation.is_violation() {
+        // Violations, and edits a bypass allowed: the trail of a temporary exception's use.
+        if !evaluation.is_violation() && evaluation.step() != drift_engine::Step::Bypassed {
             return;
         }
         if !self.connected.load(Ordering::Acquire) {
@@ -127,7 +128,7 @@ impl Exporter {
             }
         };
         let Some(record) = record::admission_record(request, evaluation, self.clock.now()) else {
-            return; // mode off: not a violation the export records
+            return; // mode off: nothing the export records
         };
         let encoded = match record.encode() {
             Ok(encoded) => encoded,

@@ -7,8 +7,11 @@ use std::borrow::Cow;
 use std::time::SystemTime;
 
 use drift_api::violation::{
-    ADMISSION_EVENT, Details, RequestFields, ViolationRecord, enforcement_action, format_rfc3339,
+    ADMISSION_EVENT, BypassFields, Details, RequestFields, ViolationRecord, enforcement_action,
+    format_rfc3339,
 };
+use drift_engine::bypass::BypassEnd;
+use drift_engine::evaluation::Settled;
 use drift_engine::json::{Document, Node};
 use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
@@ -29,16 +32,42 @@ fn labels_of<O: Document>(request: &AdmissionRequest<O>) -> Cow<'_, Map<String, 
     }
 }
 
-/// The record of a violating request; `None` when the evaluation is not a violation an export
-/// records (no violation, or mode `off`).
+/// The record of a violating request, or of an edit a bypass allowed (`enforcementAction`
+/// `bypass`, its end in `bypass`); `None` for any other evaluation, and in mode `off`.
 pub fn admission_record<'a, O: Document>(
     request: &'a AdmissionRequest<O>,
     evaluation: &'a Evaluation<'a>,
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let matched = evaluation.matched()?;
-    let violation = evaluation.violation()?;
-    let action = enforcement_action(matched.mode)?;
+    let mode_action = enforcement_action(matched.mode)?;
+    let (action, details, bypass) = match (&matched.settled, evaluation.violation()) {
+        (Settled::Bypassed(honoured), _) => {
+            let fields = BypassFields {
+                end_state: Cow::Borrowed(BypassEnd::of(&Ok(*honoured)).as_str()),
+                end: honoured
+                    .end
+                    .map(|end| Cow::Owned(drift_engine::time::format_rfc3339_seconds(end))),
+                value: Cow::Owned(drift_engine::truncate::truncate_chars(
+                    matched.bypass_value.as_deref().unwrap_or(""),
+                    64,
+                )),
+                set_by: Cow::Borrowed(""),
+                since: None,
+            };
+            ("bypass", Details::default(), Some(fields))
+        }
+        (_, Some(violation)) => {
+            let details = Details::of(
+                &violation.denied,
+                evaluation.changes(),
+                violation.denied_count,
+                evaluation.comparison().map_or(0, |c| c.changed_count),
+            );
+            (mode_action, details, None)
+        }
+        _ => return None,
+    };
     let rule = matched.rule;
     let kind = &request.kind;
     let resource_api_version = if kind.group.is_empty() {
@@ -46,13 +75,6 @@ pub fn admission_record<'a, O: Document>(
     } else {
         Cow::Owned(format!("{}/{}", kind.group, kind.version))
     };
-    let changes = evaluation.changes();
-    let details = Details::of(
-        &violation.denied,
-        changes,
-        violation.denied_count,
-        evaluation.comparison().map_or(0, |c| c.changed_count),
-    );
     Some(ViolationRecord {
         event_type: Cow::Borrowed(ADMISSION_EVENT),
         id: Cow::Borrowed(&request.uid),
@@ -75,9 +97,12 @@ pub fn admission_record<'a, O: Document>(
         rule_namespace: Cow::Borrowed(&rule.id.namespace),
         mode: Cow::Borrowed(matched.mode.as_str()),
         enforcement_action: Cow::Borrowed(action),
-        message: Cow::Owned(evaluation.status_message()),
+        message: Cow::Owned(match bypass {
+            Some(_) => evaluation.warnings().join("; "),
+            None => evaluation.status_message(),
+        }),
         details,
-        bypass: None,
+        bypass,
     })
 }
 
@@ -228,5 +253,44 @@ mod tests {
         assert!(new.ends_with('…'));
         assert_eq!(change["old"], "web:1", "a short value stays itself");
         assert_eq!(change["truncated"], true);
+    }
+
+    #[test]
+    fn an_edit_a_bypass_allowed_is_recorded_with_its_end() {
+        let rules = rules("enforce");
+        let mut body = review("web:1", "web:2");
+        body["request"]["object"]["metadata"]["annotations"]["drift-sentinel.k8s.io/bypass"] =
+            json!("2027-01-15T12:00:00Z");
+        let body = body.to_string();
+        let parsed = parse_review(body.as_bytes()).unwrap();
+        let request = parsed.request.unwrap();
+        let now = drift_engine::time::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+        let evaluation = evaluate(&rules, &request, &Context::at(now), Detail::Verdict);
+        let record: Value = serde_json::from_slice(
+            &admission_record(&request, &evaluation, now)
+                .unwrap()
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["enforcementAction"], "bypass");
+        assert_eq!(record["eventType"], ADMISSION_EVENT);
+        assert_eq!(
+            record["bypass"],
+            json!({"endState": "active", "end": "2027-01-15T12:00:00Z", "value": "2027-01-15T12:00:00Z", "setBy": ""})
+        );
+        assert!(
+            record["message"].as_str().unwrap().starts_with(
+                "Drift Sentinel: bypass until 2027-01-15T12:00:00Z, in 4h: rule shop/web"
+            ),
+            "{record}"
+        );
+        assert_eq!(record["details"]["deniedPaths"], json!([]));
+        // A bypass past its end is no bypass: the violation is recorded as one.
+        let later = now + std::time::Duration::from_secs(5 * 3600);
+        let evaluation = evaluate(&rules, &request, &Context::at(later), Detail::Verdict);
+        let record = admission_record(&request, &evaluation, later).unwrap();
+        assert_eq!(record.enforcement_action, "deny");
+        assert!(record.bypass.is_none());
     }
 }
