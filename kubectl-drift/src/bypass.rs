@@ -27,11 +27,11 @@ use kube::core::params::{Patch, PatchParams};
 use kube::core::request::Request;
 use serde_json::{Value, json};
 
-use crate::Verdict;
 use crate::cli::Output;
 use crate::cluster::{Cluster, collection_path};
 use crate::live::resolve::{self, Resource};
 use crate::plan::{BypassAction, BypassPlan, Print};
+use crate::verdict::Verdict;
 
 /// The field manager of the plugin's writes: the audit and `--list` name it as who set a
 /// bypass.
@@ -49,7 +49,7 @@ const LISTED_KINDS: [&str; 4] = [
 /// Runs `kubectl drift bypass`.
 pub(crate) async fn run(plan: &BypassPlan, print: Print) -> anyhow::Result<Verdict> {
     let cluster = crate::live::connect(&plan.kube).await?;
-    let rules = crate::live::tiered_rules(&cluster, &plan.tiers).await?.set;
+    let rules = crate::live::tiered_rules(&cluster, &plan.tiers).await?;
     match &plan.action {
         BypassAction::Set {
             kind,

@@ -49,10 +49,10 @@ pub(super) async fn audit(
             let intercepted = webhook
                 .iter()
                 .any(|(group, plural)| *group == r.group && *plural == r.plural);
-            drift_engine::audit::selects_kind(&rules.set, &r.group, &r.kind, intercepted)
+            drift_engine::audit::selects_kind(&rules, &r.group, &r.kind, intercepted)
         })
         .collect();
-    let mut run = Run::new(&rules.set, &namespaces, managers, scope.clone());
+    let mut run = Run::new(&rules, &namespaces, managers, scope.clone());
     for resource in &selected {
         list(&cluster, resource, scope.as_deref(), chunk, &mut run).await?;
     }
@@ -173,7 +173,7 @@ fn intercepted(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(String
     let hooks = configurations
         .iter()
         .flat_map(|c| c.webhooks.iter().flatten())
-        .filter(|w| w.name == crate::WEBHOOK_NAME);
+        .filter(|w| w.name == crate::verdict::WEBHOOK_NAME);
     for rule in hooks.flat_map(|w| w.rules.iter().flatten()) {
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {

@@ -23,10 +23,10 @@ use drift_engine::message::drift_text;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::Verdict;
-use crate::offline;
+use crate::files;
 use crate::plan::{Audit, AuditSource, Print};
 use crate::render::Style;
+use crate::verdict::Verdict;
 
 /// What a run found, as `-o json|yaml` prints it.
 #[derive(Debug, Serialize)]
@@ -109,9 +109,9 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             files,
             namespace,
         } => {
-            let loaded = offline::load_rules(&rules.rules, &rules.tiers)?;
-            let namespaces = offline::load_namespaces(rules.namespace_file.as_deref())?;
-            let mut run = Run::new(&loaded.set, &namespaces, &plan.managers, namespace.clone());
+            let loaded = files::load_rules(&rules.rules, &rules.tiers)?;
+            let namespaces = files::load_namespaces(rules.namespace_file.as_deref())?;
+            let mut run = Run::new(&loaded, &namespaces, &plan.managers, namespace.clone());
             for file in drift_load::files(files, drift_load::YAML_OR_JSON)? {
                 for object in drift_load::read_documents(&file)? {
                     if namespace

@@ -78,7 +78,7 @@ pub(crate) fn describe(error: &kube::Error) -> String {
         kube::Error::Api(status) if !status.message.is_empty() => {
             format!("{} ({})", status.message, status.code)
         }
-        other => crate::innermost(other),
+        other => crate::http::innermost(other),
     }
 }
 

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use super::resolve::Resource;
 use crate::cluster::Cluster;
 use crate::plan::Print;
-use crate::{Judged, Verdict, WEBHOOK_NAME, render};
+use crate::render::{self, PreviewParts};
+use crate::verdict::{Verdict, WEBHOOK_NAME};
 
 /// The field manager of the dry-run update.
 const FIELD_MANAGER: &str = "kubectl-drift";
@@ -152,18 +153,18 @@ fn headline(verdict: Verdict) -> &'static str {
     }
 }
 
-/// Prints the local verdict with the API server's answer beside it; their disagreement is an
-/// error.
+/// Prints the local verdict (and what `preview` prints of it) with the API server's answer
+/// beside it; their disagreement is an error.
 pub(crate) fn report(
     print: Print,
-    judged: Judged,
+    verdict: Verdict,
+    parts: PreviewParts,
     answer: &ServerAnswer,
 ) -> anyhow::Result<Verdict> {
-    let Judged {
-        verdict,
+    let PreviewParts {
         mut document,
         mut screen,
-    } = judged;
+    } = parts;
     let local_allowed = verdict != Verdict::Denied;
     let agree = local_allowed == answer.allowed;
     // Both deny, in other words: the installed webhook may run other rules than those read.

@@ -593,7 +593,7 @@ fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) 
             Some(name) => format!("ValidatingWebhookConfiguration {name} not found"),
             None => format!(
                 "no ValidatingWebhookConfiguration of Drift Sentinel found (labelled {CHART_LABEL}, or with a webhook named {}); name it with --webhook",
-                crate::WEBHOOK_NAME
+                crate::verdict::WEBHOOK_NAME
             ),
         });
     }

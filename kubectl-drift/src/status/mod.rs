@@ -27,9 +27,9 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::Verdict;
 use crate::cluster::pods::AgentPod;
 use crate::plan::{Print, Status};
+use crate::verdict::Verdict;
 
 /// What `status` found, as `-o json|yaml` prints it.
 #[derive(Debug, Clone, Serialize)]
