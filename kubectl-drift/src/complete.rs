@@ -379,6 +379,7 @@ mod tests {
                 "tail",
                 "status",
                 "audit",
+                "bypass",
                 "completion"
             ]
         );

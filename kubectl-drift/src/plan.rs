@@ -301,6 +301,9 @@ impl Plan {
     }
 }
 
+/// The longest `bypass --reason`: an annotation, read by people.
+pub(crate) const MAX_REASON_BYTES: usize = 1024;
+
 /// `kubectl drift bypass`: set, clear or list.
 #[derive(Debug)]
 pub(crate) struct BypassPlan {
@@ -364,12 +367,12 @@ fn bypass(args: &BypassArgs) -> anyhow::Result<BypassPlan> {
             let duration = drift_engine::time::parse_duration(text)
                 .map_err(|e| anyhow::anyhow!("--for: {e}"))?;
             if let Some(reason) = &args.reason
-                && reason.len() > crate::bypass::MAX_REASON_BYTES
+                && reason.len() > MAX_REASON_BYTES
             {
                 bail!(
                     "--reason is {} bytes; at most {} fit (name the ticket, not the story)",
                     reason.len(),
-                    crate::bypass::MAX_REASON_BYTES
+                    MAX_REASON_BYTES
                 );
             }
             BypassAction::Set {

@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use kube::core::request::Request;
 use serde_json::Value;
 
-use super::{Report, Run};
+use super::report::{Report, Run};
 use crate::cluster::{Cluster, collection_path};
 use crate::live::{self, resolve};
 use crate::plan::{ClusterTiers, Kube};
@@ -56,7 +56,7 @@ pub(super) async fn audit(
     for resource in &selected {
         list(&cluster, resource, scope.as_deref(), chunk, &mut run).await?;
     }
-    Ok(run.report)
+    Ok(run.into_report())
 }
 
 /// Every object of `resource` in `namespace` (every namespace when `None`), `chunk` a page,

@@ -20,6 +20,10 @@ use serde_json::Value;
 
 use crate::plan::Kube;
 
+/// The field manager of the plugin's writes (a bypass, the update of `--server-dry-run`): the
+/// audit and `bypass --list` name it as who set a bypass.
+pub(crate) const FIELD_MANAGER: &str = "kubectl-drift";
+
 /// A connected cluster.
 #[derive(Clone)]
 pub(crate) struct Cluster {

@@ -12,13 +12,10 @@ use kube::core::request::Request;
 use serde_json::{Value, json};
 
 use super::resolve::Resource;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, FIELD_MANAGER};
 use crate::plan::Print;
 use crate::render::{self, PreviewParts};
 use crate::verdict::{Verdict, WEBHOOK_NAME};
-
-/// The field manager of the dry-run update.
-const FIELD_MANAGER: &str = "kubectl-drift";
 
 /// What the API server answered to the dry-run update.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use drift_api::status::{AgentStatus, AuditRun};
 use serde::Serialize;
 
 use super::fetch::AdminAnswer;
-use super::judge::{age, short_duration};
+use super::time::{age, ago, short_duration};
 use crate::cluster::pods::AgentPod;
 
 /// Completed runs may be this many intervals apart before the audit is late.
@@ -186,7 +186,7 @@ fn findings(
             let since = match run.and_then(|r| r.last_completed.as_deref()) {
                 Some(start) => format!(
                     "its last completed run started {}",
-                    super::judge::ago(Some(start), now)
+                    ago(Some(start), now)
                 ),
                 None => "no run has completed since the pod started".to_owned(),
             };
@@ -225,7 +225,7 @@ pub(super) fn row(p: &AuditPodReport, now: SystemTime) -> Vec<String> {
             }),
         run.map_or_else(dash, |r| r.id.clone()),
         run.and_then(|r| r.last_completed.as_deref())
-            .map_or_else(dash, |t| super::judge::ago(Some(t), now)),
+            .map_or_else(dash, |t| ago(Some(t), now)),
         run.map_or_else(dash, |r| format!("{:.1}s", r.duration_seconds)),
         run.map_or_else(dash, |r| {
             let c = r.counts;

@@ -14,10 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::fetch::{AdminAnswer, CHART_LABEL, Facts};
-use super::{
+use super::report::{
     AdminReport, ConnectionReport, InvalidRule, LoadedRule, PodEntry, PodReport, Report,
-    SourceEntry, SourceState, StaleRule, WebhookConfigReport, WebhookReport,
+    SourceEntry, SourceState, StaleRule, WebhookConfigReport, WebhookReport, invalid_rules,
+    stale_rules, stale_text,
 };
+use super::time::ago;
 use crate::plan::Status;
 
 /// A source whose last success is older than this is stale (when it has been attempted since).
@@ -151,12 +153,6 @@ fn admin_report(document: &AgentStatus) -> AdminReport {
             .collect(),
         export_enabled: Some(document.export.enabled),
     }
-}
-
-/// How old `time` is at `now` (zero for a time in the future).
-pub(super) fn age(time: &str, now: SystemTime) -> Option<Duration> {
-    let at = parse_rfc3339(time)?;
-    Some(now.duration_since(at).unwrap_or_default())
 }
 
 fn source_state(
@@ -354,84 +350,6 @@ fn webhook_report(
             })
             .collect(),
     }
-}
-
-pub(super) fn ago(time: Option<&str>, now: SystemTime) -> String {
-    match time {
-        None => "never".to_owned(),
-        Some(t) => match age(t, now) {
-            Some(age) => format!("{} ago", short_duration(age)),
-            None => t.to_owned(),
-        },
-    }
-}
-
-/// `45s`, `3m`, `2h5m`, `4d` — kubectl's way.
-pub(super) fn short_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..120 => format!("{s}s"),
-        120..3600 => format!("{}m", s / 60),
-        3600..86400 if s % 3600 >= 60 && s < 8 * 3600 => {
-            format!("{}h{}m", s / 3600, (s % 3600) / 60)
-        }
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
-/// The invalid rules that the pods report, each with the pods that report it, in order.
-pub(super) fn invalid_rules(pods: &[PodReport]) -> Vec<(&InvalidRule, Vec<&str>)> {
-    let mut rules: Vec<(&InvalidRule, Vec<&str>)> = Vec::new();
-    for p in pods {
-        for rule in p.admin.iter().flat_map(|a| a.invalid_rules.iter()) {
-            match rules.iter_mut().find(|(r, _)| *r == rule) {
-                Some((_, names)) => names.push(&p.pod.name),
-                None => rules.push((rule, vec![&p.pod.name])),
-            }
-        }
-    }
-    rules
-}
-
-/// The rules the pods serve, each with the pods that serve it, in order (the same rule served
-/// differently by two pods — another tier, mode or priority — is listed twice).
-pub(super) fn loaded_rules(pods: &[PodReport]) -> Vec<(&LoadedRule, Vec<&str>)> {
-    grouped(pods, |a| &a.rules)
-}
-
-/// The stale rules that the pods report, each with the pods that report it, in order.
-pub(super) fn stale_rules(pods: &[PodReport]) -> Vec<(&StaleRule, Vec<&str>)> {
-    grouped(pods, |a| &a.stale_rules)
-}
-
-fn grouped<'p, T: PartialEq>(
-    pods: &'p [PodReport],
-    items: impl Fn(&'p AdminReport) -> &'p Vec<T>,
-) -> Vec<(&'p T, Vec<&'p str>)> {
-    let mut found: Vec<(&T, Vec<&str>)> = Vec::new();
-    for p in pods {
-        for item in p.admin.iter().flat_map(|a| items(a).iter()) {
-            match found.iter_mut().find(|(i, _)| *i == item) {
-                Some((_, names)) => names.push(&p.pod.name),
-                None => found.push((item, vec![&p.pod.name])),
-            }
-        }
-    }
-    found
-}
-
-/// What a stale rule is, in one line.
-pub(super) fn stale_text(stale: &StaleRule) -> String {
-    let since = stale
-        .since
-        .as_deref()
-        .map(|s| format!(" since {s}"))
-        .unwrap_or_default();
-    format!(
-        "its last valid version (resourceVersion {}) is served{since}, not the current {}: {}",
-        stale.served_resource_version, stale.resource_version, stale.reason
-    )
 }
 
 /// The pods: readiness, admin API, rules.

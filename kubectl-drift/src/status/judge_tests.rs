@@ -55,17 +55,6 @@ fn namespace_selectors() {
 }
 
 #[test]
-fn durations_as_kubectl_writes_them() {
-    let d = Duration::from_secs;
-    assert_eq!(short_duration(d(45)), "45s");
-    assert_eq!(short_duration(d(119)), "119s");
-    assert_eq!(short_duration(d(600)), "10m");
-    assert_eq!(short_duration(d(3600 + 300)), "1h5m");
-    assert_eq!(short_duration(d(10 * 3600)), "10h");
-    assert_eq!(short_duration(d(3 * 86400)), "3d");
-}
-
-#[test]
 fn admin_status_documents() {
     let document: AgentStatus = serde_json::from_value(json!({
             "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
