@@ -102,7 +102,7 @@ async fn list(
                     map.insert("apiVersion".into(), api_version.clone());
                     map.insert("kind".into(), kind.clone());
                 }
-                run.judge(&item, &resource.plural);
+                run.audit_one(&item, &resource.plural);
             }
         }
         token = page

@@ -43,7 +43,7 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
                         continue;
                     }
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                    run.judge(&object, &drift_engine::manifests::resource_of(kind));
+                    run.audit_one(&object, &drift_engine::manifests::resource_of(kind));
                 }
             }
             run.into_report()

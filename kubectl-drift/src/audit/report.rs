@@ -63,7 +63,7 @@ impl<'r> Run<'r> {
     }
 
     /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
-    pub(super) fn judge(&mut self, object: &Value, resource: &str) {
+    pub(super) fn audit_one(&mut self, object: &Value, resource: &str) {
         let Some(audit) = drift_engine::audit::audit_object(
             self.rules,
             self.namespaces,

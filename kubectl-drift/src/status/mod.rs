@@ -12,14 +12,15 @@
 //! - the audit pods (the chart's audit Deployment) and their last run: an audit that has not
 //!   completed within 3 intervals is a problem ([`audit`]).
 //!
-//! Three steps: [`fetch`] asks the cluster (the only I/O), [`judge`] decides what is healthy,
+//! Three steps: [`fetch`] asks the cluster (the only I/O), [`health`] decides what is healthy,
 //! stale or a problem (pure, tested without a cluster), [`render`] prints the
-//! [`report::Report`] as text, JSON or YAML ([`time`]: how both write times). Exit 0 when healthy, 1 when something is not (each problem is named),
-//! 2 when the cluster cannot be asked.
+//! [`report::Report`] as text, JSON or YAML ([`time`]: how both write times). Exit 0 when
+//! healthy, 1 when something is not (each problem is named), 2 when the cluster cannot be
+//! asked.
 
 mod audit;
 mod fetch;
-mod judge;
+mod health;
 mod render;
 mod report;
 mod time;
@@ -33,7 +34,7 @@ use crate::verdict::Verdict;
 pub(crate) async fn run(plan: &Status, print: Print) -> anyhow::Result<Verdict> {
     let facts = fetch::fetch(plan).await?;
     let now = SystemTime::now();
-    let report = judge::judge(facts, plan, now);
+    let report = health::report_of(facts, plan, now);
     let mut out = std::io::stdout().lock();
     render::print(&report, print, now, &mut out)?;
     Ok(if report.healthy {

@@ -1,8 +1,9 @@
 //! What `status` found: the [`Report`], as `-o json|yaml` prints it, and the rules the pods
 //! report, each with the pods that report it (for the findings and the text).
 
-use serde::Serialize;
-use serde_json::Value;
+use drift_api::status::{InvalidRule, LoadedRule, StaleRule};
+use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
 
 use super::audit::AuditReport;
 use crate::cluster::pods::AgentPod;
@@ -44,8 +45,11 @@ pub(crate) struct AdminReport {
     pub ready: Option<bool>,
     pub rules_loaded: Option<u64>,
     pub rules_invalid: Option<u64>,
+    /// Shown by their rule and message ([`shown_invalid`]).
+    #[serde(serialize_with = "shown_invalid")]
     pub invalid_rules: Vec<InvalidRule>,
-    /// The rules in force, each with its tier.
+    /// The rules in force, each with its tier ([`shown_loaded`]).
+    #[serde(serialize_with = "shown_loaded")]
     pub rules: Vec<LoadedRule>,
     /// Rules served in their last valid version: their ConfigMap now holds an invalid one.
     pub stale_rules: Vec<StaleRule>,
@@ -55,33 +59,6 @@ pub(crate) struct AdminReport {
     pub cluster_rule_namespaces: Option<Vec<String>>,
     pub source_errors: Vec<String>,
     pub export_enabled: Option<bool>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub(crate) struct InvalidRule {
-    pub rule: String,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub(crate) struct LoadedRule {
-    pub rule: String,
-    /// `cluster` or `namespace`.
-    pub tier: String,
-    pub mode: String,
-    pub priority: i64,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct StaleRule {
-    pub rule: String,
-    /// Why its newest version is not served.
-    pub reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub since: Option<String>,
-    pub served_resource_version: String,
-    pub resource_version: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -149,39 +126,38 @@ pub(crate) struct WebhookReport {
     pub intercepts_agent_namespace: bool,
 }
 
-/// The invalid rules that the pods report, each with the pods that report it, in order.
+/// The invalid rules that the pods report, each with the pods that report it, in order (the
+/// same rule with another message is listed twice).
 pub(super) fn invalid_rules(pods: &[PodReport]) -> Vec<(&InvalidRule, Vec<&str>)> {
-    let mut rules: Vec<(&InvalidRule, Vec<&str>)> = Vec::new();
-    for p in pods {
-        for rule in p.admin.iter().flat_map(|a| a.invalid_rules.iter()) {
-            match rules.iter_mut().find(|(r, _)| *r == rule) {
-                Some((_, names)) => names.push(&p.pod.name),
-                None => rules.push((rule, vec![&p.pod.name])),
-            }
-        }
-    }
-    rules
+    grouped(pods, |a| &a.invalid_rules, |r| (&r.rule, &r.message))
 }
 
 /// The rules the pods serve, each with the pods that serve it, in order (the same rule served
 /// differently by two pods — another tier, mode or priority — is listed twice).
 pub(super) fn loaded_rules(pods: &[PodReport]) -> Vec<(&LoadedRule, Vec<&str>)> {
-    grouped(pods, |a| &a.rules)
+    grouped(
+        pods,
+        |a| &a.rules,
+        |r| (&r.rule, &r.tier, &r.mode, r.priority),
+    )
 }
 
 /// The stale rules that the pods report, each with the pods that report it, in order.
 pub(super) fn stale_rules(pods: &[PodReport]) -> Vec<(&StaleRule, Vec<&str>)> {
-    grouped(pods, |a| &a.stale_rules)
+    grouped(pods, |a| &a.stale_rules, |r| r)
 }
 
-fn grouped<'p, T: PartialEq>(
+/// The items of every pod's admin report, each with the pods that report it, in order; items
+/// with the same `key` are one.
+fn grouped<'p, T, K: PartialEq>(
     pods: &'p [PodReport],
-    items: impl Fn(&'p AdminReport) -> &'p Vec<T>,
+    items: impl Fn(&'p AdminReport) -> &'p [T],
+    key: impl Fn(&'p T) -> K,
 ) -> Vec<(&'p T, Vec<&'p str>)> {
     let mut found: Vec<(&T, Vec<&str>)> = Vec::new();
     for p in pods {
         for item in p.admin.iter().flat_map(|a| items(a).iter()) {
-            match found.iter_mut().find(|(i, _)| *i == item) {
+            match found.iter_mut().find(|(i, _)| key(i) == key(item)) {
                 Some((_, names)) => names.push(&p.pod.name),
                 None => found.push((item, vec![&p.pod.name])),
             }
@@ -201,4 +177,71 @@ pub(super) fn stale_text(stale: &StaleRule) -> String {
         "its last valid version (resourceVersion {}) is served{since}, not the current {}: {}",
         stale.served_resource_version, stale.resource_version, stale.reason
     )
+}
+
+/// The invalid rules of a pod as `status -o json|yaml` shows them: the rule and the message.
+fn shown_invalid<S: Serializer>(rules: &[InvalidRule], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(
+        rules
+            .iter()
+            .map(|r| json!({"rule": r.rule, "message": r.message})),
+    )
+}
+
+/// The rules a pod serves as `status -o json|yaml` shows them: the rule, its tier, mode and
+/// priority.
+fn shown_loaded<S: Serializer>(rules: &[LoadedRule], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(
+        rules.iter().map(
+            |r| json!({"rule": r.rule, "tier": r.tier, "mode": r.mode, "priority": r.priority}),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_of_an_admin_report_are_shown_by_what_status_names() {
+        let admin = AdminReport {
+            reachable: true,
+            invalid_rules: vec![InvalidRule {
+                rule: "ops/broken".into(),
+                namespace: "ops".into(),
+                name: "broken".into(),
+                origin: Some("configmap ops/broken".into()),
+                field: Some("mdoe".into()),
+                line: Some(3),
+                column: Some(1),
+                reason: "unknown field `mdoe`".into(),
+                message: "ops/broken: unknown field `mdoe`".into(),
+            }],
+            rules: vec![LoadedRule {
+                rule: "team-a/own".into(),
+                mode: "warn".into(),
+                priority: 0,
+                tier: "namespace".into(),
+                origin: Some("configmap team-a/own".into()),
+            }],
+            stale_rules: vec![StaleRule {
+                rule: "ops/platform".into(),
+                reason: "bad".into(),
+                since: None,
+                served_resource_version: "7".into(),
+                resource_version: "9".into(),
+            }],
+            ..AdminReport::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&admin).unwrap(),
+            concat!(
+                r#"{"reachable":true,"ready":null,"rulesLoaded":null,"rulesInvalid":null,"#,
+                r#""invalidRules":[{"rule":"ops/broken","message":"ops/broken: unknown field `mdoe`"}],"#,
+                r#""rules":[{"rule":"team-a/own","tier":"namespace","mode":"warn","priority":0}],"#,
+                r#""staleRules":[{"rule":"ops/platform","reason":"bad","servedResourceVersion":"7","resourceVersion":"9"}],"#,
+                r#""sourceErrors":[],"exportEnabled":null}"#
+            )
+        );
+    }
 }

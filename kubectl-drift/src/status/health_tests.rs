@@ -1,6 +1,7 @@
-//! Unit tests of `judge` (a file of their own, to keep the module's code short).
+//! Unit tests of `health` (a file of their own, to keep the module's code short).
 
 use super::*;
+use drift_api::status::{InvalidRule, LoadedRule};
 use serde_json::json;
 
 fn t(text: &str) -> SystemTime {
@@ -78,7 +79,8 @@ fn admin_status_documents() {
             rule: "team-a/own".into(),
             tier: "namespace".into(),
             mode: "warn".into(),
-            priority: 0
+            priority: 0,
+            origin: None,
         }
     );
     assert_eq!(report.stale_rules[0].served_resource_version, "7");
@@ -99,6 +101,13 @@ fn admin_status_documents() {
         report.invalid_rules,
         [InvalidRule {
             rule: "ops/broken".into(),
+            namespace: "ops".into(),
+            name: "broken".into(),
+            origin: None,
+            field: None,
+            line: None,
+            column: None,
+            reason: "unknown field `mdoe`".into(),
             message: "ops/broken: unknown field `mdoe`".into()
         }]
     );
@@ -187,7 +196,7 @@ fn facts_become_problems_and_warnings() {
             .unwrap(),
         )))],
     };
-    let report = judge(facts, &plan(), now);
+    let report = report_of(facts, &plan(), now);
     assert!(!report.healthy);
     let problems = report.problems.join("\n");
     for expected in [

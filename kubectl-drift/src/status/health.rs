@@ -15,9 +15,8 @@ use serde_json::Value;
 
 use super::fetch::{AdminAnswer, CHART_LABEL, Facts};
 use super::report::{
-    AdminReport, ConnectionReport, InvalidRule, LoadedRule, PodEntry, PodReport, Report,
-    SourceEntry, SourceState, StaleRule, WebhookConfigReport, WebhookReport, invalid_rules,
-    stale_rules, stale_text,
+    AdminReport, ConnectionReport, PodEntry, PodReport, Report, SourceEntry, SourceState,
+    WebhookConfigReport, WebhookReport, invalid_rules, stale_rules, stale_text,
 };
 use super::time::ago;
 use crate::plan::Status;
@@ -26,7 +25,7 @@ use crate::plan::Status;
 pub(super) const STALE_AFTER: Duration = Duration::from_secs(120);
 
 /// The report of what was read, as of `now`.
-pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
+pub(super) fn report_of(facts: Facts, plan: &Status, now: SystemTime) -> Report {
     let port = plan.agents.port;
     let pods: Vec<PodReport> = facts
         .pods
@@ -37,13 +36,13 @@ pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
             admin: answer.map(|a| admin_answer(a, port)),
         })
         .collect();
-    let connection = judge_connection(&plan.connection, facts.connection.as_ref(), &pods, now);
+    let connection = connection_report(&plan.connection, facts.connection.as_ref(), &pods, now);
     let webhook_configurations = facts
         .webhook_configurations
         .iter()
         .map(|c| webhook_report(c, &plan.agents.namespace))
         .collect();
-    let (audit, audit_problems, audit_warnings) = super::audit::judge(
+    let (audit, audit_problems, audit_warnings) = super::audit::audit_health(
         &plan.audit_selector,
         &plan.agents.namespace,
         facts.audit_pods,
@@ -108,42 +107,15 @@ fn admin_answer(answer: AdminAnswer, port: u16) -> AdminReport {
 }
 
 fn admin_report(document: &AgentStatus) -> AdminReport {
-    let invalid_rules = document
-        .invalid_rules
-        .iter()
-        .map(|rule| InvalidRule {
-            rule: rule.rule.clone(),
-            message: rule.message.clone(),
-        })
-        .collect();
     AdminReport {
         reachable: true,
         error: None,
         ready: Some(document.ready),
         rules_loaded: Some(document.rules_loaded as u64),
         rules_invalid: Some(document.rules_invalid as u64),
-        invalid_rules,
-        rules: document
-            .rules
-            .iter()
-            .map(|rule| LoadedRule {
-                rule: rule.rule.clone(),
-                tier: rule.tier.clone(),
-                mode: rule.mode.clone(),
-                priority: rule.priority,
-            })
-            .collect(),
-        stale_rules: document
-            .stale_rules
-            .iter()
-            .map(|stale| StaleRule {
-                rule: stale.rule.clone(),
-                reason: stale.reason.clone(),
-                since: stale.since.clone(),
-                served_resource_version: stale.served_resource_version.clone(),
-                resource_version: stale.resource_version.clone(),
-            })
-            .collect(),
+        invalid_rules: document.invalid_rules.clone(),
+        rules: document.rules.clone(),
+        stale_rules: document.stale_rules.clone(),
         cluster_rule_namespaces: document.cluster_rule_namespaces.clone(),
         // Each error's text, as the agent's log gives it: file, line and column, reason.
         source_errors: document
@@ -189,7 +161,7 @@ fn source_state(
     }
 }
 
-fn judge_connection(
+fn connection_report(
     name: &str,
     connection: Option<&Connection>,
     pods: &[PodReport],
@@ -534,5 +506,5 @@ fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) 
 }
 
 #[cfg(test)]
-#[path = "judge_tests.rs"]
+#[path = "health_tests.rs"]
 mod tests;
