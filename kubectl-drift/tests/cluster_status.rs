@@ -11,12 +11,14 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
 use drift_testkit::ApiServer;
+use drift_testkit::agent::{Agent, AgentBuilder};
+use drift_testkit::{examples, free_port, wait_for};
 use serde_json::{Value, json};
-use support::{NoTui, agent_bin, client, examples, free_port, plugin_bin, wait_for};
+use support::{NoTui, plugin_bin};
 
 const NAMESPACE: &str = "drift-sentinel";
 const ADMIN_PORT: u16 = 9090;
@@ -25,110 +27,11 @@ fn rfc3339_ago(seconds: u64) -> String {
     humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(seconds)).to_string()
 }
 
-/// An agent serving the strict example rule (plus `extra_rules`), exporting admission
-/// violations to a directory of its own.
-struct Agent {
-    child: Child,
-    port: u16,
-    admin_port: u16,
-    logs: PathBuf,
-}
-
-impl Agent {
-    fn start(dir: &Path, name: &str, extra_rules: &[PathBuf]) -> Agent {
-        let dir = dir.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (port, admin_port) = (free_port(), free_port());
-        let connection = dir.join("connection.yaml");
-        std::fs::write(
-            &connection,
-            format!(
-                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-                dir.join("violations").display()
-            ),
-        )
-        .unwrap();
-        let logs = dir.join("agent.log");
-        let log = std::fs::File::create(&logs).unwrap();
-        let mut command = Command::new(agent_bin());
-        command
-            .arg("serve")
-            .arg("--rules")
-            .arg(examples().join("rule-strict.yaml"));
-        for rules in extra_rules {
-            command.arg("--rules").arg(rules);
-        }
-        let child = command
-            .arg("--address")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-address")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .arg("--enable-admission-violation-export")
-            .arg("--connection")
-            .arg(&connection)
-            .arg("--pod-name")
-            .arg(name)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start drift-sentinel");
-        let agent = Agent {
-            child,
-            port,
-            admin_port,
-            logs,
-        };
-        let ready = wait_for(Duration::from_secs(20), || {
-            client()
-                .get(format!("http://127.0.0.1:{admin_port}/status"))
-                .send()
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
-        agent
-    }
-
-    fn admin(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.admin_port))
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.logs).unwrap_or_default()
-    }
-
-    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
-    fn violate(&self, uid: &str) {
-        let review = Command::new(agent_bin())
-            .arg("review")
-            .arg("--uid")
-            .arg(uid)
-            .arg("--old")
-            .arg(examples().join("deployment-before.yaml"))
-            .arg("--new")
-            .arg(examples().join("deployment-after.yaml"))
-            .output()
-            .expect("drift-sentinel review");
-        assert!(review.status.success(), "{review:?}");
-        let response: Value = client()
-            .post(format!("http://127.0.0.1:{}/validate", self.port))
-            .header("Content-Type", "application/json")
-            .body(review.stdout)
-            .send()
-            .and_then(|r| r.json())
-            .expect("POST /validate");
-        assert_eq!(
-            response["response"]["allowed"], false,
-            "not denied: {response}"
-        );
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// An agent in `dir/name` serving the strict example rule, reporting itself as pod `name`.
+fn strict_agent(dir: &Path, name: &str) -> AgentBuilder {
+    Agent::serve(&dir.join(name))
+        .rules(examples().join("rule-strict.yaml"))
+        .pod_name(name)
 }
 
 /// The API server double on a runtime of its own, and a kubeconfig pointing at it.
@@ -306,8 +209,8 @@ fn row(text: &str, after: &str, first: &str) -> Vec<String> {
 #[test]
 fn status_of_a_healthy_installation_exits_0() {
     let cluster = Cluster::start();
-    let agent = Agent::start(cluster.dir(), "drift-sentinel-7d9f-a", &[]);
-    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin()));
+    let agent = strict_agent(cluster.dir(), "drift-sentinel-7d9f-a").start();
+    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin_addr()));
     // Another application's pod in the namespace: not an agent pod.
     cluster.api().apply(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -411,11 +314,11 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['*']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n    mdoe: warn\n",
     )
     .unwrap();
-    let agent = Agent::start(cluster.dir(), "agent", std::slice::from_ref(&broken));
+    let agent = strict_agent(cluster.dir(), "agent").rules(&broken).start();
     // Three pods, one agent behind them all; agent-d's admin port leads nowhere.
-    cluster.agent_pod("agent-a", true, Some(agent.admin()));
-    cluster.agent_pod("agent-b", true, Some(agent.admin()));
-    cluster.agent_pod("agent-c", false, Some(agent.admin()));
+    cluster.agent_pod("agent-a", true, Some(agent.admin_addr()));
+    cluster.agent_pod("agent-b", true, Some(agent.admin_addr()));
+    cluster.agent_pod("agent-c", false, Some(agent.admin_addr()));
     cluster.agent_pod("agent-d", true, None);
     cluster.webhook(false);
     cluster.connection(vec![
@@ -631,11 +534,11 @@ fn status_names_what_is_missing() {
     );
 
     // The admin port given: a pod whose 9443 leads to the agent.
-    let agent = Agent::start(cluster.dir(), "agent", &[]);
+    let agent = strict_agent(cluster.dir(), "agent").start();
     cluster.agent_pod("agent-a", true, None);
     cluster
         .api()
-        .set_pod_port_target(NAMESPACE, "agent-a", 9443, agent.admin());
+        .set_pod_port_target(NAMESPACE, "agent-a", 9443, agent.admin_addr());
     let output = cluster.plugin(&["status", "--admin-port", "9443", "-o", "json"]);
     let document: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
@@ -730,10 +633,10 @@ fn printed_ids(tail: &mut NoTui, count: usize) -> Vec<String> {
 #[test]
 fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement() {
     let cluster = Cluster::start();
-    let first = Agent::start(cluster.dir(), "agent-1", &[]);
-    let second = Agent::start(cluster.dir(), "agent-2", &[]);
-    cluster.agent_pod("agent-1", true, Some(first.admin()));
-    cluster.agent_pod("agent-2", true, Some(second.admin()));
+    let first = strict_agent(cluster.dir(), "agent-1").start();
+    let second = strict_agent(cluster.dir(), "agent-2").start();
+    cluster.agent_pod("agent-1", true, Some(first.admin_addr()));
+    cluster.agent_pod("agent-2", true, Some(second.admin_addr()));
     let kubeconfig = cluster.kubeconfig.to_str().unwrap().to_owned();
     let mut tail = NoTui::start(
         cluster.dir(),
@@ -755,8 +658,8 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
     assert!(forwards("agent-1") >= 1 && forwards("agent-2") >= 1);
 
     // agent-1's pod is replaced: its forward ends with it, and the stream finds agent-3.
-    let third = Agent::start(cluster.dir(), "agent-3", &[]);
-    cluster.agent_pod("agent-3", true, Some(third.admin()));
+    let third = strict_agent(cluster.dir(), "agent-3").start();
+    cluster.agent_pod("agent-3", true, Some(third.admin_addr()));
     assert!(cluster.api().delete("v1", "Pod", NAMESPACE, "agent-1"));
     third.violate("three-1");
     second.violate("two-2");

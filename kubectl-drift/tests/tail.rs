@@ -8,129 +8,21 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use drift_testkit::agent::{Agent, AgentBuilder};
+use drift_testkit::{client, examples, free_port, wait_for};
 use serde_json::Value;
-use support::{NoTui, agent_bin, client, examples, free_port, now_nanos, plugin_bin, wait_for};
+use support::{NoTui, plugin_bin};
 
 const IMAGE_PATH: &str = "spec.template.spec.containers[0].image";
 
-/// An agent serving the strict example rule, exporting admission violations to `spool`.
-struct Agent {
-    child: Child,
-    port: u16,
-    admin_port: u16,
-    spool: PathBuf,
-    logs: PathBuf,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        Agent::start_on(dir, free_port(), free_port())
-    }
-
-    fn start_on(dir: &Path, port: u16, admin_port: u16) -> Agent {
-        let spool = dir.join("violations");
-        let connection = dir.join("connection.yaml");
-        std::fs::write(
-            &connection,
-            format!(
-                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-                spool.display()
-            ),
-        )
-        .unwrap();
-        let logs = dir.join(format!("agent-{admin_port}-{}.log", now_nanos()));
-        let log = std::fs::File::create(&logs).unwrap();
-        let child = Command::new(agent_bin())
-            .arg("serve")
-            .arg("--rules")
-            .arg(examples().join("rule-strict.yaml"))
-            .arg("--address")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-address")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .arg("--enable-admission-violation-export")
-            .arg("--connection")
-            .arg(&connection)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start drift-sentinel");
-        let agent = Agent {
-            child,
-            port,
-            admin_port,
-            spool,
-            logs,
-        };
-        let ready = wait_for(Duration::from_secs(20), || {
-            client()
-                .get(format!("{}/status", agent.admin()))
-                .send()
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
-        agent
-    }
-
-    fn admin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.admin_port)
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.logs).unwrap_or_default()
-    }
-
-    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
-    fn violate(&self, uid: &str) {
-        let examples = examples();
-        let review = Command::new(agent_bin())
-            .arg("review")
-            .arg("--uid")
-            .arg(uid)
-            .arg("--old")
-            .arg(examples.join("deployment-before.yaml"))
-            .arg("--new")
-            .arg(examples.join("deployment-after.yaml"))
-            .output()
-            .expect("drift-sentinel review");
-        assert!(review.status.success(), "{review:?}");
-        let response: Value = client()
-            .post(format!("http://127.0.0.1:{}/validate", self.port))
-            .header("Content-Type", "application/json")
-            .body(review.stdout)
-            .send()
-            .and_then(|r| r.json())
-            .expect("POST /validate");
-        assert_eq!(
-            response["response"]["allowed"], false,
-            "not denied: {response}"
-        );
-    }
-
-    /// SIGTERM, and waits for the graceful exit.
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let stopped = wait_for(Duration::from_secs(15), || {
-            self.child.try_wait().ok().flatten()
-        });
-        assert!(stopped.is_some(), "agent did not stop:\n{}", self.logs());
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// An agent in `dir` serving the strict example rule.
+fn strict_agent(dir: &Path) -> AgentBuilder {
+    Agent::serve(dir).rules(examples().join("rule-strict.yaml"))
 }
 
 fn records(lines: &[String]) -> Vec<Value> {
@@ -150,8 +42,8 @@ fn ids(lines: &[String]) -> Vec<String> {
 #[test]
 fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let admin = agent.admin();
+    let agent = strict_agent(dir.path()).start();
+    let admin = agent.admin_url();
     let mut all = NoTui::start(dir.path(), &["--url", &admin]);
     let mut other = NoTui::start(dir.path(), &["--url", &admin, "--namespace", "other"]);
     let mut matching = NoTui::start(
@@ -212,14 +104,14 @@ fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
 
     // The agent restarts (same ports, same export directory): the stream reconnects, resumes,
     // and prints only what is new.
-    let (port, admin_port) = (agent.port, agent.admin_port);
-    assert!(agent.spool.is_dir());
+    let (port, admin_port) = (agent.port(), agent.admin_port());
+    assert!(agent.spool().is_dir());
     agent.stop();
     let reconnecting = wait_for(Duration::from_secs(10), || {
         all.stderr().contains("reconnecting").then_some(())
     });
     assert!(reconnecting.is_some(), "stderr: {}", all.stderr());
-    let agent = Agent::start_on(dir.path(), port, admin_port);
+    let agent = strict_agent(dir.path()).ports(port, admin_port).start();
     agent.violate("tail-3");
     let lines = all.wait_lines(3, Duration::from_secs(15)).to_vec();
     assert_eq!(
@@ -416,10 +308,10 @@ fn assert_exited_with_and_restored(tmux: &Tmux, code: i32) -> String {
 #[test]
 fn the_terminal_ui_under_tmux_shows_filters_pauses_and_restores_the_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    let agent = strict_agent(dir.path()).start();
+    let tmux = ui_in_tmux(dir.path(), &agent.admin_url(), 200, 50);
     tmux.wait_screen("the header, connected", |s| {
-        s.contains(&format!("{} connected", agent.admin()))
+        s.contains(&format!("{} connected", agent.admin_url()))
     });
 
     agent.violate("tui-1");
@@ -624,10 +516,10 @@ fn screen_line<'s>(screen: &'s str, first: &str) -> &'s str {
 #[test]
 fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    let agent = strict_agent(dir.path()).start();
+    let tmux = ui_in_tmux(dir.path(), &agent.admin_url(), 200, 50);
     let screen = tmux.wait_screen("the sparklines, empty", |s| {
-        s.contains(&format!("{} connected", agent.admin()))
+        s.contains(&format!("{} connected", agent.admin_url()))
     });
     for source in ["webhook", "audit"] {
         let line = screen_line(&screen, source);
@@ -702,8 +594,8 @@ fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
 #[test]
 fn no_tui_prints_yaml_documents_or_text_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let admin = agent.admin();
+    let agent = strict_agent(dir.path()).start();
+    let admin = agent.admin_url();
     let mut yaml = NoTui::start(dir.path(), &["--url", &admin, "-o", "yaml"]);
     let mut text = NoTui::start(dir.path(), &["--url", &admin, "-o", "text"]);
     let mut coloured = NoTui::start(
