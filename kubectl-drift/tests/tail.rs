@@ -1,7 +1,8 @@
 //! `kubectl drift tail` for real: the plugin binary against a real `drift-sentinel` agent
 //! (offline, rules from files, admission export to a temporary directory), fed with violating
 //! reviews. `--no-tui` is read from a pipe; the terminal UI is run inside tmux and read with
-//! `capture-pane`.
+//! `capture-pane`. In cluster mode, `tail` follows the agent pods of the API server double
+//! through port-forwarding.
 //!
 //! Needs the agent binary next to the plugin's (`cargo build -p drift-sentinel`; `cargo test
 //! --workspace` builds it) and `tmux` on PATH.
@@ -13,17 +14,12 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use drift_testkit::agent::{Agent, AgentBuilder};
-use drift_testkit::{client, examples, free_port, wait_for};
+use drift_testkit::{client, free_port, wait_for};
 use serde_json::Value;
+use support::agents::{Cluster, NAMESPACE, strict_agent};
 use support::{NoTui, plugin_bin};
 
 const IMAGE_PATH: &str = "spec.template.spec.containers[0].image";
-
-/// An agent in `dir` serving the strict example rule.
-fn strict_agent(dir: &Path) -> AgentBuilder {
-    Agent::serve(dir).rules(examples().join("rule-strict.yaml"))
-}
 
 fn records(lines: &[String]) -> Vec<Value> {
     lines
@@ -629,4 +625,84 @@ fn no_tui_prints_yaml_documents_or_text_lines() {
     assert!(!line.contains('\x1b'), "{line:?}");
     let line = coloured.wait_lines(1, Duration::from_secs(10))[0].clone();
     assert!(line.contains("\x1b[1;31mdeny\x1b[0m"), "{line:?}");
+}
+
+/// The ids of the first `count` records `tail` prints (waiting up to 20 s for them).
+fn printed_ids(tail: &mut NoTui, count: usize) -> Vec<String> {
+    tail.wait_lines(count, Duration::from_secs(20))
+        .iter()
+        .map(|l| {
+            let record: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            record["id"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement() {
+    let cluster = Cluster::start();
+    let first = cluster.agent("agent-1").start();
+    let second = cluster.agent("agent-2").start();
+    cluster.agent_pod("agent-1", true, Some(first.admin_addr()));
+    cluster.agent_pod("agent-2", true, Some(second.admin_addr()));
+    let kubeconfig = cluster.kubeconfig().to_owned();
+    let mut tail = NoTui::start(
+        cluster.dir(),
+        &["--kubeconfig", &kubeconfig, "--agent-namespace", NAMESPACE],
+    );
+    first.violate("one-1");
+    second.violate("two-1");
+    let mut ids = printed_ids(&mut tail, 2);
+    ids.sort();
+    assert_eq!(ids, ["one-1", "two-1"], "stderr: {}", tail.stderr());
+    let forwards = |pod: &str| {
+        cluster
+            .api()
+            .requests()
+            .iter()
+            .filter(|r| r.contains(&format!("/pods/{pod}/portforward?")))
+            .count()
+    };
+    assert!(forwards("agent-1") >= 1 && forwards("agent-2") >= 1);
+
+    // agent-1's pod is replaced: its forward ends with it, and the stream finds agent-3.
+    let third = cluster.agent("agent-3").start();
+    cluster.agent_pod("agent-3", true, Some(third.admin_addr()));
+    assert!(cluster.api().delete("v1", "Pod", NAMESPACE, "agent-1"));
+    third.violate("three-1");
+    second.violate("two-2");
+    // A record of the gone agent is not followed any more.
+    first.violate("one-2");
+    let seen = printed_ids(&mut tail, 4);
+    assert!(
+        seen.contains(&"three-1".to_owned()),
+        "{seen:?}\nstderr: {}",
+        tail.stderr()
+    );
+    assert!(seen.contains(&"two-2".to_owned()), "{seen:?}");
+    // Give the gone agent's record every chance to (wrongly) arrive.
+    let seen = tail.wait_lines(5, Duration::from_millis(1500)).to_vec();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(!seen.iter().any(|l| l.contains("\"one-2\"")), "{seen:?}");
+    let stderr = tail.stderr();
+    assert!(
+        stderr.contains("kubectl-drift: pod/agent-1: pods \"agent-1\" not found (404); following pod/agent-3 instead"),
+        "{stderr}"
+    );
+    assert!(forwards("agent-3") >= 1);
+}
+
+#[test]
+fn tail_without_agent_pods_exits_2() {
+    let cluster = Cluster::start();
+    let output = cluster.plugin(&["tail", "--no-tui"]);
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("no running agent pods in namespace drift-sentinel match the selector"),
+        "{text}"
+    );
+    assert!(text.contains("--url"), "{text}");
 }

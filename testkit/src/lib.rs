@@ -4,7 +4,8 @@
 //! optionally kube-controller-manager, built by `.ci/build-cluster`) on loopback; [`pki`]
 //! makes the certificates tests need; [`objects`] builds the realistic Deployment and its
 //! AdmissionReview that tests and benchmarks share; [`agent`] runs the agent (`drift-sentinel`)
-//! as a process for black-box tests.
+//! as a process for black-box tests, [`double::Double`] the [`ApiServer`] double on a runtime of
+//! its own with a kubeconfig, for synchronous tests of processes.
 //!
 //! [`ApiServer`] is a Kubernetes API server double served over real HTTP on loopback. It speaks
 //! enough of the protocol for the resources the agent uses — list, watch (with
@@ -36,6 +37,7 @@
 pub mod agent;
 mod apiserver;
 pub mod cluster;
+pub mod double;
 pub mod objects;
 pub mod pki;
 

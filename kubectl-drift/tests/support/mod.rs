@@ -1,7 +1,11 @@
-//! Test support shared by the plugin's black-box tests: the plugin's binary and `tail
-//! --no-tui` read line by line; the agent, free ports, an HTTP client and polling come from
-//! `drift_testkit`.
+//! Test support shared by the plugin's black-box tests: the plugin's binary, `tail --no-tui`
+//! read line by line, the cluster `explain` and `preview` are tested on ([`cluster`]) and the
+//! one `status` and `tail` are tested on ([`agents`]); the agent, the API server double, free
+//! ports, an HTTP client and polling come from `drift_testkit`.
 #![allow(dead_code)]
+
+pub mod agents;
+pub mod cluster;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
