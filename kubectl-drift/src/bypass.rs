@@ -27,17 +27,12 @@ use kube::core::params::{Patch, PatchParams};
 use kube::core::request::Request;
 use serde_json::{Value, json};
 
-use crate::Verdict;
 use crate::cli::Output;
-use crate::cluster::{Cluster, collection_path};
+use crate::cluster::{Cluster, FIELD_MANAGER, collection_path};
 use crate::live::resolve::{self, Resource};
 use crate::plan::{BypassAction, BypassPlan, Print};
+use crate::verdict::Verdict;
 
-/// The field manager of the plugin's writes: the audit and `--list` name it as who set a
-/// bypass.
-pub(crate) const FIELD_MANAGER: &str = "kubectl-drift";
-/// The longest `--reason`: an annotation, read by people.
-pub(crate) const MAX_REASON_BYTES: usize = 1024;
 /// The kinds `--list` looks at: the webhook's (the chart's default `webhook.rules`).
 const LISTED_KINDS: [&str; 4] = [
     "deployments.apps",
@@ -49,7 +44,7 @@ const LISTED_KINDS: [&str; 4] = [
 /// Runs `kubectl drift bypass`.
 pub(crate) async fn run(plan: &BypassPlan, print: Print) -> anyhow::Result<Verdict> {
     let cluster = crate::live::connect(&plan.kube).await?;
-    let rules = crate::live::tiered_rules(&cluster, &plan.tiers).await?.set;
+    let rules = crate::live::tiered_rules(&cluster, &plan.tiers).await?;
     match &plan.action {
         BypassAction::Set {
             kind,

@@ -92,6 +92,16 @@ pub(crate) fn target(prefix: &str, path: &str, query: &str) -> String {
     }
 }
 
+/// The innermost cause of an error, which is the one worth showing ("Connection refused (os
+/// error 111)" rather than "error sending request").
+pub(crate) fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 /// A request that failed: the connection, or an answer that is not HTTP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HttpError(pub String);
@@ -107,7 +117,7 @@ impl std::error::Error for HttpError {}
 impl From<hyper::Error> for HttpError {
     fn from(error: hyper::Error) -> Self {
         // hyper's outer text says what it was doing, the inner one what went wrong.
-        let inner = crate::innermost(&error);
+        let inner = innermost(&error);
         let outer = error.to_string();
         HttpError(if inner == outer {
             outer

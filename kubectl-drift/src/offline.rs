@@ -1,67 +1,24 @@
-//! The offline commands (`preview --rules --old --new`, `explain --rules -f`) and the rules,
-//! namespaces and objects they read from files. A file that cannot be read or parsed is an
-//! error that names it; invalid rules are kept and shown. Every rule file is a cluster rule
-//! unless `--cluster-rule-namespaces` is given (SPEC §2 "Who may write a rule"); then a
-//! ConfigMap outside those namespaces is a namespace rule, as the agent would load it.
+//! The offline commands (`preview --rules --old --new`, `explain --rules -f`): rules, namespaces
+//! and objects from files ([`crate::files`]). Every rule file is a cluster rule unless
+//! `--cluster-rule-namespaces` is given (SPEC §2 "Who may write a rule"); then a ConfigMap
+//! outside those namespaces is a namespace rule, as the agent would load it.
 //!
-//! `explain --rules` also lints the rules as the agent's `/validate-rule` webhook does
-//! (`drift_engine::lint`, with the built-in kinds' shapes), so a pipeline sees the errors and
+//! `explain --rules` also lints the rules ([`crate::lint`]), so a pipeline sees the errors and
 //! warnings `kubectl apply` would print before the rule reaches a cluster; an invalid rule makes
 //! it exit 2.
-//!
-//! Files are listed and read by `drift_load`, as the agent lists its rule directories.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use drift_engine::lint::{LintContext, lint};
-use drift_engine::manifests::{self, Namespaces};
-use drift_engine::rule::TierPolicy;
-use drift_engine::{RuleSet, RuleSource};
+use drift_engine::RuleSet;
+use drift_engine::manifests::Namespaces;
 use serde_json::Value;
 
+use crate::files::{load_namespaces, load_rules, read_object};
+use crate::lint::lint_warnings;
 use crate::plan::{OfflineExplain, OfflinePreview, OfflineRules, Print};
-use crate::{Verdict, judge, render, request_for};
-
-/// The compiled rules.
-pub(crate) struct LoadedRules {
-    pub set: RuleSet,
-}
-
-/// A warning of the rule linter about one valid rule.
-pub(crate) struct RuleWarning {
-    /// `namespace/name`.
-    pub rule: String,
-    /// The file it came from.
-    pub origin: Option<String>,
-    /// As the `/validate-rule` webhook words it, and `kubectl apply` prints it after `Warning: `.
-    pub warning: String,
-}
-
-impl LoadedRules {
-    /// The linter's warnings about the valid rules, as the agent's `/validate-rule` gives them
-    /// (`agent/src/validate_rule.rs`): the built-in kinds' shapes; the namespaces that exist
-    /// are not known offline.
-    pub(crate) fn lint_warnings(&self) -> Vec<RuleWarning> {
-        let context = LintContext {
-            shapes: Some(drift_api::shapes::built_in()),
-            namespaces: None,
-        };
-        let mut warnings = Vec::new();
-        let mut rules: Vec<_> = self.set.rules().iter().collect();
-        rules.sort_by(|a, b| (&a.origin, &a.id).cmp(&(&b.origin, &b.id)));
-        for rule in rules {
-            for warning in lint(rule, &context) {
-                warnings.push(RuleWarning {
-                    rule: rule.id.to_string(),
-                    origin: rule.origin.clone(),
-                    warning: format!("Drift Sentinel: rule {}: {warning}", rule.id),
-                });
-            }
-        }
-        warnings
-    }
-}
+use crate::render::{self, Style};
+use crate::verdict::{Verdict, evaluate_update, request_for};
 
 /// `preview --rules PATH --old FILE --new FILE`.
 pub(crate) fn preview(plan: &OfflinePreview, print: Print) -> anyhow::Result<Verdict> {
@@ -81,9 +38,12 @@ pub(crate) fn preview(plan: &OfflinePreview, print: Print) -> anyhow::Result<Ver
     let namespace_mode = namespaces
         .get(request.namespace())
         .and_then(|n| n.mode_annotation.as_deref());
-    let judged = judge(&rules, &request, namespace_mode, print);
-    render::emit(print, &judged.document, |_| judged.screen)?;
-    Ok(judged.verdict)
+    let evaluation = evaluate_update(&rules, &request, namespace_mode);
+    let verdict = Verdict::of(&evaluation);
+    let style = Style::new(print.colour);
+    let parts = render::preview_parts(&request, &evaluation, &rules, verdict, &style);
+    render::emit(print, &parts.document, |_| parts.screen)?;
+    Ok(verdict)
 }
 
 /// `explain --rules PATH -f FILE`: explaining an object is explaining an edit of it that
@@ -97,10 +57,18 @@ pub(crate) fn explain(plan: &OfflineExplain, print: Print) -> anyhow::Result<Ver
     let namespace_mode = namespaces
         .get(request.namespace())
         .and_then(|n| n.mode_annotation.as_deref());
-    let warnings = rules.lint_warnings();
-    render::explain(print, &request, namespace_mode, &rules, &warnings)?;
+    let warnings = lint_warnings(&rules);
+    let evaluation = evaluate_update(&rules, &request, namespace_mode);
+    render::explain(
+        print,
+        &request,
+        &evaluation,
+        namespace_mode,
+        &rules,
+        &warnings,
+    )?;
     // A pipeline fails on a rule the webhook would refuse (warnings alone do not fail it).
-    let invalid = rules.set.invalid();
+    let invalid = rules.invalid();
     if let Some(first) = invalid.first() {
         bail!(
             "{} invalid rule{} (the /validate-rule webhook refuses {}): {first}",
@@ -112,7 +80,7 @@ pub(crate) fn explain(plan: &OfflineExplain, print: Print) -> anyhow::Result<Ver
     Ok(Verdict::Allowed)
 }
 
-fn load(files: &OfflineRules) -> anyhow::Result<(LoadedRules, Namespaces)> {
+fn load(files: &OfflineRules) -> anyhow::Result<(RuleSet, Namespaces)> {
     let rules = load_rules(&files.rules, &files.tiers)?;
     let namespaces = load_namespaces(files.namespace_file.as_deref())?;
     Ok((rules, namespaces))
@@ -140,58 +108,6 @@ fn set_namespace(object: &mut Value, namespace: Option<&str>, path: &Path) -> an
         );
     }
     Ok(())
-}
-
-fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    Ok(drift_load::files(&[path.to_owned()], drift_load::YAML)?)
-}
-
-fn documents(path: &Path) -> anyhow::Result<Vec<Value>> {
-    Ok(drift_load::read_documents(path)?)
-}
-
-pub(crate) fn load_rules(paths: &[PathBuf], tiers: &TierPolicy) -> anyhow::Result<LoadedRules> {
-    let mut sources: Vec<RuleSource> = Vec::new();
-    for path in paths {
-        for file in yaml_files(path)? {
-            let origin = file.display().to_string();
-            sources.extend(manifests::rule_sources(&documents(&file)?, &origin));
-        }
-    }
-    if sources.is_empty() {
-        bail!(
-            "no rule ConfigMaps (annotated drift-sentinel.k8s.io/rule: \"true\") found in {}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    Ok(LoadedRules {
-        set: RuleSet::build_with(sources, tiers),
-    })
-}
-
-pub(crate) fn load_namespaces(path: Option<&Path>) -> anyhow::Result<Namespaces> {
-    let Some(path) = path else {
-        return Ok(Namespaces::new());
-    };
-    let mut namespaces = Namespaces::new();
-    for file in yaml_files(path)? {
-        namespaces.extend(manifests::namespaces(&documents(&file)?));
-    }
-    Ok(namespaces)
-}
-
-pub(crate) fn read_object(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let object = manifests::single_object(&text, &path.display().to_string())?;
-    if !object.is_object() {
-        bail!("{} is not a Kubernetes object", path.display());
-    }
-    Ok(object)
 }
 
 #[cfg(test)]

@@ -15,15 +15,17 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use drift_testkit::ApiServer;
+use drift_testkit::agent::{Agent, agent_bin};
+use drift_testkit::client;
 use serde_json::{Value, json};
-use support::{NoTui, agent_bin, client, free_port, plugin_bin, wait_for};
+use support::{NoTui, plugin_bin};
 
 fn fixtures() -> PathBuf {
-    support::repo().join("agent/tests/fixtures/audit")
+    drift_testkit::workspace().join("agent/tests/fixtures/audit")
 }
 
 fn rules() -> String {
@@ -324,64 +326,23 @@ fn errors_exit_2_with_one_line() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
 
-/// A periodic `drift-sentinel audit` on the fixture, every second, exporting its runs.
-struct PeriodicAudit {
-    child: Child,
-    admin_port: u16,
-}
-
-impl PeriodicAudit {
-    fn start(dir: &Path) -> PeriodicAudit {
-        let connection = dir.join("connection.yaml");
-        std::fs::write(
-            &connection,
-            format!(
-                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-                dir.join("topics").display()
-            ),
-        )
-        .unwrap();
-        let (port, admin_port) = (free_port(), free_port());
-        let child = Command::new(agent_bin())
-            .args(["audit", "--rules", &rules(), "--objects", &dump()])
-            .args(["--audit-interval", "1s", "--enable-violation-export"])
-            .arg("--connection")
-            .arg(&connection)
-            .args(["--address", &format!("127.0.0.1:{port}")])
-            .args(["--admin-address", &format!("127.0.0.1:{admin_port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the audit");
-        let audit = PeriodicAudit { child, admin_port };
-        let ran = wait_for(Duration::from_secs(30), || {
-            client()
-                .get(audit.url("/status"))
-                .send()
-                .ok()
-                .and_then(|r| r.json::<Value>().ok())
-                .filter(|s| s["audit"]["lastCompleted"].is_string())
-        });
-        assert!(ran.is_some(), "no audit run completed");
-        audit
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.admin_port)
-    }
-}
-
-impl Drop for PeriodicAudit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A periodic `drift-sentinel audit` on the fixture, every second, exporting its runs; ready
+/// once a run completed.
+fn periodic_audit(dir: &Path) -> Agent {
+    Agent::audit(dir)
+        .rules(rules())
+        .objects(dump())
+        .args(["--audit-interval", "1s"])
+        .ready_when(Duration::from_secs(30), |status| {
+            status["audit"]["lastCompleted"].is_string()
+        })
+        .start()
 }
 
 #[test]
 fn tail_shows_the_records_of_real_audit_runs_by_source() {
     let dir = tempfile::tempdir().unwrap();
-    let audit = PeriodicAudit::start(dir.path());
+    let audit = periodic_audit(dir.path());
     let base = audit.url("");
     let mut audits = NoTui::start(dir.path(), &["--url", &base, "--source", "audit"]);
     let lines = audits.wait_lines(5, Duration::from_secs(20)).to_vec();
@@ -430,7 +391,7 @@ fn tail_shows_the_records_of_real_audit_runs_by_source() {
 #[test]
 fn status_shows_the_last_run_of_the_audit_pods() {
     let dir = tempfile::tempdir().unwrap();
-    let audit = PeriodicAudit::start(dir.path());
+    let audit = periodic_audit(dir.path());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -455,7 +416,7 @@ fn status_shows_the_last_run_of_the_audit_pods() {
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
         }));
     }
-    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], audit.admin_port));
+    let admin = audit.admin_addr();
     server.set_pod_port_target("drift-sentinel", "drift-sentinel-audit-5c7d-x", 9090, admin);
     let output = plugin(&[
         "status",

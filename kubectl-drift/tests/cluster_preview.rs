@@ -1,407 +1,21 @@
 //! The cluster commands through the real binary against the API server double over real HTTP:
-//! `explain KIND/NAME` (kinds resolved through discovery), `preview -f FILE`, preview through
-//! `$EDITOR`, `--server-dry-run` (the double answering a dry-run update as an installed webhook
-//! would), exit codes, `-o json`, and one command through the real kubectl.
+//! `preview -f FILE`, preview through `$EDITOR`, `--server-dry-run` (the double answering a
+//! dry-run update as an installed webhook would), exit codes, `-o json`, and one command through
+//! the real kubectl.
+
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use drift_testkit::ApiServer;
 use serde_json::{Value, json};
+use support::cluster::{AGENT_NAMESPACE, Cluster, assert_contains, edited, json_of, rule, screen};
 
 const WEBHOOK: &str = "validate.drift-sentinel.k8s.io";
-/// The agent's namespace in these tests: its rules (`ops/…`) are cluster rules. No agent pod
-/// runs there unless a test adds one, so the plugin takes the agent's default (its own
-/// namespace) and says so on stderr.
-const AGENT_NAMESPACE: &str = "ops";
-
-/// Deployments and StatefulSets in `prod` and `staging`; only images may change.
-/// `kubectl apply` rewrites the last-applied annotation with every apply: mutable, as in the
-/// chart's default rule.
-const IMAGES: &str = "mode: enforce\npriority: 10\nnamespaces: [prod, staging]\nselectors: [{apiGroup: apps, kind: Deployment}, {apiGroup: apps, kind: StatefulSet}]\nexclude: ['metadata.labels']\nmutable: ['spec.template.spec.containers[*].image', \"metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']\"]\n";
 /// Replica-only for the payments team (docs/examples/rule-replica-only.yaml): scaling, and the
 /// last-applied annotation that `kubectl apply` rewrites with it, are the only changes allowed.
 const REPLICA_ONLY: &str = "mode: enforce\npriority: 200\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nlabels: ['team=payments']\nmutable: ['spec.replicas', \"metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']\"]\n";
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// Lower priority, also matching: shown as shadowed.
-const CATCH_ALL: &str = "mode: warn\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n";
-/// Only for Rollouts.
-const ROLLOUTS: &str = "mode: enforce\npriority: 5\nnamespaces: ['*']\nselectors: [{apiGroup: argoproj.io, kind: Rollout}]\n";
-/// Invalid: a misspelt key.
-const BROKEN: &str =
-    "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\nmutabel: [x]\n";
-
-struct Cluster {
-    runtime: tokio::runtime::Runtime,
-    server: Option<ApiServer>,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _guard = self.runtime.enter();
-        self.server.take();
-    }
-}
-
-fn rule(namespace: &str, name: &str, spec: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace,
-            "annotations": {"drift-sentinel.k8s.io/rule": "true"}},
-        "data": {"spec": spec}
-    })
-}
-
-fn workload(kind: &str, namespace: &str, name: &str, replicas: u32, image: &str) -> Value {
-    let api_version = if kind == "Rollout" {
-        "argoproj.io/v1alpha1"
-    } else {
-        "apps/v1"
-    };
-    json!({
-        "apiVersion": api_version, "kind": kind,
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": image}]}
-            }
-        },
-        "status": {"replicas": replicas, "readyReplicas": replicas}
-    })
-}
-
-impl Cluster {
-    /// The double with rules, namespaces (`staging` in warn mode) and workloads; a kubeconfig
-    /// whose context's namespace is `namespace`.
-    fn start(namespace: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime.block_on(ApiServer::start()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: tester\n    namespace: {namespace}\n- name: other\n  context:\n    cluster: double\n    user: tester\n    namespace: staging\ncurrent-context: double\nusers:\n- name: tester\n  user:\n    token: test-token\n",
-                server.url()
-            ),
-        )
-        .unwrap();
-        server
-            .apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod"}}));
-        server.apply(json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "staging", "annotations": {"drift-sentinel.k8s.io/mode": "warn"}}}));
-        server.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}}));
-        server.apply(rule("ops", "images", IMAGES));
-        server.apply(rule("ops", "catch-all", CATCH_ALL));
-        server.apply(rule("ops", "rollouts", ROLLOUTS));
-        server.apply(rule("ops", "broken", BROKEN));
-        // Not a rule: no annotation.
-        server.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "plain", "namespace": "ops"}, "data": {"spec": "mode: enforce"}}));
-        for namespace in ["prod", "staging"] {
-            server.apply(workload("Deployment", namespace, "web", 2, "nginx:1"));
-        }
-        server.apply(workload("StatefulSet", "prod", "db", 1, "postgres:16"));
-        server.apply(workload("Rollout", "prod", "canary", 3, "nginx:1"));
-        Self {
-            runtime,
-            server: Some(server),
-            dir,
-            kubeconfig,
-        }
-    }
-
-    fn api(&self) -> &ApiServer {
-        self.server.as_ref().unwrap()
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Runs the plugin with `--kubeconfig`, `--agent-namespace ops` and `env`.
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-drift"));
-        command
-            .args(args)
-            .args(["--agent-namespace", AGENT_NAMESPACE])
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .env("NO_COLOR", "1")
-            .env_remove("KUBE_EDITOR")
-            .env_remove("EDITOR")
-            .env("KUBECONFIG", self.path().join("no-such-kubeconfig"));
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        command.output().expect("run kubectl-drift")
-    }
-
-    fn plugin(&self, args: &[&str]) -> Output {
-        self.run(args, &[])
-    }
-
-    /// A manifest file holding `object` as YAML.
-    fn file(&self, name: &str, object: &Value) -> String {
-        let path = self.path().join(name);
-        std::fs::write(&path, serde_yaml::to_string(object).unwrap()).unwrap();
-        path.to_str().unwrap().to_owned()
-    }
-
-    fn live_web(&self, namespace: &str) -> Value {
-        self.api()
-            .get("apps/v1", "Deployment", namespace, "web")
-            .unwrap()
-    }
-}
-
-fn screen(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn json_of(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", screen(output)))
-}
-
-fn assert_contains(output: &Output, expected: &[&str]) {
-    let screen = screen(output);
-    for text in expected {
-        assert!(screen.contains(text), "missing {text:?} in\n{screen}");
-    }
-}
-
-/// A manifest as a person would keep it: no status, no server metadata.
-fn edited(kind: &str, namespace: &str, replicas: u32, image: &str) -> Value {
-    let mut object = workload(kind, namespace, "web", replicas, image);
-    object.as_object_mut().unwrap().remove("status");
-    object
-}
-
-#[test]
-fn explain_resolves_kinds_like_kubectl_and_reads_the_cluster_rules() {
-    let cluster = Cluster::start("default");
-
-    let output = cluster.plugin(&["explain", "deploy/web", "-n", "prod"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &[
-            "Object:  Deployment prod/web",
-            "RULES IN PRIORITY ORDER",
-            "WINS     ops/images",
-            "matches  ops/catch-all",
-            "(a higher-priority rule wins)",
-            "no       ops/rollouts",
-            "apps/Deployment matches none of the selectors",
-            "Winner:  ops/images",
-            "Mode:    enforce (from the rule)",
-            "Exclude: metadata.labels",
-            "Mutable: spec.template.spec.containers[*].image",
-            "Bypass:  annotation drift-sentinel.k8s.io/bypass not set",
-            "Invalid rules (not applied):",
-            "rule ConfigMap ops/broken",
-            "mutabel",
-        ],
-    );
-    assert!(
-        !screen(&output).contains("ops/plain"),
-        "{}",
-        screen(&output)
-    );
-
-    // The same object by every name kubectl accepts.
-    for kind in [
-        "deployment",
-        "deployments",
-        "Deployment",
-        "deployment.apps",
-        "deployments.apps",
-        "deployments.v1.apps",
-        "DEPLOY",
-    ] {
-        let output = cluster.plugin(&[
-            "explain",
-            &format!("{kind}/web"),
-            "-n",
-            "prod",
-            "-o",
-            "json",
-        ]);
-        assert_eq!(output.status.code(), Some(0), "{kind}: {}", screen(&output));
-        let document = json_of(&output);
-        assert_eq!(document["object"]["kind"], "Deployment", "{kind}");
-        assert_eq!(document["winner"], "ops/images", "{kind}");
-    }
-
-    // A StatefulSet and an Argo Rollout, by their short names.
-    let output = cluster.plugin(&["explain", "sts/db", "-n", "prod"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &["Object:  StatefulSet prod/db", "Winner:  ops/images"],
-    );
-    for kind in ["ro", "rollout", "rollouts.argoproj.io"] {
-        let output = cluster.plugin(&["explain", &format!("{kind}/canary"), "-n", "prod"]);
-        assert_eq!(output.status.code(), Some(0), "{kind}: {}", screen(&output));
-        assert_contains(
-            &output,
-            &["Object:  Rollout prod/canary", "Winner:  ops/rollouts"],
-        );
-    }
-
-    // The mode from the live Namespace's annotation; JSON for scripts.
-    let output = cluster.plugin(&["explain", "deploy/web", "-n", "staging", "-o", "json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    let document = json_of(&output);
-    assert_eq!(document["winner"], "ops/images");
-    assert_eq!(document["mode"], "warn");
-    assert_eq!(
-        document["modeSource"], "namespace-annotation",
-        "{document:#}"
-    );
-    assert_eq!(document["namespaceModeAnnotation"], "warn");
-    assert_eq!(
-        document["mutable"],
-        json!([
-            "spec.template.spec.containers[*].image",
-            "metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']"
-        ])
-    );
-    let invalid = document["invalidRules"].as_array().unwrap();
-    assert_eq!(invalid.len(), 1, "{document:#}");
-    assert!(invalid[0].as_str().unwrap().contains("ops/broken"));
-    assert_eq!(document["rules"].as_array().unwrap().len(), 3);
-
-    // -f FILE: an object not (yet) in the cluster, judged by the cluster's rules; --user.
-    let mut file = workload("StatefulSet", "staging", "new-db", 1, "postgres:16");
-    file["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "yes"});
-    let file = cluster.file("new-db.yaml", &file);
-    let output = cluster.plugin(&["explain", "-f", &file, "--user", "alice"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &[
-            "Object:  StatefulSet staging/new-db",
-            "Winner:  ops/images",
-            "Mode:    warn (from namespace annotation drift-sentinel.k8s.io/mode)",
-            "Bypass:  annotation drift-sentinel.k8s.io/bypass present but \"yes\" (only \"true\" bypasses)",
-        ],
-    );
-}
-
-#[test]
-fn the_namespace_defaults_to_the_context_s() {
-    let cluster = Cluster::start("staging");
-    let output = cluster.plugin(&["explain", "deploy/web"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &[
-            "Object:  Deployment staging/web",
-            "Mode:    warn (from namespace annotation drift-sentinel.k8s.io/mode)",
-        ],
-    );
-    // -n wins over the context; --context chooses another context.
-    let output = cluster.plugin(&["explain", "deploy/web", "-n", "prod"]);
-    assert_contains(&output, &["Object:  Deployment prod/web"]);
-    let cluster = Cluster::start("prod");
-    let output = cluster.plugin(&["explain", "deploy/web", "--context", "other"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(&output, &["Object:  Deployment staging/web"]);
-}
-
-#[test]
-fn unknown_kinds_missing_objects_and_bad_input_exit_2_with_one_line() {
-    let cluster = Cluster::start("prod");
-    let one_line_error = |output: &Output, expected: &str| {
-        assert_eq!(output.status.code(), Some(2), "{}", screen(output));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.starts_with("error: "), "{stderr}");
-        assert!(
-            stderr.contains(expected),
-            "missing {expected:?} in {stderr}"
-        );
-    };
-
-    let output = cluster.plugin(&["explain", "foo/web"]);
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr),
-        "error: the server doesn't have a resource type \"foo\"\n"
-    );
-    assert_eq!(output.status.code(), Some(2));
-    // A resource known only in another group is not found in this one.
-    one_line_error(
-        &cluster.plugin(&["explain", "deploy.argoproj.io/web"]),
-        "the server doesn't have a resource type \"deploy.argoproj.io\"",
-    );
-    one_line_error(
-        &cluster.plugin(&["explain", "deploy/nope"]),
-        "deployments.apps \"nope\" not found in namespace \"prod\"",
-    );
-    one_line_error(
-        &cluster.plugin(&["explain", "web"]),
-        "expected KIND/NAME (e.g. deploy/web), got \"web\"",
-    );
-    let missing = cluster.file("missing.yaml", &{
-        let mut object = edited("Deployment", "prod", 2, "nginx:1");
-        object["metadata"]["name"] = json!("nope");
-        object
-    });
-    one_line_error(
-        &cluster.plugin(&["preview", "-f", &missing]),
-        "deployments.apps \"nope\" not found in namespace \"prod\"",
-    );
-    let unknown = cluster.file(
-        "unknown.yaml",
-        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
-    );
-    one_line_error(
-        &cluster.plugin(&["preview", "-f", &unknown]),
-        "no matches for kind \"Widget\" in version \"example.com/v1\"",
-    );
-    let web = cluster.file("web.yaml", &edited("Deployment", "prod", 2, "nginx:1"));
-    one_line_error(
-        &cluster.plugin(&["preview", "-f", &web, "-n", "staging"]),
-        "the namespace from the provided object \"prod\" does not match the namespace \"staging\"",
-    );
-    one_line_error(&cluster.plugin(&["preview"]), "preview needs -f FILE");
-    // The cluster unreachable: the error names it.
-    let dead = cluster.path().join("dead-kubeconfig");
-    std::fs::write(
-        &dead,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: x\n  context:\n    cluster: x\n    user: u\ncurrent-context: x\nusers:\n- name: u\n  user:\n    token: t\n",
-    )
-    .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_kubectl-drift"))
-        .args([
-            "explain",
-            "deploy/web",
-            "--kubeconfig",
-            dead.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    one_line_error(&output, "127.0.0.1:1");
-    one_line_error(
-        &cluster.plugin(&["explain", "deploy/web", "--context", "nope"]),
-        "context \"nope\"",
-    );
-}
 
 #[test]
 fn preview_of_a_file_against_the_live_object() {
@@ -574,29 +188,11 @@ fn paths(document: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `preview -f` compares what `kubectl apply -f` would make of the live object, not the file as
-/// written: what the server defaulted stays, what the last apply set and the file no longer has
-/// is removed, the last-applied annotation becomes the file's. `--replace` compares the file as
-/// written, as `kubectl replace` would send it.
-#[test]
-fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
-    let cluster = Cluster::start("prod");
-    cluster
-        .api()
-        .apply(rule("ops", "replica-only", REPLICA_ONLY));
-    let env = [("MODE", "live"), ("LOG", "info")];
-    cluster.api().apply(applied(&checkout(2, "shop:1.0", &env)));
-    let live = || {
-        cluster
-            .api()
-            .get("apps/v1", "Deployment", "prod", "checkout")
-            .unwrap()
-    };
-    let before = live();
-
-    // Scaling in the manifest, which leaves out every defaulted field: allowed.
-    let scaled = cluster.file("scaled.yaml", &checkout(5, "shop:1.0", &env));
-    let output = cluster.plugin(&["preview", "-f", &scaled]);
+/// Scaling `checkout` in a manifest that leaves out every defaulted field (`scaled`, `env` its
+/// variables): allowed, only the replicas and the last-applied annotation (the file, as kubectl
+/// writes it) change.
+fn assert_scaling_is_allowed(cluster: &Cluster, scaled: &str, env: &[(&str, &str)]) {
+    let output = cluster.plugin(&["preview", "-f", scaled]);
     assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
     assert_contains(
         &output,
@@ -627,7 +223,7 @@ fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
             screen(&output)
         );
     }
-    let output = cluster.plugin(&["preview", "-f", &scaled, "-o", "json"]);
+    let output = cluster.plugin(&["preview", "-f", scaled, "-o", "json"]);
     assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
     let document = json_of(&output);
     let mut changed = paths(&document);
@@ -654,12 +250,74 @@ fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
         .unwrap()
         .to_owned();
     assert!(annotation.ends_with('\n'), "{annotation:?}");
-    let mut expected = checkout(5, "shop:1.0", &env);
+    let mut expected = checkout(5, "shop:1.0", env);
     expected["metadata"]["annotations"] = json!({});
     assert_eq!(
         serde_json::from_str::<Value>(&annotation).unwrap(),
         expected
     );
+}
+
+/// `--replace`: the file as written replaces the object (kubectl replace), so what the server
+/// defaulted and the annotations the file lacks are removed.
+fn assert_replace_compares_the_file_as_written(cluster: &Cluster, scaled: &str) {
+    let output = cluster.plugin(&["preview", "-f", scaled, "--replace", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
+    let document = json_of(&output);
+    let denied: Vec<&str> = document["deniedPaths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for path in [
+        "metadata.annotations['example.com/on-call']",
+        "spec.progressDeadlineSeconds",
+        "spec.revisionHistoryLimit",
+        "spec.strategy",
+        "spec.template.spec.containers[0].imagePullPolicy",
+        "spec.template.spec.containers[0].terminationMessagePath",
+        "spec.template.spec.dnsPolicy",
+    ] {
+        assert!(denied.contains(&path), "{path} not denied: {denied:?}");
+    }
+    assert!(
+        document["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["path"] == "spec.revisionHistoryLimit")
+            .all(|c| c["old"] == 10 && c["new"].is_null()),
+        "{document:#}"
+    );
+    let output = cluster.plugin(&["preview", "-f", scaled, "--replace"]);
+    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
+    assert_contains(&output, &["spec.revisionHistoryLimit", "10 → <absent>"]);
+}
+
+/// `preview -f` compares what `kubectl apply -f` would make of the live object, not the file as
+/// written: what the server defaulted stays, what the last apply set and the file no longer has
+/// is removed, the last-applied annotation becomes the file's. `--replace` compares the file as
+/// written, as `kubectl replace` would send it.
+#[test]
+fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
+    let cluster = Cluster::start("prod");
+    cluster
+        .api()
+        .apply(rule("ops", "replica-only", REPLICA_ONLY));
+    let env = [("MODE", "live"), ("LOG", "info")];
+    cluster.api().apply(applied(&checkout(2, "shop:1.0", &env)));
+    let live = || {
+        cluster
+            .api()
+            .get("apps/v1", "Deployment", "prod", "checkout")
+            .unwrap()
+    };
+    let before = live();
+
+    // Scaling in the manifest, which leaves out every defaulted field: allowed.
+    let scaled = cluster.file("scaled.yaml", &checkout(5, "shop:1.0", &env));
+    assert_scaling_is_allowed(&cluster, &scaled, &env);
 
     // A new image: denied, and only the image.
     let image = cluster.file("image.yaml", &checkout(2, "shop:2.0", &env));
@@ -700,40 +358,7 @@ fn preview_of_a_hand_written_manifest_is_what_kubectl_apply_would_send() {
     assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
     assert_contains(&output, &["They agree."]);
 
-    // --replace: the file as written replaces the object (kubectl replace), so what the server
-    // defaulted and the annotations the file lacks are removed.
-    let output = cluster.plugin(&["preview", "-f", &scaled, "--replace", "-o", "json"]);
-    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
-    let document = json_of(&output);
-    let denied: Vec<&str> = document["deniedPaths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap())
-        .collect();
-    for path in [
-        "metadata.annotations['example.com/on-call']",
-        "spec.progressDeadlineSeconds",
-        "spec.revisionHistoryLimit",
-        "spec.strategy",
-        "spec.template.spec.containers[0].imagePullPolicy",
-        "spec.template.spec.containers[0].terminationMessagePath",
-        "spec.template.spec.dnsPolicy",
-    ] {
-        assert!(denied.contains(&path), "{path} not denied: {denied:?}");
-    }
-    assert!(
-        document["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["path"] == "spec.revisionHistoryLimit")
-            .all(|c| c["old"] == 10 && c["new"].is_null()),
-        "{document:#}"
-    );
-    let output = cluster.plugin(&["preview", "-f", &scaled, "--replace"]);
-    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
-    assert_contains(&output, &["spec.revisionHistoryLimit", "10 → <absent>"]);
+    assert_replace_compares_the_file_as_written(&cluster, &scaled);
 
     // --replace is about a file.
     let output = cluster.plugin(&["preview", "deploy/checkout", "--replace"]);
@@ -980,7 +605,7 @@ fn kubectl_runs_a_cluster_command() {
         ])
         .env("PATH", path)
         .env("NO_COLOR", "1")
-        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("KUBECONFIG", cluster.kubeconfig())
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
@@ -1068,187 +693,5 @@ fn server_dry_run_conflicts_are_retried_on_the_new_version() {
     assert_eq!(
         dry_runs, 5,
         "each attempt reads the live object again and retries"
-    );
-}
-
-/// A TCP server on loopback answering every connection with `answer` (an agent's admin API
-/// reached through the double's port-forward).
-fn serve(answer: String) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = stream.write_all(answer.as_bytes());
-        }
-    });
-    address
-}
-
-/// The line of explain's rule list starting with `start` (after its indent) holds every one of
-/// `cells`.
-fn assert_row(output: &Output, start: &str, cells: &[&str]) {
-    let screen = screen(output);
-    let line = screen
-        .lines()
-        .find(|l| l.trim_start().starts_with(start))
-        .unwrap_or_else(|| panic!("no row {start:?} in\n{screen}"));
-    for cell in cells {
-        assert!(
-            line.contains(cell),
-            "missing {cell:?} in {line:?}\n{screen}"
-        );
-    }
-}
-
-/// An agent pod in the agent namespace whose admin port answers `/status` with `status`.
-fn agent_pod(cluster: &Cluster, status: &Value) {
-    let body = status.to_string();
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let admin = serve(answer);
-    cluster.api().apply(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "agent-a", "namespace": AGENT_NAMESPACE,
-            "labels": {"app.kubernetes.io/name": "drift-sentinel",
-                "app.kubernetes.io/component": "webhook"}},
-        "spec": {"containers": [{"name": "drift-sentinel", "image": "drift-sentinel:test"}]},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    }));
-    cluster
-        .api()
-        .set_pod_port_target(AGENT_NAMESPACE, "agent-a", 9090, admin);
-}
-
-fn agent_status(cluster_rule_namespaces: Option<&[&str]>) -> Value {
-    let mut status = json!({
-        "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
-        "rulesLoaded": 0, "rulesInvalid": 0, "namespacesKnown": 0, "export": {"enabled": false}
-    });
-    if let Some(globs) = cluster_rule_namespaces {
-        status["clusterRuleNamespaces"] = json!(globs);
-    }
-    status
-}
-
-/// SPEC §2 "Who may write a rule": the rules are built with the agent's tiers. A tenant's rule
-/// in `prod` (priority 1000, every namespace, nothing mutable) is a namespace rule: it never
-/// beats the platform's cluster rule, and the verdict (and the server's dry run) agree with the
-/// agent's. The tiers come from `--cluster-rule-namespaces`, else an agent pod's `/status`,
-/// else the agent's default (its own namespace, with a warning).
-#[test]
-fn rules_are_judged_in_the_agents_tiers() {
-    let cluster = Cluster::start("prod");
-    cluster.api().apply(rule(
-        "prod",
-        "tenant",
-        "mode: enforce\npriority: 1000\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
-    ));
-    let image = cluster.file("image.yaml", &edited("Deployment", "prod", 2, "nginx:2"));
-
-    // No agent pod: the agent's default, said on stderr.
-    let output = cluster.plugin(&["explain", "deploy/web"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(&output, &["Winner:  ops/images (cluster rule)"]);
-    assert_row(&output, "WINS     ops/images", &["cluster rule"]);
-    assert_row(
-        &output,
-        "no       prod/tenant",
-        &[
-            "namespace rule",
-            "a namespace rule, and a cluster rule matches",
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("no running agent pod in namespace ops")
-            && stderr.contains(
-                "rule ConfigMaps in its namespace \"ops\" (--agent-namespace) are cluster rules"
-            ),
-        "{stderr}"
-    );
-    let document = json_of(&cluster.plugin(&["explain", "deploy/web", "-o", "json"]));
-    let tiers: Vec<(String, String)> = document["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["rule"].as_str().unwrap().to_owned(),
-                r["tier"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    assert!(
-        tiers.contains(&("prod/tenant".into(), "namespace".into()))
-            && tiers.contains(&("ops/images".into(), "cluster".into())),
-        "{tiers:?}"
-    );
-    // The image edit: the platform allows it, the tenant's rule cannot deny it; the server's
-    // dry run (an agent that allows it) agrees.
-    let output = cluster.plugin(&["preview", "-f", &image, "--server-dry-run"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &["Rule:    ops/images (cluster rule", "They agree."],
-    );
-
-    // An agent pod that lists prod among its cluster rule namespaces: the tenant's rule is a
-    // cluster rule there, and wins; nothing is assumed.
-    agent_pod(&cluster, &agent_status(Some(&["ops", "prod"])));
-    let output = cluster.plugin(&["explain", "deploy/web"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(&output, &["Winner:  prod/tenant (cluster rule)"]);
-    assert_row(&output, "WINS     prod/tenant", &["cluster rule"]);
-    assert!(output.stderr.is_empty(), "{}", screen(&output));
-    assert!(
-        cluster
-            .api()
-            .requests()
-            .iter()
-            .any(|r| r.contains("/namespaces/ops/pods/agent-a/portforward?")),
-        "the agent's /status was read through a port-forward"
-    );
-    let output = cluster.plugin(&["preview", "-f", &image]);
-    assert_eq!(output.status.code(), Some(1), "{}", screen(&output));
-    assert_contains(&output, &["Rule:    prod/tenant (cluster rule"]);
-
-    // The flag wins over the agent's answer.
-    let output = cluster.plugin(&["explain", "deploy/web", "--cluster-rule-namespaces", "ops"]);
-    assert_contains(&output, &["Winner:  ops/images (cluster rule)"]);
-    let output = cluster.plugin(&["explain", "deploy/web", "--cluster-rule-namespaces", "*"]);
-    assert_contains(&output, &["Winner:  prod/tenant (cluster rule)"]);
-}
-
-/// An agent that does not report its cluster rule namespaces (older than the field): the
-/// default is assumed, and the warning says why.
-#[test]
-fn an_agent_without_cluster_rule_namespaces_gets_the_default() {
-    let cluster = Cluster::start("prod");
-    cluster.api().apply(rule(
-        "prod",
-        "tenant",
-        "mode: enforce\npriority: 1000\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
-    ));
-    agent_pod(&cluster, &agent_status(None));
-    let output = cluster.plugin(&["explain", "deploy/web"]);
-    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
-    assert_contains(
-        &output,
-        &[
-            "Winner:  ops/images (cluster rule)",
-            "pod agent-a: its /status does not report the cluster rule namespaces",
-        ],
     );
 }

@@ -1,4 +1,4 @@
-//! `kubectl drift status` and `kubectl drift tail` in cluster mode, for real: the plugin binary
+//! `kubectl drift status` in cluster mode, for real: the plugin binary
 //! against the API server double (`drift_testkit::ApiServer`, over HTTP on loopback, read with
 //! kube-rs) holding the agent pods, the Connection and the ValidatingWebhookConfiguration, and
 //! real `drift-sentinel` agents (offline: rules from files, export to a temporary directory)
@@ -10,252 +10,13 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, SystemTime};
+use std::process::Output;
+use std::time::Duration;
 
-use drift_testkit::ApiServer;
+use drift_testkit::agent::Agent;
+use drift_testkit::free_port;
 use serde_json::{Value, json};
-use support::{NoTui, agent_bin, client, examples, free_port, plugin_bin, wait_for};
-
-const NAMESPACE: &str = "drift-sentinel";
-const ADMIN_PORT: u16 = 9090;
-
-fn rfc3339_ago(seconds: u64) -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(seconds)).to_string()
-}
-
-/// An agent serving the strict example rule (plus `extra_rules`), exporting admission
-/// violations to a directory of its own.
-struct Agent {
-    child: Child,
-    port: u16,
-    admin_port: u16,
-    logs: PathBuf,
-}
-
-impl Agent {
-    fn start(dir: &Path, name: &str, extra_rules: &[PathBuf]) -> Agent {
-        let dir = dir.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (port, admin_port) = (free_port(), free_port());
-        let connection = dir.join("connection.yaml");
-        std::fs::write(
-            &connection,
-            format!(
-                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-                dir.join("violations").display()
-            ),
-        )
-        .unwrap();
-        let logs = dir.join("agent.log");
-        let log = std::fs::File::create(&logs).unwrap();
-        let mut command = Command::new(agent_bin());
-        command
-            .arg("serve")
-            .arg("--rules")
-            .arg(examples().join("rule-strict.yaml"));
-        for rules in extra_rules {
-            command.arg("--rules").arg(rules);
-        }
-        let child = command
-            .arg("--address")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-address")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .arg("--enable-admission-violation-export")
-            .arg("--connection")
-            .arg(&connection)
-            .arg("--pod-name")
-            .arg(name)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start drift-sentinel");
-        let agent = Agent {
-            child,
-            port,
-            admin_port,
-            logs,
-        };
-        let ready = wait_for(Duration::from_secs(20), || {
-            client()
-                .get(format!("http://127.0.0.1:{admin_port}/status"))
-                .send()
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
-        agent
-    }
-
-    fn admin(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.admin_port))
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.logs).unwrap_or_default()
-    }
-
-    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
-    fn violate(&self, uid: &str) {
-        let review = Command::new(agent_bin())
-            .arg("review")
-            .arg("--uid")
-            .arg(uid)
-            .arg("--old")
-            .arg(examples().join("deployment-before.yaml"))
-            .arg("--new")
-            .arg(examples().join("deployment-after.yaml"))
-            .output()
-            .expect("drift-sentinel review");
-        assert!(review.status.success(), "{review:?}");
-        let response: Value = client()
-            .post(format!("http://127.0.0.1:{}/validate", self.port))
-            .header("Content-Type", "application/json")
-            .body(review.stdout)
-            .send()
-            .and_then(|r| r.json())
-            .expect("POST /validate");
-        assert_eq!(
-            response["response"]["allowed"], false,
-            "not denied: {response}"
-        );
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The API server double on a runtime of its own, and a kubeconfig pointing at it.
-struct Cluster {
-    runtime: tokio::runtime::Runtime,
-    server: Option<ApiServer>,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime.block_on(ApiServer::start()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = server.write_kubeconfig(dir.path()).unwrap();
-        Cluster {
-            runtime,
-            server: Some(server),
-            dir,
-            kubeconfig,
-        }
-    }
-
-    fn api(&self) -> &ApiServer {
-        self.server.as_ref().unwrap()
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// An agent pod as the chart's Deployment makes it, its admin port leading to `admin`.
-    fn agent_pod(&self, name: &str, ready: bool, admin: Option<SocketAddr>) {
-        self.api().apply(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE,
-                "creationTimestamp": rfc3339_ago(600),
-                "labels": {"app.kubernetes.io/name": "drift-sentinel",
-                    "app.kubernetes.io/instance": "drift-sentinel",
-                    "app.kubernetes.io/component": "webhook"}},
-            "spec": {"nodeName": "node-1",
-                "containers": [{"name": "drift-sentinel", "image": "drift-sentinel:test"}]},
-            "status": {"phase": "Running",
-                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-                "containerStatuses": [{"name": "drift-sentinel", "image": "drift-sentinel:test",
-                    "imageID": "", "ready": ready, "restartCount": 1}]}
-        }));
-        if let Some(admin) = admin {
-            self.api()
-                .set_pod_port_target(NAMESPACE, name, ADMIN_PORT, admin);
-        }
-    }
-
-    /// The chart's ValidatingWebhookConfiguration.
-    fn webhook(&self, ca_bundle: bool) {
-        let mut client_config = json!({
-            "service": {"name": "drift-sentinel", "namespace": NAMESPACE, "path": "/validate", "port": 443}
-        });
-        if ca_bundle {
-            client_config["caBundle"] = json!("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==");
-        }
-        self.api().apply(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": "drift-sentinel",
-                "labels": {"app.kubernetes.io/name": "drift-sentinel",
-                    "app.kubernetes.io/component": "webhook"}},
-            "webhooks": [{
-                "name": "validate.drift-sentinel.k8s.io",
-                "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 5,
-                "clientConfig": client_config,
-                "namespaceSelector": {"matchExpressions": [
-                    {"key": "drift-sentinel.k8s.io/enabled", "operator": "NotIn", "values": ["false"]},
-                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                     "values": [NAMESPACE, "kube-system"]}]},
-                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                    "resources": ["deployments"], "scope": "Namespaced"}]
-            }]
-        }));
-    }
-
-    /// The Connection, with `entries` as its `status.byPod`.
-    fn connection(&self, entries: Vec<Value>) {
-        self.api().apply(json!({
-            "apiVersion": "connection.drift-sentinel.io/v1alpha1", "kind": "Connection",
-            "metadata": {"name": "audit-connection", "namespace": NAMESPACE},
-            "spec": {"driver": "disk", "config": {"path": "tmp/violations/topics"}},
-            "status": {"byPod": entries}
-        }));
-    }
-
-    /// `kubectl-drift ARGS --kubeconfig K`, with a time limit.
-    fn plugin(&self, args: &[&str]) -> Output {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--kubeconfig", self.kubeconfig.to_str().unwrap()]);
-        run_plugin(&all)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _guard = self.runtime.enter();
-        self.server.take();
-    }
-}
-
-fn run_plugin(args: &[&str]) -> Output {
-    let mut child = Command::new(plugin_bin())
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kubectl-drift");
-    let done = wait_for(Duration::from_secs(60), || child.try_wait().ok().flatten());
-    if done.is_none() {
-        let _ = child.kill();
-        panic!("kubectl-drift {args:?} did not finish within 60 s");
-    }
-    child.wait_with_output().unwrap()
-}
+use support::agents::{Cluster, NAMESPACE, rfc3339_ago, run_plugin};
 
 fn entry(pod: &str, active: bool, attempt: u64, success: u64, errors: &[&str]) -> Value {
     let errors: Vec<Value> = errors
@@ -306,8 +67,8 @@ fn row(text: &str, after: &str, first: &str) -> Vec<String> {
 #[test]
 fn status_of_a_healthy_installation_exits_0() {
     let cluster = Cluster::start();
-    let agent = Agent::start(cluster.dir(), "drift-sentinel-7d9f-a", &[]);
-    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin()));
+    let agent = cluster.agent("drift-sentinel-7d9f-a").start();
+    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin_addr()));
     // Another application's pod in the namespace: not an agent pod.
     cluster.api().apply(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -402,20 +163,21 @@ fn status_of_a_healthy_installation_exits_0() {
     assert_eq!(document["problems"], json!([]));
 }
 
-#[test]
-fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1() {
-    let cluster = Cluster::start();
+/// An unhealthy installation: three pods with one agent behind them all (its rules include a
+/// broken one; agent-c not ready), agent-d's admin port leading nowhere, the webhook without a
+/// caBundle, and the Connection's sources stale, erring and idle. The agent runs while the
+/// returned value lives.
+fn unhealthy_installation(cluster: &Cluster) -> Agent {
     let broken = cluster.dir().join("broken.yaml");
     std::fs::write(
         &broken,
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n  namespace: ops\n  annotations:\n    drift-sentinel.k8s.io/rule: \"true\"\ndata:\n  spec: |\n    mode: enforce\n    namespaces: ['*']\n    selectors: [{apiGroup: apps, kind: Deployment}]\n    mdoe: warn\n",
     )
     .unwrap();
-    let agent = Agent::start(cluster.dir(), "agent", std::slice::from_ref(&broken));
-    // Three pods, one agent behind them all; agent-d's admin port leads nowhere.
-    cluster.agent_pod("agent-a", true, Some(agent.admin()));
-    cluster.agent_pod("agent-b", true, Some(agent.admin()));
-    cluster.agent_pod("agent-c", false, Some(agent.admin()));
+    let agent = cluster.agent("agent").rules(&broken).start();
+    cluster.agent_pod("agent-a", true, Some(agent.admin_addr()));
+    cluster.agent_pod("agent-b", true, Some(agent.admin_addr()));
+    cluster.agent_pod("agent-c", false, Some(agent.admin_addr()));
     cluster.agent_pod("agent-d", true, None);
     cluster.webhook(false);
     cluster.connection(vec![
@@ -432,41 +194,39 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         // Nothing attempted since its last success, long ago: flagged stale (idle), a warning.
         entry("agent-d", true, 900, 900, &[]),
     ]);
+    agent
+}
 
-    let output = cluster.plugin(&["status", "--agent-namespace", NAMESPACE]);
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
+/// What `status` prints of the unhealthy installation: each pod and source in its table, the
+/// invalid rule once for the pods that report it, every problem.
+fn assert_unhealthy_text(text: &str) {
     let pods = "Agent pods";
     assert_eq!(
-        row(&text, pods, "agent-a")[5..],
+        row(text, pods, "agent-a")[5..],
         ["ready", "1", "1", "on"],
         "{text}"
     );
-    assert_eq!(row(&text, pods, "agent-c")[1], "no", "{text}");
+    assert_eq!(row(text, pods, "agent-c")[1], "no", "{text}");
     assert_eq!(
-        row(&text, pods, "agent-d")[5..],
+        row(text, pods, "agent-d")[5..],
         ["unreachable", "-", "-", "-"],
         "{text}"
     );
     let status = "Connection drift-sentinel/audit-connection, status by pod";
-    let a = row(&text, status, "agent-a");
+    let a = row(text, status, "agent-a");
     assert_eq!(a[..3], ["agent-a", "webhook", "true"], "{text}");
     assert_seconds_ago(&a[3], 5);
     assert_seconds_ago(&a[4], 5);
     assert_eq!(a[5..], ["0", "ok"], "{text}");
-    let b = row(&text, status, "agent-b");
+    let b = row(text, status, "agent-b");
     assert_eq!(b[..3], ["agent-b", "webhook", "false"], "{text}");
     assert_seconds_ago(&b[3], 5);
     assert_eq!(b[4..], ["10m ago", "0", "STALE"], "{text}");
-    assert_eq!(
-        row(&text, status, "agent-c")[5..],
-        ["1", "ERRORS"],
-        "{text}"
-    );
-    assert_eq!(row(&text, status, "agent-d")[6], "stale (idle)", "{text}");
+    assert_eq!(row(text, status, "agent-c")[5..], ["1", "ERRORS"], "{text}");
+    assert_eq!(row(text, status, "agent-d")[6], "stale (idle)", "{text}");
     assert_eq!(
         row(
-            &text,
+            text,
             "ValidatingWebhookConfiguration",
             "validate.drift-sentinel.k8s.io"
         )[1],
@@ -477,7 +237,7 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         text.contains("\nInvalid rules:\n  ops/broken (pod agent-a, agent-b, agent-c): rule ConfigMap ops/broken (from "),
         "{text}"
     );
-    let problems = &text[text.find("Unhealthy (").expect(&text)..];
+    let problems = &text[text.find("Unhealthy (").expect(text)..];
     for expected in [
         "pod agent-b source webhook: stale: last success 10m ago (more than 2 minutes ago), last attempt ",
         "pod agent-c source webhook: 1 publish error: cannot create a segment in spool directory /tmp/violations/topics/audit-channel",
@@ -489,15 +249,10 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
         assert!(problems.contains(expected), "{expected:?} in:\n{text}");
     }
     assert!(!problems.contains("agent-d source"), "{text}");
+}
 
-    let json_output = cluster.plugin(&["status", "-o", "json"]);
-    assert_eq!(
-        json_output.status.code(),
-        Some(1),
-        "{}",
-        stderr(&json_output)
-    );
-    let document: Value = serde_json::from_slice(&json_output.stdout).unwrap();
+/// The same facts in `status -o json`.
+fn assert_unhealthy_document(document: &Value) {
     assert_eq!(document["healthy"], false);
     assert_eq!(document["namespace"], NAMESPACE);
     let pods = document["pods"].as_array().unwrap();
@@ -559,6 +314,27 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
             .starts_with("pod agent-d source webhook: stale: last success"),
         "{document:#}"
     );
+}
+
+#[test]
+fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1() {
+    let cluster = Cluster::start();
+    let _agent = unhealthy_installation(&cluster);
+
+    let output = cluster.plugin(&["status", "--agent-namespace", NAMESPACE]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
+    assert_unhealthy_text(&text);
+
+    let json_output = cluster.plugin(&["status", "-o", "json"]);
+    assert_eq!(
+        json_output.status.code(),
+        Some(1),
+        "{}",
+        stderr(&json_output)
+    );
+    let document: Value = serde_json::from_slice(&json_output.stdout).unwrap();
+    assert_unhealthy_document(&document);
 }
 
 #[test]
@@ -631,11 +407,11 @@ fn status_names_what_is_missing() {
     );
 
     // The admin port given: a pod whose 9443 leads to the agent.
-    let agent = Agent::start(cluster.dir(), "agent", &[]);
+    let agent = cluster.agent("agent").start();
     cluster.agent_pod("agent-a", true, None);
     cluster
         .api()
-        .set_pod_port_target(NAMESPACE, "agent-a", 9443, agent.admin());
+        .set_pod_port_target(NAMESPACE, "agent-a", 9443, agent.admin_addr());
     let output = cluster.plugin(&["status", "--admin-port", "9443", "-o", "json"]);
     let document: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
@@ -681,7 +457,7 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
             vec![
                 "status",
                 "--kubeconfig",
-                cluster.kubeconfig.to_str().unwrap(),
+                cluster.kubeconfig(),
                 "--context",
                 "nope",
             ],
@@ -713,86 +489,6 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
         "{}",
         stderr(&output)
     );
-}
-
-/// The ids of the first `count` records `tail` prints (waiting up to 20 s for them).
-fn printed_ids(tail: &mut NoTui, count: usize) -> Vec<String> {
-    tail.wait_lines(count, Duration::from_secs(20))
-        .iter()
-        .map(|l| {
-            let record: Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-            record["id"].as_str().unwrap_or_default().to_owned()
-        })
-        .collect()
-}
-
-#[test]
-fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement() {
-    let cluster = Cluster::start();
-    let first = Agent::start(cluster.dir(), "agent-1", &[]);
-    let second = Agent::start(cluster.dir(), "agent-2", &[]);
-    cluster.agent_pod("agent-1", true, Some(first.admin()));
-    cluster.agent_pod("agent-2", true, Some(second.admin()));
-    let kubeconfig = cluster.kubeconfig.to_str().unwrap().to_owned();
-    let mut tail = NoTui::start(
-        cluster.dir(),
-        &["--kubeconfig", &kubeconfig, "--agent-namespace", NAMESPACE],
-    );
-    first.violate("one-1");
-    second.violate("two-1");
-    let mut ids = printed_ids(&mut tail, 2);
-    ids.sort();
-    assert_eq!(ids, ["one-1", "two-1"], "stderr: {}", tail.stderr());
-    let forwards = |pod: &str| {
-        cluster
-            .api()
-            .requests()
-            .iter()
-            .filter(|r| r.contains(&format!("/pods/{pod}/portforward?")))
-            .count()
-    };
-    assert!(forwards("agent-1") >= 1 && forwards("agent-2") >= 1);
-
-    // agent-1's pod is replaced: its forward ends with it, and the stream finds agent-3.
-    let third = Agent::start(cluster.dir(), "agent-3", &[]);
-    cluster.agent_pod("agent-3", true, Some(third.admin()));
-    assert!(cluster.api().delete("v1", "Pod", NAMESPACE, "agent-1"));
-    third.violate("three-1");
-    second.violate("two-2");
-    // A record of the gone agent is not followed any more.
-    first.violate("one-2");
-    let seen = printed_ids(&mut tail, 4);
-    assert!(
-        seen.contains(&"three-1".to_owned()),
-        "{seen:?}\nstderr: {}",
-        tail.stderr()
-    );
-    assert!(seen.contains(&"two-2".to_owned()), "{seen:?}");
-    // Give the gone agent's record every chance to (wrongly) arrive.
-    let seen = tail.wait_lines(5, Duration::from_millis(1500)).to_vec();
-    assert_eq!(seen.len(), 4, "{seen:?}");
-    assert!(!seen.iter().any(|l| l.contains("\"one-2\"")), "{seen:?}");
-    let stderr = tail.stderr();
-    assert!(
-        stderr.contains("kubectl-drift: pod/agent-1: pods \"agent-1\" not found (404); following pod/agent-3 instead"),
-        "{stderr}"
-    );
-    assert!(forwards("agent-3") >= 1);
-}
-
-#[test]
-fn tail_without_agent_pods_exits_2() {
-    let cluster = Cluster::start();
-    let output = cluster.plugin(&["tail", "--no-tui"]);
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{text}");
-    assert_eq!(text.lines().count(), 1, "{text}");
-    assert!(
-        text.contains("no running agent pods in namespace drift-sentinel match the selector"),
-        "{text}"
-    );
-    assert!(text.contains("--url"), "{text}");
 }
 
 /// A TCP server on loopback that answers every connection with `answer` after reading the

@@ -6,22 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use drift_testkit::ApiServer;
+use drift_testkit::double::Double;
 use serde_json::json;
-
-struct Double {
-    runtime: tokio::runtime::Runtime,
-    server: Option<ApiServer>,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        let _guard = self.runtime.enter();
-        self.server.take();
-    }
-}
 
 fn deployment(namespace: &str, name: &str) -> serde_json::Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -31,36 +17,19 @@ fn deployment(namespace: &str, name: &str) -> serde_json::Value {
                 "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}}}})
 }
 
-impl Double {
-    /// Deployments `web` and `worker` in `prod`, `api` in `default` (the context's namespace).
-    fn start() -> Double {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime.block_on(ApiServer::start()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = server.write_kubeconfig(dir.path()).unwrap();
-        for namespace in ["prod", "default"] {
-            server.apply(
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-            );
-        }
-        server.apply(deployment("prod", "web"));
-        server.apply(deployment("prod", "worker"));
-        server.apply(deployment("default", "api"));
-        Double {
-            runtime,
-            server: Some(server),
-            dir,
-            kubeconfig,
-        }
+/// The double with Deployments `web` and `worker` in `prod`, `api` in `default` (the context's
+/// namespace).
+fn double() -> Double {
+    let double = Double::builder().start();
+    for namespace in ["prod", "default"] {
+        double.api().apply(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        );
     }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
+    double.api().apply(deployment("prod", "web"));
+    double.api().apply(deployment("prod", "worker"));
+    double.api().apply(deployment("default", "api"));
+    double
 }
 
 /// The real kubectl: the control plane's (1.37), else the tools' one.
@@ -88,7 +57,7 @@ fn path() -> String {
 fn run(mut command: Command, double: &Double) -> Output {
     command
         .env("PATH", path())
-        .env("KUBECONFIG", &double.kubeconfig)
+        .env("KUBECONFIG", double.kubeconfig())
         .env("HOME", double.dir())
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
@@ -117,7 +86,7 @@ fn complete(double: &Double, words: &[&str]) -> (Vec<String>, String) {
 
 #[test]
 fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_drift() {
-    let double = Double::start();
+    let double = double();
     let (found, directive) = complete(&double, &[""]);
     assert_eq!(
         found,
@@ -163,7 +132,7 @@ fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_dri
 
 #[test]
 fn a_cluster_that_cannot_be_reached_completes_nothing_quickly() {
-    let double = Double::start();
+    let double = double();
     let gone = double.dir().join("gone");
     std::fs::write(
         &gone,
@@ -214,7 +183,7 @@ fn bash_completes(double: &Double, setup: &str, line: &str) -> Vec<String> {
 
 #[test]
 fn bash_with_kubectl_s_completion_completes_kubectl_drift() {
-    let double = Double::start();
+    let double = double();
     let kubectl = kubectl();
     let bin = kubectl.parent().unwrap().display().to_string();
     // kubectl's own script, as `source <(kubectl completion bash)` loads it.
@@ -227,7 +196,7 @@ fn bash_with_kubectl_s_completion_completes_kubectl_drift() {
 
 #[test]
 fn the_bash_script_of_kubectl_drift_completion_completes_kubectl_drift() {
-    let double = Double::start();
+    let double = double();
     let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-drift"));
     command.args(["completion", "bash"]);
     let output = run(command, &double);

@@ -1,137 +1,25 @@
 //! `kubectl drift tail` for real: the plugin binary against a real `drift-sentinel` agent
 //! (offline, rules from files, admission export to a temporary directory), fed with violating
 //! reviews. `--no-tui` is read from a pipe; the terminal UI is run inside tmux and read with
-//! `capture-pane`.
+//! `capture-pane`. In cluster mode, `tail` follows the agent pods of the API server double
+//! through port-forwarding.
 //!
 //! Needs the agent binary next to the plugin's (`cargo build -p drift-sentinel`; `cargo test
 //! --workspace` builds it) and `tmux` on PATH.
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use drift_testkit::{client, free_port, wait_for};
 use serde_json::Value;
-use support::{NoTui, agent_bin, client, examples, free_port, now_nanos, plugin_bin, wait_for};
+use support::agents::{Cluster, NAMESPACE, strict_agent};
+use support::{NoTui, plugin_bin};
 
 const IMAGE_PATH: &str = "spec.template.spec.containers[0].image";
-
-/// An agent serving the strict example rule, exporting admission violations to `spool`.
-struct Agent {
-    child: Child,
-    port: u16,
-    admin_port: u16,
-    spool: PathBuf,
-    logs: PathBuf,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        Agent::start_on(dir, free_port(), free_port())
-    }
-
-    fn start_on(dir: &Path, port: u16, admin_port: u16) -> Agent {
-        let spool = dir.join("violations");
-        let connection = dir.join("connection.yaml");
-        std::fs::write(
-            &connection,
-            format!(
-                "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-                spool.display()
-            ),
-        )
-        .unwrap();
-        let logs = dir.join(format!("agent-{admin_port}-{}.log", now_nanos()));
-        let log = std::fs::File::create(&logs).unwrap();
-        let child = Command::new(agent_bin())
-            .arg("serve")
-            .arg("--rules")
-            .arg(examples().join("rule-strict.yaml"))
-            .arg("--address")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-address")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .arg("--enable-admission-violation-export")
-            .arg("--connection")
-            .arg(&connection)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start drift-sentinel");
-        let agent = Agent {
-            child,
-            port,
-            admin_port,
-            spool,
-            logs,
-        };
-        let ready = wait_for(Duration::from_secs(20), || {
-            client()
-                .get(format!("{}/status", agent.admin()))
-                .send()
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        assert!(ready.is_some(), "agent not ready:\n{}", agent.logs());
-        agent
-    }
-
-    fn admin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.admin_port)
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.logs).unwrap_or_default()
-    }
-
-    /// Sends the example edit (denied: replicas and image changed) as request `uid`.
-    fn violate(&self, uid: &str) {
-        let examples = examples();
-        let review = Command::new(agent_bin())
-            .arg("review")
-            .arg("--uid")
-            .arg(uid)
-            .arg("--old")
-            .arg(examples.join("deployment-before.yaml"))
-            .arg("--new")
-            .arg(examples.join("deployment-after.yaml"))
-            .output()
-            .expect("drift-sentinel review");
-        assert!(review.status.success(), "{review:?}");
-        let response: Value = client()
-            .post(format!("http://127.0.0.1:{}/validate", self.port))
-            .header("Content-Type", "application/json")
-            .body(review.stdout)
-            .send()
-            .and_then(|r| r.json())
-            .expect("POST /validate");
-        assert_eq!(
-            response["response"]["allowed"], false,
-            "not denied: {response}"
-        );
-    }
-
-    /// SIGTERM, and waits for the graceful exit.
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let stopped = wait_for(Duration::from_secs(15), || {
-            self.child.try_wait().ok().flatten()
-        });
-        assert!(stopped.is_some(), "agent did not stop:\n{}", self.logs());
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn records(lines: &[String]) -> Vec<Value> {
     lines
@@ -150,8 +38,8 @@ fn ids(lines: &[String]) -> Vec<String> {
 #[test]
 fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let admin = agent.admin();
+    let agent = strict_agent(dir.path()).start();
+    let admin = agent.admin_url();
     let mut all = NoTui::start(dir.path(), &["--url", &admin]);
     let mut other = NoTui::start(dir.path(), &["--url", &admin, "--namespace", "other"]);
     let mut matching = NoTui::start(
@@ -212,14 +100,14 @@ fn no_tui_prints_each_record_once_as_ndjson_filters_and_survives_a_restart() {
 
     // The agent restarts (same ports, same export directory): the stream reconnects, resumes,
     // and prints only what is new.
-    let (port, admin_port) = (agent.port, agent.admin_port);
-    assert!(agent.spool.is_dir());
+    let (port, admin_port) = (agent.port(), agent.admin_port());
+    assert!(agent.spool().is_dir());
     agent.stop();
     let reconnecting = wait_for(Duration::from_secs(10), || {
         all.stderr().contains("reconnecting").then_some(())
     });
     assert!(reconnecting.is_some(), "stderr: {}", all.stderr());
-    let agent = Agent::start_on(dir.path(), port, admin_port);
+    let agent = strict_agent(dir.path()).ports(port, admin_port).start();
     agent.violate("tail-3");
     let lines = all.wait_lines(3, Duration::from_secs(15)).to_vec();
     assert_eq!(
@@ -416,10 +304,10 @@ fn assert_exited_with_and_restored(tmux: &Tmux, code: i32) -> String {
 #[test]
 fn the_terminal_ui_under_tmux_shows_filters_pauses_and_restores_the_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    let agent = strict_agent(dir.path()).start();
+    let tmux = ui_in_tmux(dir.path(), &agent.admin_url(), 200, 50);
     tmux.wait_screen("the header, connected", |s| {
-        s.contains(&format!("{} connected", agent.admin()))
+        s.contains(&format!("{} connected", agent.admin_url()))
     });
 
     agent.violate("tui-1");
@@ -624,10 +512,10 @@ fn screen_line<'s>(screen: &'s str, first: &str) -> &'s str {
 #[test]
 fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let tmux = ui_in_tmux(dir.path(), &agent.admin(), 200, 50);
+    let agent = strict_agent(dir.path()).start();
+    let tmux = ui_in_tmux(dir.path(), &agent.admin_url(), 200, 50);
     let screen = tmux.wait_screen("the sparklines, empty", |s| {
-        s.contains(&format!("{} connected", agent.admin()))
+        s.contains(&format!("{} connected", agent.admin_url()))
     });
     for source in ["webhook", "audit"] {
         let line = screen_line(&screen, source);
@@ -702,8 +590,8 @@ fn the_terminal_ui_shows_violations_per_minute_and_the_top_view() {
 #[test]
 fn no_tui_prints_yaml_documents_or_text_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(dir.path());
-    let admin = agent.admin();
+    let agent = strict_agent(dir.path()).start();
+    let admin = agent.admin_url();
     let mut yaml = NoTui::start(dir.path(), &["--url", &admin, "-o", "yaml"]);
     let mut text = NoTui::start(dir.path(), &["--url", &admin, "-o", "text"]);
     let mut coloured = NoTui::start(
@@ -737,4 +625,84 @@ fn no_tui_prints_yaml_documents_or_text_lines() {
     assert!(!line.contains('\x1b'), "{line:?}");
     let line = coloured.wait_lines(1, Duration::from_secs(10))[0].clone();
     assert!(line.contains("\x1b[1;31mdeny\x1b[0m"), "{line:?}");
+}
+
+/// The ids of the first `count` records `tail` prints (waiting up to 20 s for them).
+fn printed_ids(tail: &mut NoTui, count: usize) -> Vec<String> {
+    tail.wait_lines(count, Duration::from_secs(20))
+        .iter()
+        .map(|l| {
+            let record: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            record["id"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement() {
+    let cluster = Cluster::start();
+    let first = cluster.agent("agent-1").start();
+    let second = cluster.agent("agent-2").start();
+    cluster.agent_pod("agent-1", true, Some(first.admin_addr()));
+    cluster.agent_pod("agent-2", true, Some(second.admin_addr()));
+    let kubeconfig = cluster.kubeconfig().to_owned();
+    let mut tail = NoTui::start(
+        cluster.dir(),
+        &["--kubeconfig", &kubeconfig, "--agent-namespace", NAMESPACE],
+    );
+    first.violate("one-1");
+    second.violate("two-1");
+    let mut ids = printed_ids(&mut tail, 2);
+    ids.sort();
+    assert_eq!(ids, ["one-1", "two-1"], "stderr: {}", tail.stderr());
+    let forwards = |pod: &str| {
+        cluster
+            .api()
+            .requests()
+            .iter()
+            .filter(|r| r.contains(&format!("/pods/{pod}/portforward?")))
+            .count()
+    };
+    assert!(forwards("agent-1") >= 1 && forwards("agent-2") >= 1);
+
+    // agent-1's pod is replaced: its forward ends with it, and the stream finds agent-3.
+    let third = cluster.agent("agent-3").start();
+    cluster.agent_pod("agent-3", true, Some(third.admin_addr()));
+    assert!(cluster.api().delete("v1", "Pod", NAMESPACE, "agent-1"));
+    third.violate("three-1");
+    second.violate("two-2");
+    // A record of the gone agent is not followed any more.
+    first.violate("one-2");
+    let seen = printed_ids(&mut tail, 4);
+    assert!(
+        seen.contains(&"three-1".to_owned()),
+        "{seen:?}\nstderr: {}",
+        tail.stderr()
+    );
+    assert!(seen.contains(&"two-2".to_owned()), "{seen:?}");
+    // Give the gone agent's record every chance to (wrongly) arrive.
+    let seen = tail.wait_lines(5, Duration::from_millis(1500)).to_vec();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(!seen.iter().any(|l| l.contains("\"one-2\"")), "{seen:?}");
+    let stderr = tail.stderr();
+    assert!(
+        stderr.contains("kubectl-drift: pod/agent-1: pods \"agent-1\" not found (404); following pod/agent-3 instead"),
+        "{stderr}"
+    );
+    assert!(forwards("agent-3") >= 1);
+}
+
+#[test]
+fn tail_without_agent_pods_exits_2() {
+    let cluster = Cluster::start();
+    let output = cluster.plugin(&["tail", "--no-tui"]);
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("no running agent pods in namespace drift-sentinel match the selector"),
+        "{text}"
+    );
+    assert!(text.contains("--url"), "{text}");
 }

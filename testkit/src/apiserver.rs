@@ -281,9 +281,28 @@ impl ApiServer {
 
     /// Writes a kubeconfig that points at this server and returns its path.
     pub fn write_kubeconfig(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        self.write_kubeconfig_with(dir, &[("double", "default")])
+    }
+
+    /// Writes a kubeconfig that points at this server with `contexts` (name, namespace), the
+    /// first one current, and returns its path.
+    pub fn write_kubeconfig_with(
+        &self,
+        dir: &Path,
+        contexts: &[(&str, &str)],
+    ) -> std::io::Result<PathBuf> {
         let path = dir.join("kubeconfig");
+        let listed: String = contexts
+            .iter()
+            .map(|(name, namespace)| {
+                format!(
+                    "- name: {name}\n  context:\n    cluster: double\n    user: tester\n    namespace: {namespace}\n"
+                )
+            })
+            .collect();
+        let current = contexts.first().map_or("double", |(name, _)| name);
         let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: tester\n    namespace: default\ncurrent-context: double\nusers:\n- name: tester\n  user:\n    token: test-token\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {}\ncontexts:\n{listed}current-context: {current}\nusers:\n- name: tester\n  user:\n    token: test-token\n",
             self.url()
         );
         std::fs::write(&path, text)?;

@@ -3,7 +3,9 @@
 //! [`cluster::Cluster`] runs a real Kubernetes control plane (etcd, kube-apiserver and
 //! optionally kube-controller-manager, built by `.ci/build-cluster`) on loopback; [`pki`]
 //! makes the certificates tests need; [`objects`] builds the realistic Deployment and its
-//! AdmissionReview that tests and benchmarks share.
+//! AdmissionReview that tests and benchmarks share; [`agent`] runs the agent (`drift-sentinel`)
+//! as a process for black-box tests, [`double::Double`] the [`ApiServer`] double on a runtime of
+//! its own with a kubeconfig, for synchronous tests of processes.
 //!
 //! [`ApiServer`] is a Kubernetes API server double served over real HTTP on loopback. It speaks
 //! enough of the protocol for the resources the agent uses — list, watch (with
@@ -32,12 +34,36 @@
 //! TCP address given with [`ApiServer::set_pod_port_target`]; an unknown pod is a 404, a port
 //! without a target fails on its error channel, and deleting the pod ends its forwards.
 
+pub mod agent;
 mod apiserver;
 pub mod cluster;
+pub mod double;
 pub mod objects;
 pub mod pki;
 
 pub use apiserver::{ApiServer, Fault, ManagedFields};
+
+/// The workspace's directory.
+pub fn workspace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace directory")
+        .to_owned()
+}
+
+/// The workspace's example rules, Namespaces and objects (`docs/examples`).
+pub fn examples() -> std::path::PathBuf {
+    workspace().join("docs/examples")
+}
+
+/// A blocking HTTP client for loopback: no proxy, 10 s per request.
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
 
 /// A loopback port free at the moment of asking (the OS picks it), for a process under test
 /// to listen on.

@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use kube::core::request::Request;
 use serde_json::Value;
 
-use super::{Report, Run};
+use super::report::{Report, Run};
 use crate::cluster::{Cluster, collection_path};
 use crate::live::{self, resolve};
 use crate::plan::{ClusterTiers, Kube};
@@ -49,14 +49,14 @@ pub(super) async fn audit(
             let intercepted = webhook
                 .iter()
                 .any(|(group, plural)| *group == r.group && *plural == r.plural);
-            drift_engine::audit::selects_kind(&rules.set, &r.group, &r.kind, intercepted)
+            drift_engine::audit::selects_kind(&rules, &r.group, &r.kind, intercepted)
         })
         .collect();
-    let mut run = Run::new(&rules.set, &namespaces, managers, scope.clone());
+    let mut run = Run::new(&rules, &namespaces, managers, scope.clone());
     for resource in &selected {
         list(&cluster, resource, scope.as_deref(), chunk, &mut run).await?;
     }
-    Ok(run.report)
+    Ok(run.into_report())
 }
 
 /// Every object of `resource` in `namespace` (every namespace when `None`), `chunk` a page,
@@ -102,7 +102,7 @@ async fn list(
                     map.insert("apiVersion".into(), api_version.clone());
                     map.insert("kind".into(), kind.clone());
                 }
-                run.judge(&item, &resource.plural);
+                run.audit_one(&item, &resource.plural);
             }
         }
         token = page
@@ -173,7 +173,7 @@ fn intercepted(configurations: &[ValidatingWebhookConfiguration]) -> Vec<(String
     let hooks = configurations
         .iter()
         .flat_map(|c| c.webhooks.iter().flatten())
-        .filter(|w| w.name == crate::WEBHOOK_NAME);
+        .filter(|w| w.name == crate::verdict::WEBHOOK_NAME);
     for rule in hooks.flat_map(|w| w.rules.iter().flatten()) {
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {

@@ -2,104 +2,26 @@
 //! plugin. Which objects a run judges and the judgement are the engine's
 //! ([`drift_engine::audit::audit_object`]), the text of a drifted object its renderer's
 //! ([`drift_engine::message::drift_text`]), the record the API's
-//! ([`ViolationRecord::audited`]), the files `drift_load`'s: the agent calls the same ones, so
-//! that the plugin and the agent name the same objects and paths.
+//! ([`drift_api::violation::ViolationRecord::audited`]), the files `drift_load`'s: the agent
+//! calls the same ones, so that the plugin and the agent name the same objects and paths.
 //!
-//! Offline ([`offline`]): the rules and namespaces of files (as `explain --rules` reads them)
-//! and the objects of `-f` files, parsed as the agent parses its `--objects`. Against the
-//! cluster ([`cluster`]): its rule ConfigMaps and Namespaces as `explain` reads them, the
-//! objects listed page by page. Exit 0 no drift, 1 drift, 2 error.
+//! Offline (here): the rules and namespaces of files ([`crate::files`], as `explain --rules`
+//! reads them) and the objects of `-f` files, parsed as the agent parses its `--objects`.
+//! Against the cluster ([`cluster`]): its rule ConfigMaps and Namespaces as `explain` reads
+//! them, the objects listed page by page. Either way one [`report::Run`] judges the objects and
+//! this module prints what it found. Exit 0 no drift, 1 drift, 2 error.
 
 mod cluster;
+mod report;
 
-use std::time::SystemTime;
-
-use drift_api::status::AuditCounts;
-use drift_api::violation::ViolationRecord;
-use drift_engine::RuleSet;
-use drift_engine::audit::AuditedObject;
-use drift_engine::manifests::Namespaces;
-use drift_engine::message::drift_text;
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::Verdict;
-use crate::offline;
+use report::{Report, Run};
+
+use crate::files;
 use crate::plan::{Audit, AuditSource, Print};
 use crate::render::Style;
-
-/// What a run found, as `-o json|yaml` prints it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report {
-    /// The run's id (its start, as the agent names its runs): the `id` of its records.
-    id: String,
-    /// The namespace audited; `None` for every namespace (`-A`, or offline without `-n`).
-    namespace: Option<String>,
-    counts: AuditCounts,
-    /// One `violation_audited` record per drifted object, as the agent exports them.
-    drifted: Vec<Value>,
-    /// Text of each drifted object, for `-o text`.
-    #[serde(skip)]
-    text: Vec<String>,
-}
-
-/// A run in progress: the rules and namespaces it judges with, and what it found.
-struct Run<'r> {
-    rules: &'r RuleSet,
-    namespaces: &'r Namespaces,
-    managers: &'r [String],
-    report: Report,
-}
-
-impl<'r> Run<'r> {
-    fn new(
-        rules: &'r RuleSet,
-        namespaces: &'r Namespaces,
-        managers: &'r [String],
-        namespace: Option<String>,
-    ) -> Self {
-        Run {
-            rules,
-            namespaces,
-            managers,
-            report: Report {
-                id: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-                namespace,
-                counts: AuditCounts::default(),
-                drifted: Vec::new(),
-                text: Vec::new(),
-            },
-        }
-    }
-
-    /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
-    fn judge(&mut self, object: &Value, resource: &str) {
-        let Some(audit) = drift_engine::audit::audit_object(
-            self.rules,
-            self.namespaces,
-            object,
-            self.managers,
-            SystemTime::now(),
-        ) else {
-            return;
-        };
-        self.report.counts.add(&audit);
-        if !audit.is_drifted() {
-            return;
-        }
-        let identity = AuditedObject::of(object, resource);
-        // A drifted object always has a record (its mode is not off); text and record go
-        // together so that `-o text` and `-o json` show the same objects.
-        if let Some(record) =
-            ViolationRecord::audited(&self.report.id, &identity, &audit, SystemTime::now())
-            && let Ok(value) = serde_json::to_value(&record)
-        {
-            self.report.drifted.push(value);
-            self.report.text.push(drift_text(&identity, &audit));
-        }
-    }
-}
+use crate::verdict::Verdict;
 
 /// Runs the audit the plan says and prints it; drift is [`Verdict::Denied`] (exit 1).
 pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
@@ -109,9 +31,9 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             files,
             namespace,
         } => {
-            let loaded = offline::load_rules(&rules.rules, &rules.tiers)?;
-            let namespaces = offline::load_namespaces(rules.namespace_file.as_deref())?;
-            let mut run = Run::new(&loaded.set, &namespaces, &plan.managers, namespace.clone());
+            let loaded = files::load_rules(&rules.rules, &rules.tiers)?;
+            let namespaces = files::load_namespaces(rules.namespace_file.as_deref())?;
+            let mut run = Run::new(&loaded, &namespaces, &plan.managers, namespace.clone());
             for file in drift_load::files(files, drift_load::YAML_OR_JSON)? {
                 for object in drift_load::read_documents(&file)? {
                     if namespace
@@ -121,10 +43,10 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
                         continue;
                     }
                     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                    run.judge(&object, &drift_engine::manifests::resource_of(kind));
+                    run.audit_one(&object, &drift_engine::manifests::resource_of(kind));
                 }
             }
-            run.report
+            run.into_report()
         }
         AuditSource::Cluster {
             kube,
@@ -212,6 +134,7 @@ fn print_report(report: &Report, print: Print) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drift_api::status::AuditCounts;
 
     #[test]
     fn the_summary_names_the_namespace_and_every_count() {

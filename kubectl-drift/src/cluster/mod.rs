@@ -20,6 +20,10 @@ use serde_json::Value;
 
 use crate::plan::Kube;
 
+/// The field manager of the plugin's writes (a bypass, the update of `--server-dry-run`): the
+/// audit and `bypass --list` name it as who set a bypass.
+pub(crate) const FIELD_MANAGER: &str = "kubectl-drift";
+
 /// A connected cluster.
 #[derive(Clone)]
 pub(crate) struct Cluster {
@@ -78,7 +82,7 @@ pub(crate) fn describe(error: &kube::Error) -> String {
         kube::Error::Api(status) if !status.message.is_empty() => {
             format!("{} ({})", status.message, status.code)
         }
-        other => crate::innermost(other),
+        other => crate::http::innermost(other),
     }
 }
 

@@ -12,12 +12,10 @@ use kube::core::request::Request;
 use serde_json::{Value, json};
 
 use super::resolve::Resource;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, FIELD_MANAGER};
 use crate::plan::Print;
-use crate::{Judged, Verdict, WEBHOOK_NAME, render};
-
-/// The field manager of the dry-run update.
-const FIELD_MANAGER: &str = "kubectl-drift";
+use crate::render::{self, PreviewParts};
+use crate::verdict::{Verdict, WEBHOOK_NAME};
 
 /// What the API server answered to the dry-run update.
 #[derive(Debug, Clone)]
@@ -152,18 +150,18 @@ fn headline(verdict: Verdict) -> &'static str {
     }
 }
 
-/// Prints the local verdict with the API server's answer beside it; their disagreement is an
-/// error.
+/// Prints the local verdict (and what `preview` prints of it) with the API server's answer
+/// beside it; their disagreement is an error.
 pub(crate) fn report(
     print: Print,
-    judged: Judged,
+    verdict: Verdict,
+    parts: PreviewParts,
     answer: &ServerAnswer,
 ) -> anyhow::Result<Verdict> {
-    let Judged {
-        verdict,
+    let PreviewParts {
         mut document,
         mut screen,
-    } = judged;
+    } = parts;
     let local_allowed = verdict != Verdict::Denied;
     let agree = local_allowed == answer.allowed;
     // Both deny, in other words: the installed webhook may run other rules than those read.

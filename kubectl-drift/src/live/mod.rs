@@ -35,12 +35,13 @@ use serde_json::Value;
 
 use crate::cli::Output;
 use crate::cluster::{self, Cluster, collection_path, forward, pods};
-use crate::offline::{self, LoadedRules};
+use crate::files;
 use crate::plan::{
     Agents, ClusterExplain, ClusterPreview, ClusterTiers, DEFAULT_USER, Edit, Kube, ObjectRef,
     Print,
 };
-use crate::{Verdict, judge, render, request_for};
+use crate::render::{self, Style};
+use crate::verdict::{Verdict, evaluate_update, request_for};
 use drift_api::status::AgentStatus;
 use resolve::Resource;
 
@@ -283,7 +284,7 @@ async fn judging_context(
     tiers: &ClusterTiers,
     namespace: &str,
     user_flag: Option<&str>,
-) -> anyhow::Result<(LoadedRules, Option<String>, String)> {
+) -> anyhow::Result<(RuleSet, Option<String>, String)> {
     let (rules, mode, user) = tokio::join!(
         tiered_rules(cluster, tiers),
         namespace_mode(cluster, namespace),
@@ -296,11 +297,9 @@ async fn judging_context(
 pub(crate) async fn tiered_rules(
     cluster: &Cluster,
     tiers: &ClusterTiers,
-) -> anyhow::Result<LoadedRules> {
+) -> anyhow::Result<RuleSet> {
     let (sources, policy) = tokio::join!(cluster_rules(cluster), tier_policy(cluster, tiers));
-    Ok(LoadedRules {
-        set: RuleSet::build_with(sources?, &policy),
-    })
+    Ok(RuleSet::build_with(sources?, &policy))
 }
 
 /// The object an update of `live` into `edited` sends, as the API server sees it: the server's
@@ -371,7 +370,7 @@ pub(crate) async fn explain(plan: &ClusterExplain, print: Print) -> anyhow::Resu
         }
         ObjectRef::File(path) => {
             // The object of a file, judged against the cluster's rules (not fetched).
-            let mut object = offline::read_object(path)?;
+            let mut object = files::read_object(path)?;
             let namespaced = match text(&object, "/kind") {
                 "" => true,
                 kind => resolve::resolve_kind(&cluster, text(&object, "/apiVersion"), kind)
@@ -390,7 +389,8 @@ pub(crate) async fn explain(plan: &ClusterExplain, print: Print) -> anyhow::Resu
     // Explaining an object is explaining an edit of it that changes nothing.
     let request = request_for(object.clone(), object, &user)
         .context("cannot read the object as a Kubernetes object")?;
-    render::explain(print, &request, mode.as_deref(), &rules, &[])?;
+    let evaluation = evaluate_update(&rules, &request, mode.as_deref());
+    render::explain(print, &request, &evaluation, mode.as_deref(), &rules, &[])?;
     Ok(Verdict::Allowed)
 }
 
@@ -412,7 +412,7 @@ async fn edited_file(
     path: &Path,
     replace: bool,
 ) -> anyhow::Result<Edited> {
-    let object = offline::read_object(path)?;
+    let object = files::read_object(path)?;
     let origin = path.display().to_string();
     let (api_version, kind, name) = (
         text(&object, "/apiVersion"),
@@ -518,13 +518,23 @@ pub(crate) async fn preview(plan: &ClusterPreview, print: Print) -> anyhow::Resu
         let new = as_update(&live, edited.clone(), &namespace);
         let request = request_for(live.clone(), new.clone(), &user)
             .with_context(|| format!("{origin} is not an update of the live {what}"))?;
-        let judged = judge(&rules, &request, mode.as_deref(), print);
+        let evaluation = evaluate_update(&rules, &request, mode.as_deref());
+        let verdict = Verdict::of(&evaluation);
+        let parts = render::preview_parts(
+            &request,
+            &evaluation,
+            &rules,
+            verdict,
+            &Style::new(print.colour),
+        );
         if !plan.server_dry_run {
-            render::emit(print, &judged.document, |_| judged.screen)?;
-            return Ok(judged.verdict);
+            render::emit(print, &parts.document, |_| parts.screen)?;
+            return Ok(verdict);
         }
         match dry_run::send(&cluster, &resource, &namespace, &name, &new).await? {
-            dry_run::Sent::Answered(answer) => return dry_run::report(print, judged, &answer),
+            dry_run::Sent::Answered(answer) => {
+                return dry_run::report(print, verdict, parts, &answer);
+            }
             // The live object changed between the read and the dry run (a controller writing
             // its status, say): judge the edit of the new version, as kubectl apply retries a
             // conflicting patch. An edit made in $EDITOR cannot be redone.
@@ -541,7 +551,7 @@ pub(crate) async fn preview(plan: &ClusterPreview, print: Print) -> anyhow::Resu
                     );
                 }
                 live = fetch_live(&cluster, &resource, &namespace, &name).await?;
-                let object = offline::read_object(path)?;
+                let object = files::read_object(path)?;
                 edited = edited_from_file(&live, object, &resource, &namespace, *replace);
             }
         }

@@ -1,16 +1,18 @@
 //! What `explain` prints: every rule in priority order with why it matched or not, the winner,
-//! the mode and where it came from, include/exclude/mutable, the bypass annotation, the users.
+//! the mode and where it came from, include/exclude/mutable, the bypass annotation, the users;
+//! as a screen (`-o text`) or a document (`-o json|yaml`).
 
 use std::fmt::Write as _;
 
 use drift_engine::evaluation::{Mismatch, Settled};
 use drift_engine::review::AdmissionRequest;
 use drift_engine::rule::Mode;
-use drift_engine::{CompiledRule, Context, Detail, Evaluation, PathPattern, evaluate};
+use drift_engine::{CompiledRule, Evaluation, PathPattern, RuleSet};
 use serde_json::{Value, json};
 
-use super::{Style, emit, mode_source, object_line, object_summary};
-use crate::offline::{LoadedRules, RuleWarning};
+use super::common::{mode_source, object_line, object_summary};
+use super::output::{Style, emit};
+use crate::lint::RuleWarning;
 use crate::plan::Print;
 
 /// One rule as `explain` lists it.
@@ -98,26 +100,23 @@ fn considered<'r>(request: &AdmissionRequest, evaluation: &Evaluation<'r>) -> Ve
         .collect()
 }
 
-/// Explains `request` (an UPDATE that changes nothing) against `rules`, with the linter's
-/// warnings about them (offline; the cluster's rules were linted when they were written).
+/// Prints the explanation of `request` (an UPDATE that changes nothing) by its `evaluation`
+/// against `rules` (in full detail, with the namespace's mode annotation `namespace_mode`), with
+/// the linter's warnings about the rules (offline; the cluster's rules were linted when they
+/// were written).
 pub(crate) fn explain(
     print: Print,
     request: &AdmissionRequest,
+    evaluation: &Evaluation<'_>,
     namespace_mode: Option<&str>,
-    rules: &LoadedRules,
+    rules: &RuleSet,
     lint: &[RuleWarning],
 ) -> anyhow::Result<()> {
-    let context = Context {
-        namespace_mode,
-        parent_labels: None,
-        now: std::time::SystemTime::now(),
-    };
-    let evaluation = evaluate(&rules.set, request, &context, Detail::Full);
-    let considered = considered(request, &evaluation);
-    let standing = Standing::of(&evaluation);
+    let considered = considered(request, evaluation);
+    let standing = Standing::of(evaluation);
     let document = document(
         request,
-        &evaluation,
+        evaluation,
         &considered,
         &standing,
         namespace_mode,
@@ -127,7 +126,7 @@ pub(crate) fn explain(
     emit(print, &document, |style| {
         text(
             request,
-            &evaluation,
+            evaluation,
             &considered,
             &standing,
             rules,
@@ -147,7 +146,7 @@ fn document(
     considered: &[Considered<'_>],
     standing: &Standing<'_>,
     namespace_mode: Option<&str>,
-    rules: &LoadedRules,
+    rules: &RuleSet,
     lint: &[RuleWarning],
 ) -> Value {
     let winner = evaluation.rule();
@@ -167,7 +166,7 @@ fn document(
         "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": standing.bypass_value, "active": standing.bypassed})),
         "users": winner.map(|r| json!({"scoped": r.users, "inScope": standing.in_scope, "exempt": standing.exempt})),
         "warnings": evaluation.warnings(),
-        "invalidRules": rules.set.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "invalidRules": rules.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "ruleWarnings": lint.iter().map(|w| json!({
             "rule": w.rule, "origin": w.origin, "warning": w.warning,
         })).collect::<Vec<_>>(),
@@ -179,7 +178,7 @@ fn text(
     evaluation: &Evaluation<'_>,
     considered: &[Considered<'_>],
     standing: &Standing<'_>,
-    rules: &LoadedRules,
+    rules: &RuleSet,
     lint: &[RuleWarning],
     style: &Style,
 ) -> String {
@@ -230,9 +229,9 @@ fn text(
     for warning in &evaluation.warnings() {
         let _ = writeln!(out, "Warning: {warning}");
     }
-    if !rules.set.invalid().is_empty() {
+    if !rules.invalid().is_empty() {
         let _ = writeln!(out, "\n{}", style.yellow("Invalid rules (not applied):"));
-        for error in rules.set.invalid() {
+        for error in rules.invalid() {
             let _ = writeln!(out, "  {error}");
         }
     }

@@ -1,7 +1,7 @@
 //! The audit part of `status`: the chart's audit pods (found by their labels, in the agents'
 //! namespace) and the last run each one's admin `/status` reports (`audit`, SPEC §8). An audit
 //! that has not completed a run within 3 of its intervals is a problem — the same threshold as
-//! the chart's `DriftSentinelAuditNotCompleting` alert. Pure, as [`super::judge`].
+//! the chart's `DriftSentinelAuditNotCompleting` alert. Pure, as [`super::health`].
 
 use std::time::{Duration, SystemTime};
 
@@ -9,7 +9,7 @@ use drift_api::status::{AgentStatus, AuditRun};
 use serde::Serialize;
 
 use super::fetch::AdminAnswer;
-use super::judge::{age, short_duration};
+use super::time::{age, ago, short_duration};
 use crate::cluster::pods::AgentPod;
 
 /// Completed runs may be this many intervals apart before the audit is late.
@@ -62,7 +62,7 @@ pub(crate) enum AuditState {
 
 /// The audit pods with their admin answers, judged as of `now`: the report, the problems and
 /// the warnings.
-pub(super) fn judge(
+pub(super) fn audit_health(
     selector: &str,
     namespace: &str,
     pods: Vec<AgentPod>,
@@ -186,7 +186,7 @@ fn findings(
             let since = match run.and_then(|r| r.last_completed.as_deref()) {
                 Some(start) => format!(
                     "its last completed run started {}",
-                    super::judge::ago(Some(start), now)
+                    ago(Some(start), now)
                 ),
                 None => "no run has completed since the pod started".to_owned(),
             };
@@ -225,7 +225,7 @@ pub(super) fn row(p: &AuditPodReport, now: SystemTime) -> Vec<String> {
             }),
         run.map_or_else(dash, |r| r.id.clone()),
         run.and_then(|r| r.last_completed.as_deref())
-            .map_or_else(dash, |t| super::judge::ago(Some(t), now)),
+            .map_or_else(dash, |t| ago(Some(t), now)),
         run.map_or_else(dash, |r| format!("{:.1}s", r.duration_seconds)),
         run.map_or_else(dash, |r| {
             let c = r.counts;
@@ -293,12 +293,12 @@ mod tests {
         Ok((200, serde_json::to_vec(&status).unwrap()))
     }
 
-    fn judged(
+    fn state_of(
         created: u64,
         answer_: AdminAnswer,
         now: SystemTime,
     ) -> (AuditState, Vec<String>, Vec<String>) {
-        let (report, problems, warnings) = judge(
+        let (report, problems, warnings) = audit_health(
             "sel",
             "ns",
             vec![pod(created, now)],
@@ -315,9 +315,9 @@ mod tests {
     #[test]
     fn an_audit_not_completing_within_3_intervals_is_a_problem() {
         let now = SystemTime::now();
-        let (state, problems, _) = judged(3600, answer(60.0, Some(100), None, now), now);
+        let (state, problems, _) = state_of(3600, answer(60.0, Some(100), None, now), now);
         assert_eq!((state, problems.len()), (AuditState::Ok, 0));
-        let (state, problems, _) = judged(
+        let (state, problems, _) = state_of(
             3600,
             answer(
                 60.0,
@@ -334,13 +334,13 @@ mod tests {
         );
         assert!(problems[0].contains("forbidden"), "{problems:?}");
         let (state, problems, warnings) =
-            judged(3600, answer(60.0, Some(100), Some("boom"), now), now);
+            state_of(3600, answer(60.0, Some(100), Some("boom"), now), now);
         assert_eq!((state, problems.len()), (AuditState::Failed, 0));
         assert!(warnings[0].contains("boom"));
         // None completed yet: young pods are starting, old ones late.
-        let (state, problems, _) = judged(100, answer(60.0, None, Some("x"), now), now);
+        let (state, problems, _) = state_of(100, answer(60.0, None, Some("x"), now), now);
         assert_eq!((state, problems.len()), (AuditState::Starting, 0));
-        let (state, problems, _) = judged(1000, answer(60.0, None, Some("x"), now), now);
+        let (state, problems, _) = state_of(1000, answer(60.0, None, Some("x"), now), now);
         assert_eq!(state, AuditState::Late);
         assert!(
             problems[0].contains("no run has completed since the pod started"),
@@ -351,9 +351,9 @@ mod tests {
     #[test]
     fn no_audit_pods_is_a_warning_and_an_unreadable_admin_a_problem() {
         let now = SystemTime::now();
-        let (_, problems, warnings) = judge("sel", "ns", vec![], vec![], now);
+        let (_, problems, warnings) = audit_health("sel", "ns", vec![], vec![], now);
         assert!(problems.is_empty() && warnings[0].contains("no audit pods"));
-        let (state, problems, _) = judged(10, Ok((500, Vec::new())), now);
+        let (state, problems, _) = state_of(10, Ok((500, Vec::new())), now);
         assert_eq!(state, AuditState::Unknown);
         assert!(problems[0].contains("HTTP 500"), "{problems:?}");
     }

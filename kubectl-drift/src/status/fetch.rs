@@ -137,7 +137,7 @@ async fn read_webhooks(
             c.webhooks
                 .iter()
                 .flatten()
-                .any(|w| w.name == crate::WEBHOOK_NAME)
+                .any(|w| w.name == crate::verdict::WEBHOOK_NAME)
         })
         .collect())
 }

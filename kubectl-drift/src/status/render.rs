@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use super::judge::{
-    age, ago, invalid_rules, loaded_rules, short_duration, stale_rules, stale_text,
+use super::report::{
+    PodReport, Report, SourceState, invalid_rules, loaded_rules, stale_rules, stale_text,
 };
-use super::{PodReport, Report, SourceState};
+use super::time::{age, ago, short_duration};
 use crate::cli::Output;
 use crate::plan::Print;
 use crate::render::Style;

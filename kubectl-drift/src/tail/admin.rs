@@ -59,7 +59,7 @@ impl Admin {
                 let stream = url
                     .connect()
                     .await
-                    .map_err(|e| ForwardError::Http(crate::innermost(&e)))?;
+                    .map_err(|e| ForwardError::Http(crate::http::innermost(&e)))?;
                 Ok(Opened {
                     io: Box::new(stream),
                     authority: url.authority(),

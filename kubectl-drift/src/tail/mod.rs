@@ -25,10 +25,10 @@ use crossterm::event::Event as CtEvent;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::Verdict;
 use crate::cli::Output;
 use crate::cluster;
 use crate::plan::{Admins, Tail, TailView};
+use crate::verdict::Verdict;
 use admin::{Admin, Pods};
 use app::App;
 use filters::Filters;

@@ -1,6 +1,11 @@
-//! Test support shared by the plugin's black-box tests: the binaries under test, free ports,
-//! an HTTP client and polling.
+//! Test support shared by the plugin's black-box tests: the plugin's binary, `tail --no-tui`
+//! read line by line, the cluster `explain` and `preview` are tested on ([`cluster`]) and the
+//! one `status` and `tail` are tested on ([`agents`]); the agent, the API server double, free
+//! ports, an HTTP client and polling come from `drift_testkit`.
 #![allow(dead_code)]
+
+pub mod agents;
+pub mod cluster;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -8,44 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-pub fn examples() -> PathBuf {
-    repo().join("docs/examples")
-}
-
 pub fn plugin_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kubectl-drift"))
-}
-
-/// `drift-sentinel` of the same build: next to the plugin's binary, or in `CARGO_TARGET_DIR`.
-pub fn agent_bin() -> PathBuf {
-    let mut candidates = vec![plugin_bin().with_file_name("drift-sentinel")];
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(dir).join("debug/drift-sentinel"));
-    }
-    candidates.push(repo().join("target/debug/drift-sentinel"));
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "the agent binary is needed: run `cargo build -p drift-sentinel` first (looked at {candidates:?})"
-            )
-        })
-}
-
-pub use drift_testkit::{free_port, wait_for};
-
-pub fn client() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("HTTP client")
 }
 
 pub fn now_nanos() -> u128 {

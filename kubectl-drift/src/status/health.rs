@@ -14,17 +14,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::fetch::{AdminAnswer, CHART_LABEL, Facts};
-use super::{
-    AdminReport, ConnectionReport, InvalidRule, LoadedRule, PodEntry, PodReport, Report,
-    SourceEntry, SourceState, StaleRule, WebhookConfigReport, WebhookReport,
+use super::report::{
+    AdminReport, ConnectionReport, PodEntry, PodReport, Report, SourceEntry, SourceState,
+    WebhookConfigReport, WebhookReport, invalid_rules, stale_rules, stale_text,
 };
+use super::time::ago;
 use crate::plan::Status;
 
 /// A source whose last success is older than this is stale (when it has been attempted since).
 pub(super) const STALE_AFTER: Duration = Duration::from_secs(120);
 
 /// The report of what was read, as of `now`.
-pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
+pub(super) fn report_of(facts: Facts, plan: &Status, now: SystemTime) -> Report {
     let port = plan.agents.port;
     let pods: Vec<PodReport> = facts
         .pods
@@ -35,13 +36,13 @@ pub(super) fn judge(facts: Facts, plan: &Status, now: SystemTime) -> Report {
             admin: answer.map(|a| admin_answer(a, port)),
         })
         .collect();
-    let connection = judge_connection(&plan.connection, facts.connection.as_ref(), &pods, now);
+    let connection = connection_report(&plan.connection, facts.connection.as_ref(), &pods, now);
     let webhook_configurations = facts
         .webhook_configurations
         .iter()
         .map(|c| webhook_report(c, &plan.agents.namespace))
         .collect();
-    let (audit, audit_problems, audit_warnings) = super::audit::judge(
+    let (audit, audit_problems, audit_warnings) = super::audit::audit_health(
         &plan.audit_selector,
         &plan.agents.namespace,
         facts.audit_pods,
@@ -106,42 +107,15 @@ fn admin_answer(answer: AdminAnswer, port: u16) -> AdminReport {
 }
 
 fn admin_report(document: &AgentStatus) -> AdminReport {
-    let invalid_rules = document
-        .invalid_rules
-        .iter()
-        .map(|rule| InvalidRule {
-            rule: rule.rule.clone(),
-            message: rule.message.clone(),
-        })
-        .collect();
     AdminReport {
         reachable: true,
         error: None,
         ready: Some(document.ready),
         rules_loaded: Some(document.rules_loaded as u64),
         rules_invalid: Some(document.rules_invalid as u64),
-        invalid_rules,
-        rules: document
-            .rules
-            .iter()
-            .map(|rule| LoadedRule {
-                rule: rule.rule.clone(),
-                tier: rule.tier.clone(),
-                mode: rule.mode.clone(),
-                priority: rule.priority,
-            })
-            .collect(),
-        stale_rules: document
-            .stale_rules
-            .iter()
-            .map(|stale| StaleRule {
-                rule: stale.rule.clone(),
-                reason: stale.reason.clone(),
-                since: stale.since.clone(),
-                served_resource_version: stale.served_resource_version.clone(),
-                resource_version: stale.resource_version.clone(),
-            })
-            .collect(),
+        invalid_rules: document.invalid_rules.clone(),
+        rules: document.rules.clone(),
+        stale_rules: document.stale_rules.clone(),
         cluster_rule_namespaces: document.cluster_rule_namespaces.clone(),
         // Each error's text, as the agent's log gives it: file, line and column, reason.
         source_errors: document
@@ -151,12 +125,6 @@ fn admin_report(document: &AgentStatus) -> AdminReport {
             .collect(),
         export_enabled: Some(document.export.enabled),
     }
-}
-
-/// How old `time` is at `now` (zero for a time in the future).
-pub(super) fn age(time: &str, now: SystemTime) -> Option<Duration> {
-    let at = parse_rfc3339(time)?;
-    Some(now.duration_since(at).unwrap_or_default())
 }
 
 fn source_state(
@@ -193,7 +161,7 @@ fn source_state(
     }
 }
 
-fn judge_connection(
+fn connection_report(
     name: &str,
     connection: Option<&Connection>,
     pods: &[PodReport],
@@ -356,84 +324,6 @@ fn webhook_report(
     }
 }
 
-pub(super) fn ago(time: Option<&str>, now: SystemTime) -> String {
-    match time {
-        None => "never".to_owned(),
-        Some(t) => match age(t, now) {
-            Some(age) => format!("{} ago", short_duration(age)),
-            None => t.to_owned(),
-        },
-    }
-}
-
-/// `45s`, `3m`, `2h5m`, `4d` — kubectl's way.
-pub(super) fn short_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..120 => format!("{s}s"),
-        120..3600 => format!("{}m", s / 60),
-        3600..86400 if s % 3600 >= 60 && s < 8 * 3600 => {
-            format!("{}h{}m", s / 3600, (s % 3600) / 60)
-        }
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
-/// The invalid rules that the pods report, each with the pods that report it, in order.
-pub(super) fn invalid_rules(pods: &[PodReport]) -> Vec<(&InvalidRule, Vec<&str>)> {
-    let mut rules: Vec<(&InvalidRule, Vec<&str>)> = Vec::new();
-    for p in pods {
-        for rule in p.admin.iter().flat_map(|a| a.invalid_rules.iter()) {
-            match rules.iter_mut().find(|(r, _)| *r == rule) {
-                Some((_, names)) => names.push(&p.pod.name),
-                None => rules.push((rule, vec![&p.pod.name])),
-            }
-        }
-    }
-    rules
-}
-
-/// The rules the pods serve, each with the pods that serve it, in order (the same rule served
-/// differently by two pods — another tier, mode or priority — is listed twice).
-pub(super) fn loaded_rules(pods: &[PodReport]) -> Vec<(&LoadedRule, Vec<&str>)> {
-    grouped(pods, |a| &a.rules)
-}
-
-/// The stale rules that the pods report, each with the pods that report it, in order.
-pub(super) fn stale_rules(pods: &[PodReport]) -> Vec<(&StaleRule, Vec<&str>)> {
-    grouped(pods, |a| &a.stale_rules)
-}
-
-fn grouped<'p, T: PartialEq>(
-    pods: &'p [PodReport],
-    items: impl Fn(&'p AdminReport) -> &'p Vec<T>,
-) -> Vec<(&'p T, Vec<&'p str>)> {
-    let mut found: Vec<(&T, Vec<&str>)> = Vec::new();
-    for p in pods {
-        for item in p.admin.iter().flat_map(|a| items(a).iter()) {
-            match found.iter_mut().find(|(i, _)| *i == item) {
-                Some((_, names)) => names.push(&p.pod.name),
-                None => found.push((item, vec![&p.pod.name])),
-            }
-        }
-    }
-    found
-}
-
-/// What a stale rule is, in one line.
-pub(super) fn stale_text(stale: &StaleRule) -> String {
-    let since = stale
-        .since
-        .as_deref()
-        .map(|s| format!(" since {s}"))
-        .unwrap_or_default();
-    format!(
-        "its last valid version (resourceVersion {}) is served{since}, not the current {}: {}",
-        stale.served_resource_version, stale.resource_version, stale.reason
-    )
-}
-
 /// The pods: readiness, admin API, rules.
 fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
     let Findings { problems, warnings } = found;
@@ -593,7 +483,7 @@ fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) 
             Some(name) => format!("ValidatingWebhookConfiguration {name} not found"),
             None => format!(
                 "no ValidatingWebhookConfiguration of Drift Sentinel found (labelled {CHART_LABEL}, or with a webhook named {}); name it with --webhook",
-                crate::WEBHOOK_NAME
+                crate::verdict::WEBHOOK_NAME
             ),
         });
     }
@@ -616,5 +506,227 @@ fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) 
 }
 
 #[cfg(test)]
-#[path = "judge_tests.rs"]
-mod tests;
+mod tests {
+    use super::*;
+    use drift_api::status::{InvalidRule, LoadedRule};
+    use serde_json::json;
+
+    fn t(text: &str) -> SystemTime {
+        humantime::parse_rfc3339(text).unwrap()
+    }
+
+    #[test]
+    fn stale_idle_and_errors() {
+        let now = t("2027-01-15T08:10:00Z");
+        let state = |active, attempt: Option<&str>, success: Option<&str>, errors: &[&str]| {
+            let errors: Vec<String> = errors.iter().map(|e| (*e).to_owned()).collect();
+            source_state(active, attempt, success, &errors, now)
+        };
+        let recent = Some("2027-01-15T08:09:30Z");
+        let old = Some("2027-01-15T08:00:00Z");
+        assert_eq!(state(true, recent, recent, &[]), SourceState::Ok);
+        // Exactly 2 minutes is not yet stale.
+        let two = Some("2027-01-15T08:08:00Z");
+        assert_eq!(state(false, two, two, &[]), SourceState::Ok);
+        assert_eq!(state(false, recent, old, &[]), SourceState::Stale);
+        assert_eq!(state(true, recent, old, &[]), SourceState::Stale);
+        assert_eq!(state(false, old, old, &[]), SourceState::Stale);
+        assert_eq!(state(false, recent, None, &[]), SourceState::Stale);
+        // Nothing attempted since a success long ago: nothing to export, not stale.
+        assert_eq!(state(true, old, old, &[]), SourceState::Idle);
+        assert_eq!(state(true, recent, recent, &["boom"]), SourceState::Errors);
+        assert_eq!(state(false, None, None, &[]), SourceState::Ok);
+    }
+
+    fn selector(value: Value) -> LabelSelector {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn namespace_selectors() {
+        let chart = selector(json!({"matchExpressions": [
+                {"key": "drift-sentinel.k8s.io/enabled", "operator": "NotIn", "values": ["false"]},
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                 "values": ["drift-sentinel", "kube-system"]}]}));
+        assert_eq!(
+            selector_text(Some(&chart)),
+            "drift-sentinel.k8s.io/enabled notin (false), kubernetes.io/metadata.name notin (drift-sentinel,kube-system)"
+        );
+        assert!(!selects_namespace(Some(&chart), "drift-sentinel"));
+        assert!(selects_namespace(Some(&chart), "prod"));
+        assert!(selects_namespace(None, "drift-sentinel"));
+        assert_eq!(selector_text(None), "(all namespaces)");
+        let labels = selector(json!({"matchLabels": {"team": "a"},
+                "matchExpressions": [{"key": "x", "operator": "Exists"}]}));
+        assert_eq!(selector_text(Some(&labels)), "team=a, x");
+        assert!(!selects_namespace(Some(&labels), "drift-sentinel"));
+    }
+
+    #[test]
+    fn admin_status_documents() {
+        let document: AgentStatus = serde_json::from_value(json!({
+                "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2026-07-28T12:00:00Z",
+                "rulesLoaded": 2, "rulesInvalid": 1,
+                "invalidRules": [{"rule": "ops/broken", "namespace": "ops", "name": "broken",
+                                  "reason": "unknown field `mdoe`",
+                                  "message": "ops/broken: unknown field `mdoe`"}],
+                "sourceErrors": [{"source": "rules/x.yaml", "line": 3, "column": 1, "reason": "bad"}],
+                "rules": [{"rule": "drift-sentinel/platform", "mode": "enforce", "priority": 10, "tier": "cluster"},
+                          {"rule": "team-a/own", "mode": "warn", "priority": 0, "tier": "namespace"}],
+                "staleRules": [{"rule": "drift-sentinel/platform", "reason": "unknown field `mutabel`",
+                                "since": "2026-07-28T12:01:00Z", "servedResourceVersion": "7", "resourceVersion": "9"}],
+                "clusterRuleNamespaces": ["drift-sentinel"],
+                "namespacesKnown": 1, "export": {"enabled": true}
+            }))
+            .unwrap();
+        let report = admin_report(&document);
+        assert_eq!(
+            report.rules[1],
+            LoadedRule {
+                rule: "team-a/own".into(),
+                tier: "namespace".into(),
+                mode: "warn".into(),
+                priority: 0,
+                origin: None,
+            }
+        );
+        assert_eq!(report.stale_rules[0].served_resource_version, "7");
+        assert_eq!(
+            stale_text(&report.stale_rules[0]),
+            "its last valid version (resourceVersion 7) is served since 2026-07-28T12:01:00Z, not the current 9: unknown field `mutabel`"
+        );
+        assert_eq!(
+            report.cluster_rule_namespaces.as_deref(),
+            Some(&["drift-sentinel".to_owned()][..])
+        );
+        // Source errors are shown as their text, not as JSON.
+        assert_eq!(report.source_errors, ["rules/x.yaml: line 3 column 1: bad"]);
+        assert!(report.reachable);
+        assert_eq!(report.rules_loaded, Some(2));
+        assert_eq!(report.rules_invalid, Some(1));
+        assert_eq!(
+            report.invalid_rules,
+            [InvalidRule {
+                rule: "ops/broken".into(),
+                namespace: "ops".into(),
+                name: "broken".into(),
+                origin: None,
+                field: None,
+                line: None,
+                column: None,
+                reason: "unknown field `mdoe`".into(),
+                message: "ops/broken: unknown field `mdoe`".into()
+            }]
+        );
+        assert_eq!(report.export_enabled, Some(true));
+    }
+
+    fn pod(name: &str, ready: bool) -> crate::cluster::pods::AgentPod {
+        crate::cluster::pods::AgentPod {
+            name: name.into(),
+            phase: "Running".into(),
+            ready,
+            restarts: 0,
+            created: None,
+            deleting: false,
+            node: None,
+        }
+    }
+
+    fn plan() -> Status {
+        Status {
+            kube: crate::plan::Kube::default(),
+            agents: crate::plan::Agents {
+                namespace: "drift-sentinel".into(),
+                selector: "app=agent".into(),
+                port: 9090,
+            },
+            audit_selector: "app=audit".into(),
+            connection: "audit-connection".into(),
+            webhook: None,
+        }
+    }
+
+    /// The whole judgement of what was read, without a cluster.
+    #[test]
+    fn facts_become_problems_and_warnings() {
+        use crate::cluster::forward::ForwardError;
+        let now = t("2027-01-15T08:10:00Z");
+        let status = |ready: bool, invalid: usize| {
+            serde_json::to_vec(&json!({
+                "ready": ready, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                "rulesLoaded": 1, "rulesInvalid": invalid, "namespacesKnown": 1,
+                "export": {"enabled": true}
+            }))
+            .unwrap()
+        };
+        let connection: Connection = serde_json::from_value(json!({
+                "apiVersion": "connection.drift-sentinel.io/v1alpha1", "kind": "Connection",
+                "metadata": {"name": "audit-connection", "namespace": "drift-sentinel"},
+                "spec": {"driver": "disk", "config": {"path": "tmp/violations/topics"}},
+                "status": {"byPod": [
+                    {"id": "a", "publishStatuses": [{"source": "webhook", "active": true,
+                        "lastAttemptTime": "2027-01-15T08:09:00Z", "lastSuccessTime": "2027-01-15T08:00:00Z"}]},
+                    {"id": "gone", "publishStatuses": [{"source": "webhook", "active": false,
+                        "lastAttemptTime": "2027-01-15T07:00:00Z"}]}]}
+            }))
+            .unwrap();
+        let facts = Facts {
+            pods: vec![
+                pod("a", true),
+                pod("b", false),
+                pod("c", true),
+                pod("d", true),
+            ],
+            admins: vec![
+                Some(Ok((200, status(true, 0)))),
+                Some(Ok((200, status(false, 2)))),
+                Some(Err(ForwardError::Http(
+                    "the admin API's answer: invalid chunk size".into(),
+                ))),
+                Some(Ok((404, b"404 page not found\n".to_vec()))),
+            ],
+            connection: Some(connection),
+            webhook_configurations: Vec::new(),
+            // An audit that completed 30 s ago, every minute: healthy, nothing said.
+            audit_pods: vec![pod("audit-0", true)],
+            audit_admins: vec![Some(Ok((
+                200,
+                serde_json::to_vec(&json!({
+                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
+                    "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
+                    "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
+                        "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
+                        "counts": {"drifted": 1, "clean": 2, "noBaseline": 0, "skipped": 0}}
+                }))
+                .unwrap(),
+            )))],
+        };
+        let report = report_of(facts, &plan(), now);
+        assert!(!report.healthy);
+        let problems = report.problems.join("\n");
+        for expected in [
+            "pod b is not ready (phase Running)",
+            "pod b: the agent is not ready (its rules are not synced)",
+            "pod b: 2 invalid rules",
+            "pod c: cannot read the admin API (port 9090) through port-forwarding: the admin API's answer: invalid chunk size",
+            "pod d: cannot read the admin API (port 9090) through port-forwarding: GET /status answered HTTP 404: 404 page not found (is port 9090 the agent's admin port? see --admin-port)",
+            "pod a source webhook: stale: last success 10m ago (more than 2 minutes ago), last attempt 60s ago",
+            "no ValidatingWebhookConfiguration of Drift Sentinel found",
+        ] {
+            assert!(problems.contains(expected), "{expected:?} in\n{problems}");
+        }
+        // The entry of a pod that is gone is shown, not judged.
+        assert!(!problems.contains("gone"), "{problems}");
+        assert_eq!(
+            report.warnings,
+            ["pod b has no entry in the status of Connection drift-sentinel/audit-connection yet"]
+        );
+        assert_eq!(
+            report.connection.by_pod[0].sources[0].state,
+            SourceState::Stale
+        );
+        assert!(!report.connection.by_pod[1].pod_found);
+    }
+}

@@ -1,0 +1,91 @@
+//! One audit run: the rules and namespaces it judges with, each object judged as it is read
+//! ([`Run`]), and what it found ([`Report`]), offline or against the cluster.
+
+use std::time::SystemTime;
+
+use drift_api::status::AuditCounts;
+use drift_api::violation::ViolationRecord;
+use drift_engine::RuleSet;
+use drift_engine::audit::AuditedObject;
+use drift_engine::manifests::Namespaces;
+use drift_engine::message::drift_text;
+use serde::Serialize;
+use serde_json::Value;
+
+/// What a run found, as `-o json|yaml` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Report {
+    /// The run's id (its start, as the agent names its runs): the `id` of its records.
+    pub id: String,
+    /// The namespace audited; `None` for every namespace (`-A`, or offline without `-n`).
+    pub namespace: Option<String>,
+    pub counts: AuditCounts,
+    /// One `violation_audited` record per drifted object, as the agent exports them.
+    pub drifted: Vec<Value>,
+    /// Text of each drifted object, for `-o text`.
+    #[serde(skip)]
+    pub text: Vec<String>,
+}
+
+/// A run in progress: the rules and namespaces it judges with, and what it found.
+pub(super) struct Run<'r> {
+    rules: &'r RuleSet,
+    namespaces: &'r Namespaces,
+    managers: &'r [String],
+    report: Report,
+}
+
+impl<'r> Run<'r> {
+    pub(super) fn new(
+        rules: &'r RuleSet,
+        namespaces: &'r Namespaces,
+        managers: &'r [String],
+        namespace: Option<String>,
+    ) -> Self {
+        Run {
+            rules,
+            namespaces,
+            managers,
+            report: Report {
+                id: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+                namespace,
+                counts: AuditCounts::default(),
+                drifted: Vec::new(),
+                text: Vec::new(),
+            },
+        }
+    }
+
+    /// What the run found.
+    pub(super) fn into_report(self) -> Report {
+        self.report
+    }
+
+    /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
+    pub(super) fn audit_one(&mut self, object: &Value, resource: &str) {
+        let Some(audit) = drift_engine::audit::audit_object(
+            self.rules,
+            self.namespaces,
+            object,
+            self.managers,
+            SystemTime::now(),
+        ) else {
+            return;
+        };
+        self.report.counts.add(&audit);
+        if !audit.is_drifted() {
+            return;
+        }
+        let identity = AuditedObject::of(object, resource);
+        // A drifted object always has a record (its mode is not off); text and record go
+        // together so that `-o text` and `-o json` show the same objects.
+        if let Some(record) =
+            ViolationRecord::audited(&self.report.id, &identity, &audit, SystemTime::now())
+            && let Ok(value) = serde_json::to_value(&record)
+        {
+            self.report.drifted.push(value);
+            self.report.text.push(drift_text(&identity, &audit));
+        }
+    }
+}
