@@ -17,8 +17,7 @@ use crate::evaluation::{
 use crate::review::{AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION};
 use crate::time::{format_rfc3339_seconds, human_duration};
-// Re-exported until the plugin imports them from `truncate` (issue 25).
-pub use crate::truncate::{truncate_bytes, truncate_chars};
+use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";

@@ -4,9 +4,10 @@
 
 use std::fmt::Write as _;
 
-use drift_engine::message::{display_value, truncate_chars};
+use drift_engine::message::display_value;
 use drift_engine::review::AdmissionRequest;
 use drift_engine::rule::Mode;
+use drift_engine::truncate::truncate_chars;
 use drift_engine::{Evaluation, RuleSet, Step};
 use serde_json::{Value, json};
 

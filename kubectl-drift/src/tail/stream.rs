@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use drift_api::violation::{Source, ViolationsQuery};
-use drift_engine::message::truncate_chars;
+use drift_engine::truncate::truncate_chars;
 use tokio::sync::mpsc::Sender;
 
 use super::admin::{Admin, Opened};
