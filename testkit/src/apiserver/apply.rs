@@ -18,6 +18,19 @@ use super::{Inner, Kind, Target, json_response, key, lock, status};
 /// server's.
 const APPLIED_METADATA: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
 
+/// Why an apply is refused: the Status the server answers (code, reason, message).
+struct Refused(u16, &'static str, String);
+
+fn refused(code: u16, reason: &'static str, message: &str) -> Refused {
+    Refused(code, reason, message.to_owned())
+}
+
+impl Refused {
+    fn answer(self) -> Response {
+        status(self.0, self.1, &self.2)
+    }
+}
+
 /// The options of an apply, from its query and path.
 struct Options<'q> {
     manager: &'q str,
@@ -31,24 +44,24 @@ struct Options<'q> {
 fn options<'q>(
     query: &'q BTreeMap<String, String>,
     target: &Target,
-) -> Result<Options<'q>, Response> {
+) -> Result<Options<'q>, Refused> {
     let manager = query.get("fieldManager").map_or("", String::as_str);
     if manager.is_empty() {
-        return Err(status(
+        return Err(refused(
             422,
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
         ));
     }
     if manager.len() > 128 {
-        return Err(status(
+        return Err(refused(
             422,
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes",
         ));
     }
     let Some(force) = parse_bool(query.get("force").map_or("", String::as_str)) else {
-        return Err(status(
+        return Err(refused(
             400,
             "BadRequest",
             "invalid value for force: expected true or false",
@@ -59,7 +72,7 @@ fn options<'q>(
         None => None,
         Some("status") => Some("status"),
         Some(other) => {
-            return Err(status(
+            return Err(refused(
                 404,
                 "NotFound",
                 &format!("the server could not find the requested resource ({other})"),
@@ -84,10 +97,10 @@ struct Body {
 }
 
 /// The apply body for `name` of `target`, or the answer refusing it.
-fn body(body: &[u8], target: &Target, name: &str) -> Result<Body, Response> {
+fn body(body: &[u8], target: &Target, name: &str) -> Result<Body, Refused> {
     let kind = target.kind;
     let body: Value = serde_json::from_slice(body).map_err(|e| {
-        status(
+        refused(
             400,
             "BadRequest",
             &format!(
@@ -96,19 +109,23 @@ fn body(body: &[u8], target: &Target, name: &str) -> Result<Body, Response> {
         )
     })?;
     let Value::Object(fields) = body else {
-        return Err(status(400, "BadRequest", "the apply body is not an object"));
+        return Err(refused(
+            400,
+            "BadRequest",
+            "the apply body is not an object",
+        ));
     };
     let expected_api_version = kind.api_version();
     let api_version = match fields.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
-            return Err(status(
+            return Err(refused(
                 400,
                 "BadRequest",
                 "Object 'apiVersion' is missing in the apply body",
             ));
         }
         Some(v) if v != expected_api_version => {
-            return Err(status(
+            return Err(refused(
                 400,
                 "BadRequest",
                 &format!(
@@ -120,14 +137,14 @@ fn body(body: &[u8], target: &Target, name: &str) -> Result<Body, Response> {
     };
     match fields.get("kind").and_then(Value::as_str) {
         None | Some("") => {
-            return Err(status(
+            return Err(refused(
                 400,
                 "BadRequest",
                 "Object 'Kind' is missing in the apply body",
             ));
         }
         Some(k) if k != kind.kind => {
-            return Err(status(
+            return Err(refused(
                 400,
                 "BadRequest",
                 &format!(
@@ -163,11 +180,11 @@ fn check_metadata(
     kind: Kind,
     target: &Target,
     name: &str,
-) -> Result<(), Response> {
+) -> Result<(), Refused> {
     if let Some(body_name) = metadata.get("name").and_then(Value::as_str)
         && body_name != name
     {
-        return Err(status(
+        return Err(refused(
             400,
             "BadRequest",
             &format!(
@@ -180,14 +197,14 @@ fn check_metadata(
         && !namespace.is_empty()
         && namespace != target.namespace
     {
-        return Err(status(
+        return Err(refused(
             400,
             "BadRequest",
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
     if metadata.get("managedFields").is_some_and(|m| !m.is_null()) {
-        return Err(status(
+        return Err(refused(
             400,
             "BadRequest",
             "metadata.managedFields must be nil",
@@ -293,7 +310,7 @@ pub(super) fn apply(
         .and_then(|options| Ok((options, self::body(body, target, name)?)))
     {
         Ok(checked) => checked,
-        Err(refused) => return refused,
+        Err(refused) => return refused.answer(),
     };
     let config = configuration(&body, options.subresource);
     let applied = match field_set(kind, &config) {
