@@ -20,13 +20,12 @@ use tokio::sync::broadcast;
 
 // Pod port-forwarding (`pods/NAME/portforward` over WebSocket); a child module, so that it
 // reaches the store.
-#[path = "portforward.rs"]
 mod portforward;
 
 // Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/GROUP/VERSION`) of the kinds served.
-#[path = "discovery.rs"]
 mod discovery;
 
+mod apply;
 mod handlers;
 mod ssa;
 

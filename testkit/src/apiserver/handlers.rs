@@ -248,43 +248,53 @@ fn as_metadata(object: &Value) -> Value {
     })
 }
 
+/// The faults injected for this request (recorded among the requests): its latency, a failure
+/// to answer instead, and whether the next watch is answered `410 Gone`.
+fn faults(
+    inner: &Inner,
+    method: &Method,
+    uri: &axum::http::Uri,
+) -> (Option<Duration>, Option<u16>, bool) {
+    let mut store = lock(&inner.store);
+    store.requests.push(format!("{method} {uri}"));
+    let path_fault = store
+        .fail_paths
+        .iter()
+        .find(|(contains, _)| {
+            uri.path().contains(contains.as_str())
+                || uri.query().is_some_and(|q| q.contains(contains.as_str()))
+        })
+        .map(|(_, code)| *code);
+    let fail = match store.fail {
+        Some((count, code)) if count > 0 => {
+            store.fail = if count > 1 {
+                Some((count - 1, code))
+            } else {
+                None
+            };
+            Some(code)
+        }
+        _ => path_fault,
+    };
+    let slow = store
+        .slow_paths
+        .iter()
+        .find(|(contains, _)| uri.path().contains(contains.as_str()))
+        .map(|(_, delay)| *delay);
+    let latency = match (store.latency, slow) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    (latency, fail, store.gone_on_next_watch)
+}
+
+/// Every request of the double: its faults, then port-forwarding, discovery, or the resource its
+/// path names, by method.
 pub(super) async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let method = request.method().clone();
     let uri = request.uri().clone();
     let headers = request.headers().clone();
-    let (latency, fail, gone) = {
-        let mut store = lock(&inner.store);
-        store.requests.push(format!("{method} {uri}"));
-        let path_fault = store
-            .fail_paths
-            .iter()
-            .find(|(contains, _)| {
-                uri.path().contains(contains.as_str())
-                    || uri.query().is_some_and(|q| q.contains(contains.as_str()))
-            })
-            .map(|(_, code)| *code);
-        let fail = match store.fail {
-            Some((count, code)) if count > 0 => {
-                store.fail = if count > 1 {
-                    Some((count - 1, code))
-                } else {
-                    None
-                };
-                Some(code)
-            }
-            _ => path_fault,
-        };
-        let slow = store
-            .slow_paths
-            .iter()
-            .find(|(contains, _)| uri.path().contains(contains.as_str()))
-            .map(|(_, delay)| *delay);
-        let latency = match (store.latency, slow) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        (latency, fail, store.gone_on_next_watch)
-    };
+    let (latency, fail, gone) = faults(&inner, &method, &uri);
     if let Some(latency) = latency {
         tokio::time::sleep(latency).await;
     }
@@ -335,81 +345,9 @@ pub(super) async fn handle(State(inner): State<Arc<Inner>>, request: Request) ->
             watch(inner, target, &query, selector, metadata_only, gone)
         }
         (Method::GET, None) => list(&inner, &target, &selector, metadata_only),
-        (Method::GET, Some(name)) => {
-            let store = lock(&inner.store);
-            match store
-                .objects
-                .get(&key(target.kind, &target.namespace, name))
-            {
-                Some(object) if metadata_only => {
-                    json_response(StatusCode::OK, &as_metadata(object))
-                }
-                Some(object) => json_response(StatusCode::OK, object),
-                None => status(
-                    404,
-                    "NotFound",
-                    &format!("{} \"{name}\" not found", target.kind.plural),
-                ),
-            }
-        }
-        (Method::POST, None) => {
-            let Ok(object) = serde_json::from_slice::<Value>(&body) else {
-                return status(400, "BadRequest", "body is not JSON");
-            };
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let mut store = lock(&inner.store);
-            if name.is_empty() {
-                return status(422, "Invalid", "metadata.name is required");
-            }
-            if store
-                .objects
-                .contains_key(&key(target.kind, &target.namespace, &name))
-            {
-                return status(
-                    409,
-                    "AlreadyExists",
-                    &format!("{} \"{name}\" already exists", target.kind.plural),
-                );
-            }
-            let stored = store.upsert(&inner, target.kind, &target.namespace, object);
-            json_response(StatusCode::CREATED, &stored)
-        }
-        (Method::PUT, Some(name)) => {
-            let Ok(object) = serde_json::from_slice::<Value>(&body) else {
-                return status(400, "BadRequest", "body is not JSON");
-            };
-            let mut store = lock(&inner.store);
-            let k = key(target.kind, &target.namespace, name);
-            let Some(existing) = store.objects.get(&k) else {
-                return status(
-                    404,
-                    "NotFound",
-                    &format!("{} \"{name}\" not found", target.kind.plural),
-                );
-            };
-            let sent_rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
-            if !sent_rv.is_empty()
-                && sent_rv
-                    != existing["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or("")
-            {
-                return status(
-                    409,
-                    "Conflict",
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                );
-            }
-            if dry_run {
-                let existing = existing.clone();
-                return dry_run_answer(&store, target.kind, &target.namespace, &existing, object);
-            }
-            let stored = store.upsert(&inner, target.kind, &target.namespace, object);
-            json_response(StatusCode::OK, &stored)
-        }
+        (Method::GET, Some(name)) => get(&inner, &target, name, metadata_only),
+        (Method::POST, None) => create(&inner, &target, &body),
+        (Method::PUT, Some(name)) => update(&inner, &target, name, &body, dry_run),
         (Method::PATCH, Some(name)) => patch(&inner, &target, name, &headers, &query, &body),
         (Method::DELETE, Some(name)) => {
             let mut store = lock(&inner.store);
@@ -428,6 +366,86 @@ pub(super) async fn handle(State(inner): State<Arc<Inner>>, request: Request) ->
             "method not supported by the API server double",
         ),
     }
+}
+
+/// `GET` of one object.
+fn get(inner: &Inner, target: &Target, name: &str, metadata_only: bool) -> Response {
+    let store = lock(&inner.store);
+    match store
+        .objects
+        .get(&key(target.kind, &target.namespace, name))
+    {
+        Some(object) if metadata_only => json_response(StatusCode::OK, &as_metadata(object)),
+        Some(object) => json_response(StatusCode::OK, object),
+        None => status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", target.kind.plural),
+        ),
+    }
+}
+
+/// `POST`: creates an object that does not exist yet.
+fn create(inner: &Arc<Inner>, target: &Target, body: &[u8]) -> Response {
+    let Ok(object) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut store = lock(&inner.store);
+    if name.is_empty() {
+        return status(422, "Invalid", "metadata.name is required");
+    }
+    if store
+        .objects
+        .contains_key(&key(target.kind, &target.namespace, &name))
+    {
+        return status(
+            409,
+            "AlreadyExists",
+            &format!("{} \"{name}\" already exists", target.kind.plural),
+        );
+    }
+    let stored = store.upsert(inner, target.kind, &target.namespace, object);
+    json_response(StatusCode::CREATED, &stored)
+}
+
+/// `PUT`: replaces an object, refused on a stale `resourceVersion`; with `dryRun`, answers the
+/// would-be object without storing it.
+fn update(inner: &Arc<Inner>, target: &Target, name: &str, body: &[u8], dry_run: bool) -> Response {
+    let Ok(object) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let mut store = lock(&inner.store);
+    let k = key(target.kind, &target.namespace, name);
+    let Some(existing) = store.objects.get(&k) else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", target.kind.plural),
+        );
+    };
+    let sent_rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent_rv.is_empty()
+        && sent_rv
+            != existing["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+    {
+        return status(
+            409,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version and try again",
+        );
+    }
+    if dry_run {
+        let existing = existing.clone();
+        return dry_run_answer(&store, target.kind, &target.namespace, &existing, object);
+    }
+    let stored = store.upsert(inner, target.kind, &target.namespace, object);
+    json_response(StatusCode::OK, &stored)
 }
 
 fn list(inner: &Inner, target: &Target, selector: &FieldSelector, metadata_only: bool) -> Response {
@@ -597,7 +615,7 @@ fn patch(
                 "the API server double does not support dryRun with server-side apply",
             );
         }
-        return ssa::apply(inner, target, name, query, body);
+        return apply::apply(inner, target, name, query, body);
     }
     if query.contains_key("force") {
         return status(

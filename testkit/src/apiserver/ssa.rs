@@ -11,13 +11,13 @@
 //! Not modelled: ownership by non-apply writers (`operation: Update`); a PUT or merge patch
 //! changes the object but nobody's ownership.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::{Inner, Kind, Target, header, json_response, key, lock, status};
+use super::{Kind, header};
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,10 +78,6 @@ fn list_map_keys(kind: Kind, path: &[String]) -> Option<&'static [&'static str]>
     }
 }
 
-/// Metadata fields an apply can set on the main resource; the rest of `metadata` is the
-/// server's.
-const APPLIED_METADATA: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
-
 fn item_key(item: &Value, keys: &[&str]) -> Option<Vec<(String, String)>> {
     let object = item.as_object()?;
     let mut key = keys
@@ -125,7 +121,7 @@ pub(super) fn render_path(path: &[Seg]) -> String {
 }
 
 /// The fields an applied configuration sets.
-fn field_set(kind: Kind, config: &Map<String, Value>) -> Result<FieldSet, String> {
+pub(super) fn field_set(kind: Kind, config: &Map<String, Value>) -> Result<FieldSet, String> {
     let mut out = FieldSet::new();
     collect_fields(kind, config, &mut Vec::new(), &mut Vec::new(), &mut out)?;
     Ok(out)
@@ -200,7 +196,7 @@ fn collect_value(
     }
 }
 
-fn get_at<'v>(value: &'v Value, path: &[Seg]) -> Option<&'v Value> {
+pub(super) fn get_at<'v>(value: &'v Value, path: &[Seg]) -> Option<&'v Value> {
     path.iter().try_fold(value, |current, seg| match seg {
         Seg::Field(name) => current.as_object()?.get(name),
         Seg::Key(key) => current.as_array()?.iter().find(|i| matches_key(i, key)),
@@ -217,7 +213,7 @@ fn get_at_mut<'v>(value: &'v mut Value, path: &[Seg]) -> Option<&'v mut Value> {
     })
 }
 
-fn remove_at(value: &mut Value, path: &[Seg]) {
+pub(super) fn remove_at(value: &mut Value, path: &[Seg]) {
     let Some((last, parent)) = path.split_last() else {
         return;
     };
@@ -232,7 +228,7 @@ fn remove_at(value: &mut Value, path: &[Seg]) {
 
 /// Merges an applied configuration into the live object: maps by field, list-maps by item
 /// key, everything else replaced.
-fn merge(kind: Kind, live: &mut Value, config: &Value, schema: &mut Vec<String>) {
+pub(super) fn merge(kind: Kind, live: &mut Value, config: &Value, schema: &mut Vec<String>) {
     match (config, list_map_keys(kind, schema)) {
         (Value::Object(fields), _) => {
             if !live.is_object() {
@@ -268,7 +264,7 @@ fn merge(kind: Kind, live: &mut Value, config: &Value, schema: &mut Vec<String>)
 
 /// Fields of `applied` (with its configuration `config`) that another manager owns and
 /// `applied` would change: (path, index of the other manager).
-fn conflicts(
+pub(super) fn conflicts(
     applied: &FieldSet,
     config: &Value,
     live: &Value,
@@ -300,7 +296,7 @@ fn conflicts(
 
 /// Takes `path` (and what lies under it) away from a manager, and the maps and lists above
 /// it that held nothing else.
-fn disown(fields: &mut FieldSet, path: &[Seg]) {
+pub(super) fn disown(fields: &mut FieldSet, path: &[Seg]) {
     let under: Vec<FieldPath> = fields
         .range(path.to_vec()..)
         .take_while(|(p, _)| p.starts_with(path))
@@ -324,7 +320,7 @@ fn disown(fields: &mut FieldSet, path: &[Seg]) {
     }
 }
 
-fn conflict_response(
+pub(super) fn conflict_response(
     conflicts: &[(FieldPath, usize)],
     managers: &[Manager],
     object: &str,
@@ -454,339 +450,4 @@ pub(super) fn owned_paths(manager: &Manager) -> Vec<String> {
         .filter(|(_, e)| matches!(e, Entry::Leaf | Entry::Item))
         .map(|(p, _)| render_path(p))
         .collect()
-}
-
-fn same_ownership(a: &[Manager], b: &[Manager]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.name == y.name
-                && x.subresource == y.subresource
-                && x.api_version == y.api_version
-                && x.fields == y.fields
-        })
-}
-
-fn parse_bool(text: &str) -> Option<bool> {
-    match text {
-        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        _ => None,
-    }
-}
-
-fn without_managed_fields(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("managedFields");
-    }
-    object
-}
-
-/// `PATCH` with `application/apply-patch+yaml`.
-pub(super) fn apply(
-    inner: &Inner,
-    target: &Target,
-    name: &str,
-    query: &BTreeMap<String, String>,
-    body: &[u8],
-) -> Response {
-    let kind = target.kind;
-    let manager = query.get("fieldManager").map_or("", String::as_str);
-    if manager.is_empty() {
-        return status(
-            422,
-            "Invalid",
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        );
-    }
-    if manager.len() > 128 {
-        return status(
-            422,
-            "Invalid",
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes",
-        );
-    }
-    let Some(force) = parse_bool(query.get("force").map_or("", String::as_str)) else {
-        return status(
-            400,
-            "BadRequest",
-            "invalid value for force: expected true or false",
-        );
-    };
-    let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
-    let subresource = match target.subresource.as_deref() {
-        None => None,
-        Some("status") => Some("status"),
-        Some(other) => {
-            return status(
-                404,
-                "NotFound",
-                &format!("the server could not find the requested resource ({other})"),
-            );
-        }
-    };
-    let body: Value = match serde_json::from_slice(body) {
-        Ok(body) => body,
-        Err(e) => {
-            return status(
-                400,
-                "BadRequest",
-                &format!(
-                    "the API server double reads apply bodies as JSON only (as kube-rs sends them): {e}"
-                ),
-            );
-        }
-    };
-    let Some(fields) = body.as_object() else {
-        return status(400, "BadRequest", "the apply body is not an object");
-    };
-    let expected_api_version = kind.api_version();
-    let api_version = match fields.get("apiVersion").and_then(Value::as_str) {
-        None | Some("") => {
-            return status(
-                400,
-                "BadRequest",
-                "Object 'apiVersion' is missing in the apply body",
-            );
-        }
-        Some(v) if v != expected_api_version => {
-            return status(
-                400,
-                "BadRequest",
-                &format!(
-                    "the API version in the data ({v}) does not match the expected API version ({expected_api_version})"
-                ),
-            );
-        }
-        Some(v) => v.to_owned(),
-    };
-    match fields.get("kind").and_then(Value::as_str) {
-        None | Some("") => {
-            return status(
-                400,
-                "BadRequest",
-                "Object 'Kind' is missing in the apply body",
-            );
-        }
-        Some(k) if k != kind.kind => {
-            return status(
-                400,
-                "BadRequest",
-                &format!(
-                    "the kind in the data ({k}) does not match the expected kind ({})",
-                    kind.kind
-                ),
-            );
-        }
-        Some(_) => {}
-    }
-    let metadata = fields
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(body_name) = metadata.get("name").and_then(Value::as_str)
-        && body_name != name
-    {
-        return status(
-            400,
-            "BadRequest",
-            &format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            ),
-        );
-    }
-    if let Some(namespace) = metadata.get("namespace").and_then(Value::as_str)
-        && kind.namespaced
-        && !namespace.is_empty()
-        && namespace != target.namespace
-    {
-        return status(
-            400,
-            "BadRequest",
-            "the namespace of the provided object does not match the namespace sent on the request",
-        );
-    }
-    if metadata.get("managedFields").is_some_and(|m| !m.is_null()) {
-        return status(400, "BadRequest", "metadata.managedFields must be nil");
-    }
-    let sent_rv = metadata
-        .get("resourceVersion")
-        .and_then(Value::as_str)
-        .filter(|rv| !rv.is_empty());
-
-    // What this apply manages: `status` through /status, everything else (and a few
-    // metadata fields) through the main resource.
-    let mut config = Map::new();
-    match subresource {
-        Some(_) => {
-            if let Some(status) = fields.get("status").filter(|s| !s.is_null()) {
-                config.insert("status".to_owned(), status.clone());
-            }
-        }
-        None => {
-            for (field, value) in fields {
-                match field.as_str() {
-                    "apiVersion" | "kind" | "status" => {}
-                    "metadata" => {
-                        let applied: Map<String, Value> = metadata
-                            .iter()
-                            .filter(|(k, v)| APPLIED_METADATA.contains(&k.as_str()) && !v.is_null())
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        if !applied.is_empty() {
-                            config.insert(field.clone(), Value::Object(applied));
-                        }
-                    }
-                    _ => {
-                        config.insert(field.clone(), value.clone());
-                    }
-                }
-            }
-        }
-    }
-    let applied = match field_set(kind, &config) {
-        Ok(applied) => applied,
-        Err(e) => {
-            return status(
-                422,
-                "Invalid",
-                &format!(
-                    "failed to create typed patch object ({}/{name}; {expected_api_version}, Kind={}): {e}",
-                    target.namespace, kind.kind
-                ),
-            );
-        }
-    };
-    let config = Value::Object(config);
-
-    let mut store = lock(&inner.store);
-    let k = key(kind, &target.namespace, name);
-    let existing = store.objects.get(&k).cloned();
-    let object_name = format!("{}.{}", kind.plural, kind.group);
-    let object_name = object_name.trim_end_matches('.');
-    if let (Some(existing), Some(sent_rv)) = (&existing, sent_rv)
-        && existing["metadata"]["resourceVersion"].as_str() != Some(sent_rv)
-    {
-        return status(
-            409,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {object_name} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-        );
-    }
-    let mut live = match &existing {
-        Some(object) => without_managed_fields(object),
-        None if subresource.is_some() => {
-            return status(
-                404,
-                "NotFound",
-                &format!("{object_name} \"{name}\" not found"),
-            );
-        }
-        None => json!({
-            "apiVersion": expected_api_version,
-            "kind": kind.kind,
-            "metadata": {"name": name},
-        }),
-    };
-    let before = store.managers.get(&k).cloned().unwrap_or_default();
-    let mut managers = before.clone();
-    let me = managers
-        .iter()
-        .position(|m| m.name == manager && m.subresource.as_deref() == subresource);
-
-    let found = conflicts(&applied, &config, &live, &managers, me);
-    if !found.is_empty() {
-        if !force {
-            return conflict_response(&found, &managers, name);
-        }
-        for (path, index) in &found {
-            if let Some(other) = managers.get_mut(*index) {
-                disown(&mut other.fields, path);
-            }
-        }
-    }
-
-    // Remove what this manager owned before, no longer applies, and nobody else owns.
-    let previous = me
-        .and_then(|i| managers.get(i))
-        .map(|m| m.fields.clone())
-        .unwrap_or_default();
-    let others: BTreeSet<&FieldPath> = managers
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != me)
-        .flat_map(|(_, m)| m.fields.keys())
-        .collect();
-    for (path, entry) in previous.iter().rev() {
-        if applied.contains_key(path) || others.contains(path) {
-            continue;
-        }
-        let remove = match entry {
-            Entry::Leaf | Entry::Item => true,
-            // A map or list goes only once nothing is left in it.
-            Entry::Map | Entry::List => get_at(&live, path).is_some_and(|v| match v {
-                Value::Object(m) => m.is_empty(),
-                Value::Array(a) => a.is_empty(),
-                _ => true,
-            }),
-        };
-        if remove {
-            remove_at(&mut live, path);
-        }
-    }
-    merge(kind, &mut live, &config, &mut Vec::new());
-
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let record = Manager {
-        name: manager.to_owned(),
-        subresource: subresource.map(str::to_owned),
-        api_version,
-        time: now.clone(),
-        fields: applied,
-    };
-    match (me, record.fields.is_empty()) {
-        (Some(i), true) => {
-            managers.remove(i);
-        }
-        (Some(i), false) => {
-            if let Some(slot) = managers.get_mut(i) {
-                *slot = record;
-            }
-        }
-        (None, true) => {}
-        (None, false) => managers.push(record),
-    }
-    managers.retain(|m| !m.fields.is_empty());
-
-    let unchanged = existing
-        .as_ref()
-        .is_some_and(|old| without_managed_fields(old) == live)
-        && same_ownership(&before, &managers);
-    if unchanged && let Some(existing) = existing {
-        // A no-op apply writes nothing: no new resourceVersion, no watch event.
-        return json_response(StatusCode::OK, &existing);
-    }
-    // Other managers keep their times; this one was just written. (A manager that the
-    // changed fields were forced away from keeps its time, as a simplification.)
-    let code = if existing.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    if dry_run {
-        if !managers.is_empty() {
-            live["metadata"]["managedFields"] = render_managed_fields(&managers);
-        }
-        return json_response(code, &live);
-    }
-    if managers.is_empty() {
-        store.managers.remove(&k);
-    } else {
-        store.managers.insert(k, managers);
-    }
-    let stored = store.upsert(inner, kind, &target.namespace, live);
-    json_response(code, &stored)
 }

@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -270,6 +270,44 @@ fn frame(channel: u8, data: &[u8]) -> Message {
     Message::binary(bytes)
 }
 
+/// Connects to a port's target; why not, in the words the kubelet uses (Go's).
+async fn dial(target: Option<SocketAddr>) -> Result<TcpStream, String> {
+    let Some(address) = target else {
+        return Err("connect: connection refused".to_owned());
+    };
+    match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err("connect: connection refused".to_owned())
+        }
+        Ok(Err(e)) => Err(format!("connect: {e}")),
+        Err(_) => Err("i/o timeout".to_owned()),
+    }
+}
+
+/// Sends what the port's connection reads as frames of its data `channel`, until it ends; then
+/// says port `index` is done.
+async fn pump(
+    mut read: OwnedReadHalf,
+    channel: u8,
+    out: mpsc::Sender<Message>,
+    done: mpsc::UnboundedSender<usize>,
+    index: usize,
+) {
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if out.send(frame(channel, &buf[..n])).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = done.send(index);
+}
+
 /// One forward: the channels' port frames, a dial per port, then bytes both ways until every
 /// port is done, the client closes, or the pod is deleted.
 async fn session<S>(
@@ -304,40 +342,17 @@ async fn session<S>(
     let mut readers = Vec::new();
     for (index, (port, target)) in ports.iter().enumerate() {
         let channel = (2 * index) as u8;
-        let dialed = match target {
-            None => Err("connect: connection refused".to_owned()),
-            Some(address) => {
-                match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address)).await {
-                    Ok(Ok(stream)) => Ok(stream),
-                    // Go's words, as the kubelet says them.
-                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                        Err("connect: connection refused".to_owned())
-                    }
-                    Ok(Err(e)) => Err(format!("connect: {e}")),
-                    Err(_) => Err("i/o timeout".to_owned()),
-                }
-            }
-        };
-        match dialed {
+        match dial(*target).await {
             Ok(stream) => {
-                let (mut read, write) = stream.into_split();
+                let (read, write) = stream.into_split();
                 writers.push(Some(write));
-                let out = out.clone();
-                let done = done_tx.clone();
-                readers.push(tokio::spawn(async move {
-                    let mut buf = vec![0u8; 32 * 1024];
-                    loop {
-                        match read.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => {
-                                if out.send(frame(channel, &buf[..n])).await.is_err() {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    let _ = done.send(index);
-                }));
+                readers.push(tokio::spawn(pump(
+                    read,
+                    channel,
+                    out.clone(),
+                    done_tx.clone(),
+                    index,
+                )));
             }
             Err(reason) => {
                 writers.push(None);
