@@ -207,7 +207,7 @@ fn read_all(paths: &[PathBuf]) -> Vec<(PathBuf, Read)> {
 fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>, String> {
     drift_load::list_dir(dir, drift_load::YAML).map_err(|e| match e {
         // The path is the file's own name in /status and the logs.
-        drift_load::LoadError::List { source, .. } => format!("cannot list directory: {source}"),
+        drift_load::LoadError::List { error, .. } => format!("cannot list directory: {error}"),
         other => other.to_string(),
     })
 }

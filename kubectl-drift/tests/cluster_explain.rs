@@ -119,7 +119,7 @@ fn explain_resolves_kinds_like_kubectl_and_reads_the_cluster_rules() {
             "Object:  StatefulSet staging/new-db",
             "Winner:  ops/images",
             "Mode:    warn (from namespace annotation drift-sentinel.k8s.io/mode)",
-            "Bypass:  annotation drift-sentinel.k8s.io/bypass present but \"yes\" (only \"true\" bypasses)",
+            "Bypass:  annotation drift-sentinel.k8s.io/bypass set to \"yes\" but no bypass: \"yes\" is neither \"true\" nor an RFC 3339 time such as 2026-12-10T18:00:00Z",
         ],
     );
 }

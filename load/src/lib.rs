@@ -17,15 +17,17 @@ pub const YAML_OR_JSON: &[&str] = &["yaml", "yml", "json"];
 pub enum LoadError {
     #[error("{0} does not exist")]
     Missing(PathBuf),
-    #[error("cannot list {path}: {source}")]
+    // The io error is part of the message, not a `source` (an error chain would print it
+    // twice).
+    #[error("cannot list {path}: {error}")]
     List {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(transparent)]
     Parse(#[from] drift_engine::manifests::ManifestError),
@@ -45,9 +47,9 @@ pub fn is_listed(path: &Path, extensions: &[&str]) -> bool {
 /// The files of a directory with one of `extensions` (not hidden ones, not directories), in
 /// name order.
 pub fn list_dir(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, LoadError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| LoadError::List {
+    let entries = std::fs::read_dir(dir).map_err(|error| LoadError::List {
         path: dir.to_owned(),
-        source,
+        error,
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -76,9 +78,9 @@ pub fn files(paths: &[PathBuf], extensions: &[&str]) -> Result<Vec<PathBuf>, Loa
 
 /// A file's text.
 pub fn read_text(file: &Path) -> Result<String, LoadError> {
-    std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+    std::fs::read_to_string(file).map_err(|error| LoadError::Read {
         path: file.to_owned(),
-        source,
+        error,
     })
 }
 
@@ -136,6 +138,8 @@ mod tests {
             unreadable.to_string().starts_with("cannot read "),
             "{unreadable}"
         );
+        // The cause is in the message once: not repeated by an error chain.
+        assert!(std::error::Error::source(&unreadable).is_none());
     }
 
     #[test]

@@ -4,9 +4,11 @@
 
 use std::fmt::Write as _;
 
+use drift_engine::bypass::{Bypass, BypassRefusal};
 use drift_engine::evaluation::{Mismatch, Settled};
 use drift_engine::review::AdmissionRequest;
 use drift_engine::rule::Mode;
+use drift_engine::time::{format_rfc3339_seconds, human_duration};
 use drift_engine::{CompiledRule, Evaluation, PathPattern, RuleSet};
 use serde_json::{Value, json};
 
@@ -26,6 +28,8 @@ struct Considered<'r> {
 /// Where the request stands with the winning rule.
 struct Standing<'e> {
     bypass_value: Option<&'e str>,
+    /// What the bypass annotation means at the time of the evaluation.
+    bypass: Option<&'e Result<Bypass, BypassRefusal>>,
     in_scope: bool,
     exempt: bool,
     bypassed: bool,
@@ -39,6 +43,7 @@ impl<'e> Standing<'e> {
         let settled = matched.map(|m| &m.settled);
         Standing {
             bypass_value: matched.and_then(|m| m.bypass_value.as_deref()),
+            bypass: matched.and_then(|m| m.bypass.as_ref()),
             in_scope: !matches!(settled, Some(Settled::UserNotInScope)),
             exempt: matches!(settled, Some(Settled::UserExempt)),
             bypassed: matches!(settled, Some(Settled::Bypassed(_))),
@@ -163,7 +168,12 @@ fn document(
         "include": winner.map(|r| strings(&r.include)),
         "exclude": winner.map(|r| strings(&r.exclude)),
         "mutable": winner.map(|r| strings(&r.mutable)),
-        "bypass": winner.map(|r| json!({"annotation": r.bypass, "value": standing.bypass_value, "active": standing.bypassed})),
+        "bypass": winner.map(|r| json!({
+            "annotation": r.bypass, "value": standing.bypass_value, "active": standing.bypassed,
+            "end": standing.bypass.and_then(|b| b.as_ref().ok()).and_then(|b| b.end).map(format_rfc3339_seconds),
+            "meaning": standing.bypass.map(|b| match b { Ok(bypass) => bypass.to_string(), Err(refusal) => format!("no bypass: {refusal}") }),
+            "maxBypass": r.max_bypass.map(human_duration),
+        })),
         "users": winner.map(|r| json!({"scoped": r.users, "inScope": standing.in_scope, "exempt": standing.exempt})),
         "warnings": evaluation.warnings(),
         "invalidRules": rules.invalid().iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -291,15 +301,21 @@ fn winner_text(
     let _ = writeln!(out, "Include: {}", list(&rule.include, "(everything)"));
     let _ = writeln!(out, "Exclude: {}", list(&rule.exclude, "(none)"));
     let _ = writeln!(out, "Mutable: {}", list(&rule.mutable, "(none)"));
-    let state = match standing.bypass_value {
-        Some(v) if standing.bypassed => format!("set to {v:?}: every UPDATE is allowed"),
-        Some(v) if standing.settled_before_bypass => {
+    let state = match (standing.bypass_value, standing.bypass) {
+        (Some(v), _) if standing.settled_before_bypass => {
             format!("set to {v:?} (not reached: an earlier step settles the request)")
         }
-        Some(v) => format!("present but {v:?} (only \"true\" bypasses)"),
-        None => "not set".to_owned(),
+        (Some(v), Some(Ok(bypass))) => {
+            format!("set to {v:?}: {bypass}; every UPDATE is allowed, with a warning")
+        }
+        (Some(v), Some(Err(refusal))) => format!("set to {v:?} but no bypass: {refusal}"),
+        _ => "not set".to_owned(),
     };
-    let _ = writeln!(out, "Bypass:  annotation {} {state}", rule.bypass);
+    let cap = rule
+        .max_bypass
+        .map(|max| format!(" (maxBypass {})", human_duration(max)))
+        .unwrap_or_default();
+    let _ = writeln!(out, "Bypass:  annotation {}{cap} {state}", rule.bypass);
     let user = &request.user_info.username;
     if !rule.users.is_empty() {
         let _ = writeln!(

@@ -157,11 +157,16 @@ fn preview_text(
     {
         let _ = writeln!(
             out,
-            "\nTo allow it: make {} mutable in rule {} (mutable now: {}), or set annotation {}: \"true\" on the object.",
+            "\nTo allow it: make {} mutable in rule {} (mutable now: {}), or bypass it for a while: kubectl drift bypass {}/{} --for DURATION (annotation {}{}).",
             evaluation.denied_paths().join(", "),
             rule.id,
             rule.mutable_text,
-            rule.bypass
+            request.kind.kind.to_ascii_lowercase(),
+            request.name(),
+            rule.bypass,
+            rule.max_bypass
+                .map(|max| format!(", at most {}", drift_engine::time::human_duration(max)))
+                .unwrap_or_default()
         );
     }
     if !rules.invalid().is_empty() {
