@@ -33,6 +33,9 @@ impl Style {
     pub(crate) fn yellow(&self, text: &str) -> String {
         self.paint("33", text)
     }
+    pub(crate) fn magenta(&self, text: &str) -> String {
+        self.paint("35", text)
+    }
     pub(crate) fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }

@@ -125,6 +125,7 @@ impl LinePrint {
                     cells[4] = match cells[4].as_str() {
                         "deny" => style.red(&cells[4]),
                         "warn" => style.yellow(&cells[4]),
+                        "bypass" => style.magenta(&cells[4]),
                         _ => cells[4].clone(),
                     };
                 }
@@ -451,6 +452,23 @@ mod tests {
         let line = plain.record(text, &record).unwrap();
         // The source follows the time: admission and audit lines mix in one output.
         assert!(line.starts_with("01-15 08:00:20  webhook  prod/"), "{line}");
+    }
+
+    #[test]
+    fn an_edit_a_bypass_allowed_is_marked() {
+        let text = r#"{"eventType":"violation_admission","id":"2","timestamp":"2027-01-15T08:00:21Z","operation":"UPDATE","resourceNamespace":"prod","resourceName":"web","resourceKind":"Deployment","ruleName":"r","ruleNamespace":"ops","mode":"enforce","enforcementAction":"bypass","message":"Drift Sentinel: bypass until 2027-01-15T12:00:00Z, in 3h59m: rule ops/r","bypass":{"endState":"active","end":"2027-01-15T12:00:00Z","value":"2027-01-15T12:00:00Z","setBy":""}}"#;
+        let record = record::Record::parse(text).unwrap();
+        let coloured = LinePrint {
+            output: Output::Text,
+            colour: true,
+        };
+        let line = coloured.record(text, &record).unwrap();
+        assert!(line.contains("\x1b[35mbypass\x1b[0m"), "{line}");
+        assert!(
+            line.trim_end()
+                .ends_with("bypass until 2027-01-15T12:00:00Z"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -169,17 +169,24 @@ fn action_style(action: &str) -> Style {
         "deny" => Style::new().fg(Color::Red),
         "warn" => Style::new().fg(Color::Yellow),
         "dryrun" => Style::new().fg(Color::Cyan),
+        // An edit a bypass allowed: what a forgotten exception lets through.
+        "bypass" => Style::new().fg(Color::Magenta),
         _ => Style::new(),
     }
 }
 
-/// The cells of one list row: time, object, kind, rule, action, first denied path.
+/// The cells of one list row: time, object, kind, rule, action, first denied path (for an
+/// edit a bypass allowed: the bypass and its end).
 pub(crate) fn row_cells(record: &Record) -> [String; 6] {
     let paths = &record.details.denied_paths;
-    let denied = match paths.len() {
-        0 => String::new(),
-        1 => paths[0].to_string(),
-        n => format!("{} (+{})", paths[0], n - 1),
+    let denied = match (&record.bypass, paths.len()) {
+        (Some(bypass), _) => match &bypass.end {
+            Some(end) => format!("bypass until {end}"),
+            None => "bypass without an end".to_owned(),
+        },
+        (None, 0) => String::new(),
+        (None, 1) => paths[0].to_string(),
+        (None, n) => format!("{} (+{})", paths[0], n - 1),
     };
     [
         short_time(record),
@@ -329,6 +336,17 @@ fn detail_lines(entry: &Entry, app: &App) -> Vec<Line<'static>> {
             action_style(&r.enforcement_action),
         ),
     ]));
+    if let Some(bypass) = &r.bypass {
+        let end = bypass
+            .end
+            .as_deref()
+            .map_or("without an end".to_owned(), |end| format!("until {end}"));
+        lines.push(field(
+            "Bypass",
+            format!("{} {end} ({})", bypass.value, bypass.end_state),
+        ));
+        lines.push(field("Message", r.message.to_string()));
+    }
     let denied = &r.details.denied_paths;
     lines.push(Line::styled(
         format!("Denied paths ({})", denied.len()),
