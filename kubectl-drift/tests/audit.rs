@@ -452,7 +452,13 @@ fn status_shows_the_last_run_of_the_audit_pods() {
         .lines()
         .find(|l| l.starts_with("drift-sentinel-audit-5c7d-x "))
         .unwrap_or_else(|| panic!("{stdout}"));
+    // Drifted/clean/no-baseline/skipped, then the bypasses (none in the dump).
     assert!(row.contains(" 5/2/1/0 "), "{row}");
+    assert!(row.contains(" 0/0/0 "), "{row}");
+    assert!(
+        section.contains("BYPASSED NO-END/ACTIVE/ENDED"),
+        "{section}"
+    );
     assert!(row.trim_end().ends_with("ok"), "{row}");
     let _guard = runtime.enter();
     drop(server);

@@ -210,7 +210,7 @@ fn findings(
     }
 }
 
-/// The row of an audit pod: pod, ready, last run, its age, duration, counts, state.
+/// The row of an audit pod: pod, ready, last run, its age, duration, counts, bypasses, state.
 pub(super) fn row(p: &AuditPodReport, now: SystemTime) -> Vec<String> {
     let admin = p.admin.as_ref();
     let run = admin.and_then(|a| a.last_run.as_ref());
@@ -230,6 +230,10 @@ pub(super) fn row(p: &AuditPodReport, now: SystemTime) -> Vec<String> {
         run.map_or_else(dash, |r| {
             let c = r.counts;
             format!("{}/{}/{}/{}", c.drifted, c.clean, c.no_baseline, c.skipped)
+        }),
+        run.map_or_else(dash, |r| {
+            let b = r.counts.bypassed;
+            format!("{}/{}/{}", b.none, b.active, b.expired + b.not_honoured)
         }),
         match admin {
             None => dash(),
@@ -251,6 +255,8 @@ pub(super) const HEADER: &[&str] = &[
     "COMPLETED",
     "DURATION",
     "DRIFTED/CLEAN/NO_BASELINE/SKIPPED",
+    // Bypass annotations: without an end, active, ended or not honoured (audited).
+    "BYPASSED NO-END/ACTIVE/ENDED",
     "STATE",
 ];
 
