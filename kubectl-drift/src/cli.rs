@@ -7,8 +7,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// The namespace the chart is installed in, by the documentation's habit.
-pub(crate) const DEFAULT_AGENT_NAMESPACE: &str = "drift-sentinel";
 /// The chart's selector labels of the agent (webhook) pods, less the release name
 /// (`charts/drift-sentinel/templates/_helpers.tpl`, `drift-sentinel.selectorLabels`).
 pub(crate) const DEFAULT_SELECTOR: &str =
@@ -278,9 +276,12 @@ pub(crate) struct CompletionArgs {
 /// `preview` read the agent's cluster rule namespaces from them).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct AgentPods {
-    /// Namespace of the agent: its pods and the Connection.
-    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_AGENT_NAMESPACE)]
-    pub agent_namespace: String,
+    /// Namespace of the agent: its pods and the Connection. Default: where the cluster's
+    /// validate.drift-sentinel.k8s.io webhook points (its Service's namespace, else the
+    /// namespace of the Helm release that installed it); when that cannot be told, the
+    /// command says so and exits 2.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub agent_namespace: Option<String>,
     /// Label selector of the agent pods (the chart's selector labels).
     #[arg(short = 'l', long, default_value = DEFAULT_SELECTOR)]
     pub selector: String,

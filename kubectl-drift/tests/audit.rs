@@ -422,6 +422,8 @@ fn status_shows_the_last_run_of_the_audit_pods() {
         "status",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
+        "--agent-namespace",
+        "drift-sentinel",
         "-o",
         "json",
     ]);
@@ -445,7 +447,13 @@ fn status_shows_the_last_run_of_the_audit_pods() {
             .any(|p| p.as_str().unwrap().contains("audit")),
         "{problems:?}"
     );
-    let output = plugin(&["status", "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let output = plugin(&[
+        "status",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--agent-namespace",
+        "drift-sentinel",
+    ]);
     let stdout = text(&output.stdout);
     let section = &stdout[stdout.find("Audit pods").expect("an audit section")..];
     let row = section

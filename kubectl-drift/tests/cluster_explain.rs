@@ -405,3 +405,75 @@ fn an_agent_without_cluster_rule_namespaces_gets_the_default() {
         ],
     );
 }
+
+/// The plugin without `--agent-namespace`, as a person runs it.
+fn explain_unaided(cluster: &Cluster) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-drift"))
+        .args(["explain", "deploy/web", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .env("NO_COLOR", "1")
+        .env("KUBECONFIG", cluster.path().join("no-such-kubeconfig"))
+        .output()
+        .expect("run kubectl-drift")
+}
+
+fn webhook_configuration(client_config: Value, annotations: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "drift-sentinel", "annotations": annotations},
+        "webhooks": [{"name": "validate.drift-sentinel.k8s.io", "clientConfig": client_config,
+            "admissionReviewVersions": ["v1"], "sideEffects": "None"}]
+    })
+}
+
+#[test]
+fn the_agent_is_found_where_the_webhook_points_or_the_plugin_says_it_cannot_tell() {
+    let cluster = Cluster::start("prod");
+    // A team's rule in prod: a namespace rule unless prod is the agent's namespace.
+    cluster.api().apply(rule(
+        "prod",
+        "tenant",
+        "mode: enforce\npriority: 1000\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
+    ));
+
+    // No webhook configuration: it says so in one line and exits 2, rather than guess.
+    let output = explain_unaided(&cluster);
+    assert_eq!(output.status.code(), Some(2), "{}", screen(&output));
+    let error = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        error.trim_end(),
+        "error: cannot tell the agent's namespace: no ValidatingWebhookConfiguration has the webhook validate.drift-sentinel.k8s.io (is Drift Sentinel installed?); give --agent-namespace"
+    );
+
+    // The webhook's Service in ops: ops is the agent's namespace, its rules cluster rules.
+    cluster.api().apply(webhook_configuration(
+        serde_json::json!({"service": {"name": "drift-sentinel", "namespace": "ops"}}),
+        serde_json::json!({}),
+    ));
+    let output = explain_unaided(&cluster);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(&output, &["Winner:  ops/images (cluster rule)"]);
+
+    // Called by URL, installed by Helm in prod: prod's rules are the cluster rules now.
+    cluster.api().apply(webhook_configuration(
+        serde_json::json!({"url": "https://10.0.0.9:8443/validate"}),
+        serde_json::json!({"meta.helm.sh/release-namespace": "prod"}),
+    ));
+    let output = explain_unaided(&cluster);
+    assert_eq!(output.status.code(), Some(0), "{}", screen(&output));
+    assert_contains(&output, &["Winner:  prod/tenant (cluster rule)"]);
+
+    // By URL without a release: it cannot tell.
+    cluster.api().apply(webhook_configuration(
+        serde_json::json!({"url": "https://10.0.0.9:8443/validate"}),
+        serde_json::json!({}),
+    ));
+    let output = explain_unaided(&cluster);
+    assert_eq!(output.status.code(), Some(2), "{}", screen(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("calls validate.drift-sentinel.k8s.io by URL and names no Helm release"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

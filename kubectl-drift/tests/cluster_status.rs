@@ -340,8 +340,16 @@ fn status_flags_stale_sources_errors_unready_pods_and_invalid_rules_and_exits_1(
 #[test]
 fn status_names_what_is_missing() {
     let cluster = Cluster::start();
-    // No pods, no Connection, no webhook configuration.
+    // No webhook configuration: where the agent runs cannot be told, and the plugin does not
+    // guess.
     let output = cluster.plugin(&["status"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert_eq!(
+        stderr(&output).trim_end(),
+        "error: cannot tell the agent's namespace: no ValidatingWebhookConfiguration has the webhook validate.drift-sentinel.k8s.io (is Drift Sentinel installed?); give --agent-namespace"
+    );
+    // No pods, no Connection, no webhook configuration in the namespace given.
+    let output = cluster.plugin(&["status", "--agent-namespace", "drift-sentinel"]);
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{text}\n{}", stderr(&output));
     assert!(
@@ -447,6 +455,16 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
     for (args, expected) in [
         (
             vec!["status", "--kubeconfig", gone.to_str().unwrap()],
+            "cannot tell the agent's namespace: cannot list the ValidatingWebhookConfigurations at http://127.0.0.1:",
+        ),
+        (
+            vec![
+                "status",
+                "--kubeconfig",
+                gone.to_str().unwrap(),
+                "--agent-namespace",
+                "drift-sentinel",
+            ],
             "cannot list the agent pods (namespace drift-sentinel, selector app.kubernetes.io/name=drift-sentinel,app.kubernetes.io/component=webhook) at http://127.0.0.1:",
         ),
         (
@@ -482,7 +500,7 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
         contains: "/pods".to_owned(),
         status: 500,
     });
-    let output = cluster.plugin(&["status"]);
+    let output = cluster.plugin(&["status", "--agent-namespace", "drift-sentinel"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("injected failure"),

@@ -696,7 +696,7 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
 #[test]
 fn tail_without_agent_pods_exits_2() {
     let cluster = Cluster::start();
-    let output = cluster.plugin(&["tail", "--no-tui"]);
+    let output = cluster.plugin(&["tail", "--no-tui", "--agent-namespace", "drift-sentinel"]);
     let text = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");

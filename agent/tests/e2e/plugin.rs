@@ -70,6 +70,21 @@ fn explain_names_the_winning_rule() {
         stdout(&output)
     );
 
+    // Without --agent-namespace the plugin finds the agent where the webhook points: the chart
+    // registers it by URL here, so by the Helm release's namespace.
+    let output = kubectl_drift_as_given(&env, &["explain", "deploy/web", "-n", &ns]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("drift-system/drift-sentinel-default-rule (cluster rule)"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("its namespace \"drift-system\""),
+        "{}",
+        stderr(&output)
+    );
+
     let output = kubectl_drift(&env, &["explain", "nosuchkind/web", "-n", &ns]);
     assert_eq!(output.status.code(), Some(2));
     assert!(

@@ -37,8 +37,7 @@ use crate::cli::Output;
 use crate::cluster::{self, Cluster, collection_path, forward, pods};
 use crate::files;
 use crate::plan::{
-    Agents, ClusterExplain, ClusterPreview, ClusterTiers, DEFAULT_USER, Edit, Kube, ObjectRef,
-    Print,
+    ClusterExplain, ClusterPreview, ClusterTiers, DEFAULT_USER, Edit, Kube, ObjectRef, Print,
 };
 use crate::render::{self, Style};
 use crate::verdict::{Verdict, evaluate_update, request_for};
@@ -178,12 +177,12 @@ async fn cluster_rules(cluster: &Cluster) -> anyhow::Result<Vec<RuleSource>> {
 /// Which rule ConfigMaps are cluster rules, as the agent decides it: `--cluster-rule-namespaces`
 /// when given, else what an agent pod's `/status` reports, else (with a warning on stderr) the
 /// agent's default, its own namespace.
-async fn tier_policy(cluster: &Cluster, tiers: &ClusterTiers) -> TierPolicy {
+async fn tier_policy(cluster: &Cluster, tiers: &ClusterTiers) -> anyhow::Result<TierPolicy> {
     if let Some(policy) = &tiers.given {
-        return policy.clone();
+        return Ok(policy.clone());
     }
-    let agents = &tiers.agents;
-    match agent_tier_policy(cluster, agents).await {
+    let agents = &pods::locate(cluster, &tiers.agents).await?;
+    Ok(match agent_tier_policy(cluster, agents).await {
         Ok(policy) => policy,
         Err(why) => {
             eprintln!(
@@ -194,12 +193,15 @@ async fn tier_policy(cluster: &Cluster, tiers: &ClusterTiers) -> TierPolicy {
             TierPolicy::cluster_namespaces(&[agents.namespace.as_str()])
                 .unwrap_or_else(|_| TierPolicy::all_cluster())
         }
-    }
+    })
 }
 
 /// The cluster rule namespaces an agent pod's admin `/status` reports (the first running pod
 /// that answers), or why none could be read.
-async fn agent_tier_policy(cluster: &Cluster, agents: &Agents) -> Result<TierPolicy, String> {
+async fn agent_tier_policy(
+    cluster: &Cluster,
+    agents: &pods::Located,
+) -> Result<TierPolicy, String> {
     let pods = pods::agent_pods(cluster, &agents.namespace, &agents.selector)
         .await
         .map_err(|e| format!("{e:#}"))?;
@@ -299,7 +301,7 @@ pub(crate) async fn tiered_rules(
     tiers: &ClusterTiers,
 ) -> anyhow::Result<RuleSet> {
     let (sources, policy) = tokio::join!(cluster_rules(cluster), tier_policy(cluster, tiers));
-    Ok(RuleSet::build_with(sources?, &policy))
+    Ok(RuleSet::build_with(sources?, &policy?))
 }
 
 /// The object an update of `live` into `edited` sends, as the API server sees it: the server's

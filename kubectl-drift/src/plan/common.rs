@@ -88,10 +88,11 @@ pub(crate) fn parse_timeout(text: &str) -> anyhow::Result<Option<Duration>> {
     Ok((!duration.is_zero()).then_some(duration))
 }
 
-/// The agent pods of `status` and `tail`.
+/// The agent pods of `status` and `tail`, as the flags name them: the namespace is found in
+/// the cluster when `--agent-namespace` does not give it ([`crate::cluster::pods::locate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Agents {
-    pub namespace: String,
+    pub namespace: Option<String>,
     pub selector: String,
     pub port: u16,
 }

@@ -247,7 +247,7 @@ mod tests {
         };
         assert_eq!(tail.view, TailView::Lines(Output::Yaml));
         assert!(
-            matches!(tail.admins, Admins::Cluster { agents: Agents { ref namespace, .. }, .. } if namespace == "ops")
+            matches!(tail.admins, Admins::Cluster { agents: Agents { ref namespace, .. }, .. } if namespace.as_deref() == Some("ops"))
         );
     }
 

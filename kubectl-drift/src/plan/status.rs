@@ -19,8 +19,7 @@ pub(crate) struct Status {
 pub(super) fn status(args: &StatusArgs) -> anyhow::Result<Status> {
     if let Some(namespace) = &args.kube.namespace {
         bail!(
-            "status looks at the agent, not at objects: its namespace is --agent-namespace (default {}), not -n; try --agent-namespace {namespace}",
-            crate::cli::DEFAULT_AGENT_NAMESPACE
+            "status looks at the agent, not at objects: its namespace is --agent-namespace (default: where the webhook points), not -n; try --agent-namespace {namespace}"
         );
     }
     Ok(Status {

@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::cluster::forward::{self, ForwardError};
-use crate::cluster::pods::{self, AgentPod};
+use crate::cluster::pods::{self, AgentPod, Located};
 use crate::cluster::{self, Cluster};
 use crate::plan::Status;
 
@@ -30,11 +30,13 @@ pub(super) struct Facts {
     /// The audit pods (the chart's audit Deployment) and, by pod, their admin `/status`.
     pub audit_pods: Vec<AgentPod>,
     pub audit_admins: Vec<Option<AdminAnswer>>,
+    /// Where the agent was found.
+    pub agents: Located,
 }
 
 pub(super) async fn fetch(plan: &Status) -> anyhow::Result<Facts> {
     let cluster = cluster::connect(&plan.kube, "").await?;
-    let agents = &plan.agents;
+    let agents = &pods::locate(&cluster, &plan.agents).await?;
     let (pods, audit_pods) = tokio::join!(
         pods::agent_pods(&cluster, &agents.namespace, &agents.selector),
         pods::agent_pods(&cluster, &agents.namespace, &plan.audit_selector),
@@ -43,8 +45,8 @@ pub(super) async fn fetch(plan: &Status) -> anyhow::Result<Facts> {
     let (connection, webhook_configurations, admins, audit_admins) = tokio::join!(
         read_connection(&cluster, &agents.namespace, &plan.connection),
         read_webhooks(&cluster, plan.webhook.as_deref()),
-        ask_admins(&cluster, plan, &pods),
-        ask_admins(&cluster, plan, &audit_pods),
+        ask_admins(&cluster, agents, &pods),
+        ask_admins(&cluster, agents, &audit_pods),
     );
     Ok(Facts {
         pods,
@@ -53,20 +55,20 @@ pub(super) async fn fetch(plan: &Status) -> anyhow::Result<Facts> {
         webhook_configurations: webhook_configurations?,
         audit_pods,
         audit_admins,
+        agents: agents.clone(),
     })
 }
 
 /// Every running pod's admin `/status`, at once.
 async fn ask_admins(
     cluster: &Cluster,
-    plan: &Status,
+    agents: &Located,
     pods: &[AgentPod],
 ) -> Vec<Option<AdminAnswer>> {
     let asks = pods.iter().map(|pod| async move {
         if !pod.reachable() {
             return None;
         }
-        let agents = &plan.agents;
         Some(
             forward::admin_get(
                 cluster,

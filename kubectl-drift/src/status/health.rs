@@ -26,7 +26,8 @@ pub(super) const STALE_AFTER: Duration = Duration::from_secs(120);
 
 /// The report of what was read, as of `now`.
 pub(super) fn report_of(facts: Facts, plan: &Status, now: SystemTime) -> Report {
-    let port = plan.agents.port;
+    let agents = facts.agents.clone();
+    let port = agents.port;
     let pods: Vec<PodReport> = facts
         .pods
         .into_iter()
@@ -40,18 +41,18 @@ pub(super) fn report_of(facts: Facts, plan: &Status, now: SystemTime) -> Report 
     let webhook_configurations = facts
         .webhook_configurations
         .iter()
-        .map(|c| webhook_report(c, &plan.agents.namespace))
+        .map(|c| webhook_report(c, &agents.namespace))
         .collect();
     let (audit, audit_problems, audit_warnings) = super::audit::audit_health(
         &plan.audit_selector,
-        &plan.agents.namespace,
+        &agents.namespace,
         facts.audit_pods,
         facts.audit_admins,
         now,
     );
     let mut report = Report {
-        namespace: plan.agents.namespace.clone(),
-        selector: plan.agents.selector.clone(),
+        namespace: agents.namespace.clone(),
+        selector: agents.selector.clone(),
         healthy: true,
         problems: Vec::new(),
         warnings: Vec::new(),
@@ -637,7 +638,7 @@ mod tests {
         Status {
             kube: crate::plan::Kube::default(),
             agents: crate::plan::Agents {
-                namespace: "drift-sentinel".into(),
+                namespace: None,
                 selector: "app=agent".into(),
                 port: 9090,
             },
@@ -672,6 +673,11 @@ mod tests {
             }))
             .unwrap();
         let facts = Facts {
+            agents: crate::cluster::pods::Located {
+                namespace: "drift-sentinel".into(),
+                selector: "app=agent".into(),
+                port: 9090,
+            },
             pods: vec![
                 pod("a", true),
                 pod("b", false),

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::cluster::Cluster;
 use crate::cluster::forward::{self, ForwardError, ForwardGuard, PortFailure};
-use crate::cluster::pods::{AgentPod, agent_pods};
+use crate::cluster::pods::{AgentPod, Located, agent_pods};
 use crate::http::AdminUrl;
 use crate::plan::Agents;
 
@@ -94,7 +94,7 @@ impl Admin {
 /// The agent pods the streams follow, one per stream (slot).
 pub(crate) struct Pods {
     cluster: Cluster,
-    agents: Agents,
+    agents: Located,
     /// The pod of each slot.
     assigned: Mutex<Vec<String>>,
 }
@@ -102,6 +102,7 @@ pub(crate) struct Pods {
 impl Pods {
     /// The running agent pods, one slot each; none running is an error naming what was found.
     pub(crate) async fn find(cluster: Cluster, agents: Agents) -> anyhow::Result<Arc<Pods>> {
+        let agents = crate::cluster::pods::locate(&cluster, &agents).await?;
         let pods = agent_pods(&cluster, &agents.namespace, &agents.selector).await?;
         let running: Vec<String> = pods
             .iter()
