@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The audit at scale (SPEC §8 step 5): realistic Deployments (~10 KB each, last-applied baseline
+# The audit at scale (reference §8 step 5): realistic Deployments (~10 KB each, last-applied baseline
 # included) in a real kube-apiserver (no controller manager: no ReplicaSets, no Pods), one
 # `drift-sentinel audit --once` run at 1,000 and at 10,000 objects; prints the wall time of
 # each run and the audit process's peak RSS (VmHWM, read from /proc/PID/status while it runs).

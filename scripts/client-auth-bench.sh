@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Client authentication on vs off, side by side (issue 23; SPEC §6 "Who may call"): the
+# Client authentication on vs off, side by side (issue 23; reference §6 "Who may call"): the
 # agent as scripts/load-bench.sh runs it (20 rule files, TLS, INFO log), once with
 # --client-ca-file (the load presenting the API server's certificate) and once without, loaded
 # with the realistic image-edit review over keep-alive HTTPS connections (as the API server

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The side-by-side load benchmark of the webhook (issue 12; SPEC §5 "Bounded answers").
+# The side-by-side load benchmark of the webhook (issue 12; reference §5 "Bounded answers").
 #
 # The agent (`drift-sentinel serve`, 20 rule files with the matching rule tried last, TLS, INFO
 # log with its per-request line) against the reference (`drift-reference`: the agent's serving
@@ -10,7 +10,7 @@
 # server's peak RSS (VmHWM; a fresh pair of servers per review). Then the worst cases: a fresh
 # agent per review, one POST of args-200k.json (200,000 changed args) and items-2m.json
 # (2,000,000 changed items, ~8 MB): HTTP status, wall time (and the agent's own logged latency),
-# response bytes, the largest log line, and the rise of VmHWM, against SPEC §5's bounds (peak +4×body+1 MiB, 0.5 s, 64 KiB).
+# response bytes, the largest log line, and the rise of VmHWM, against reference §5's bounds (peak +4×body+1 MiB, 0.5 s, 64 KiB).
 # The reference gets the same single POSTs, for scale.
 #
 #   scripts/load-bench.sh
@@ -247,7 +247,7 @@ for name in image.json replicas.json; do
   stop_server "$reference_pid"
 done
 
-echo "worst cases (one POST each to a fresh server; SPEC §5 bounds: peak +4×body+1 MiB, 0.5 s, answer ≤ 64 KiB):"
+echo "worst cases (one POST each to a fresh server; reference §5 bounds: peak +4×body+1 MiB, 0.5 s, answer ≤ 64 KiB):"
 for name in args-200k.json items-2m.json; do
   body="$fx/$name"
   size="$(stat -c %s "$body")"

@@ -1,6 +1,6 @@
 //! (c) Path patterns: any text parses or fails with a column inside it; a parsed pattern
 //! renders to text that parses back to the same pattern; and a concrete path built from the
-//! input renders (SPEC §4's rendering) to text that parses as a pattern of the same steps.
+//! input renders (reference §4's rendering) to text that parses as a pattern of the same steps.
 #![no_main]
 
 use drift_engine::PatternSegment;

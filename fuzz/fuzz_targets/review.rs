@@ -1,5 +1,5 @@
 //! (a) The review parser and the decision: `parse_review`, then `evaluate` against a fixed
-//! realistic rule set (both detail levels), `response()` and its encoding, with SPEC §5's bounds
+//! realistic rule set (both detail levels), `response()` and its encoding, with reference §5's bounds
 //! asserted (see engine/tests/common/admission_bounds.rs, shared with the stable tests).
 #![no_main]
 

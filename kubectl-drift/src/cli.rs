@@ -115,7 +115,7 @@ pub(crate) struct Offline {
     pub namespace_file: Option<PathBuf>,
 }
 
-/// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): `explain`,
+/// Which rule ConfigMaps are cluster rules (reference §2 "Who may write a rule"): `explain`,
 /// `preview` and `audit`, offline and against the cluster.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct Tiers {

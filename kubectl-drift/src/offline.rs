@@ -1,6 +1,6 @@
 //! The offline commands (`preview --rules --old --new`, `explain --rules -f`): rules, namespaces
 //! and objects from files ([`crate::files`]). Every rule file is a cluster rule unless
-//! `--cluster-rule-namespaces` is given (SPEC §2 "Who may write a rule"); then a ConfigMap
+//! `--cluster-rule-namespaces` is given (reference §2 "Who may write a rule"); then a ConfigMap
 //! outside those namespaces is a namespace rule, as the agent would load it.
 //!
 //! `explain --rules` also lints the rules ([`crate::lint`]), so a pipeline sees the errors and

@@ -64,7 +64,7 @@ fn drifted_paths(stdout: &str) -> BTreeSet<(String, String)> {
     found
 }
 
-/// `kubectl replace` rewrote three baselines (SPEC §8 step 3): the plugin names them as the
+/// `kubectl replace` rewrote three baselines (reference §8 step 3): the plugin names them as the
 /// agent does, line for line, and the object applied again is clean.
 #[test]
 fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {

@@ -295,7 +295,7 @@ fn agent_status(cluster_rule_namespaces: Option<&[&str]>) -> Value {
     status
 }
 
-/// SPEC §2 "Who may write a rule": the rules are built with the agent's tiers. A tenant's rule
+/// reference §2 "Who may write a rule": the rules are built with the agent's tiers. A tenant's rule
 /// in `prod` (priority 1000, every namespace, nothing mutable) is a namespace rule: it never
 /// beats the platform's cluster rule, and the verdict (and the server's dry run) agree with the
 /// agent's. The tiers come from `--cluster-rule-namespaces`, else an agent pod's `/status`,

@@ -478,7 +478,7 @@ fn colour_follows_color_and_no_color() {
     );
 }
 
-/// SPEC §2: offline files are cluster rules unless `--cluster-rule-namespaces` is given; with
+/// reference §2: offline files are cluster rules unless `--cluster-rule-namespaces` is given; with
 /// it, a ConfigMap outside those namespaces is a namespace rule, as the agent loads it.
 #[test]
 fn cluster_rule_namespaces_offline() {

@@ -176,7 +176,7 @@ pub fn nested(levels: usize, leaf: &str, maps: bool) -> String {
 
 /// The text of a review (uid `uid`) of a Deployment whose objects nest exactly `depth` levels:
 /// `spec.replicas` (two levels down) becomes `depth - 2` levels of lists or maps holding 3
-/// before and 4 after — the input of SPEC §5, "No input stops the agent".
+/// before and 4 after — the input of reference §5, "No input stops the agent".
 pub fn deep_review(uid: &str, depth: usize, maps: bool) -> String {
     let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
     let new = deployment_with(["api:1", "worker:1", "proxy:1"], 4, 4);

@@ -1,4 +1,4 @@
-"""The audit Deployment (SPEC §8, §10; docs/install.md "The audit"), rendered with the real helm:
+"""The audit Deployment (reference §8, §10; docs/install.md "The audit"), rendered with the real helm:
 one replica of the agent image running `drift-sentinel audit`, probes on its plain-HTTP port, the
 webhook's security contexts, its own ServiceAccount and least-privilege RBAC, the audit.* values,
 enableViolationExport wired as the webhook's admission export is, and the OpenReports CRDs behind

@@ -1,4 +1,4 @@
-"""Violation export in the chart (SPEC §7, §10): `enableAdmissionViolationExport`, `exportBackend`,
+"""Violation export in the chart (reference §7, §10): `enableAdmissionViolationExport`, `exportBackend`,
 `audit.*` and `admission.disableExportSidecar`, rendered with the real helm. The Kubernetes
 documents are validated with kubernetes-validate; the Connection, a custom kind it has no schema
 for, against the openAPIV3Schema of the chart's own CRD (crds/connection.yaml), strictly."""

@@ -1,4 +1,4 @@
-"""What operators of Kyverno's and Gatekeeper's charts expect (SPEC §10, issue 14), rendered with the
+"""What operators of Kyverno's and Gatekeeper's charts expect (reference §10, issue 14), rendered with the
 real helm: matchConditions, cert-manager, ServiceMonitor, PrometheusRule, the Grafana dashboard,
 NetworkPolicy, priority, topology spread, replicas, the README's values table and the NOTES.
 Documents of cert-manager's and the Prometheus Operator's kinds are validated against their CRDs
@@ -36,7 +36,7 @@ MONITORING = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.ena
               "metrics.grafanaDashboard.enabled=true"]
 DASHBOARD = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
 ARGOCD = "!(request.userInfo.username == 'system:serviceaccount:argocd:argocd-application-controller')"
-# The audit's metrics (SPEC §8), served by the audit process (`drift-sentinel audit`, the chart's
+# The audit's metrics (reference §8), served by the audit process (`drift-sentinel audit`, the chart's
 # audit Deployment) rather than the webhook: checked against its real /metrics below.
 AUDIT_METRICS = [
     "drift_sentinel_audit_last_run_timestamp_seconds",
@@ -341,7 +341,7 @@ def test_grafana_dashboard_configmap_carries_the_file(helm):
 
 
 def test_grafana_dashboard_queries_work_with_group_version_resource_labels():
-    """The metric label `resource` is `group/version/resource` (SPEC §10): the kind is taken from
+    """The metric label `resource` is `group/version/resource` (reference §10): the kind is taken from
     its last segment, so `apps/v1/deployments` and `v1/pods` both give the plural."""
     (kind_query,) = [e for e in dashboard_exprs() if "label_replace" in e]
     regex = re.search(r'"resource", "([^"]+)"\)', kind_query).group(1)

@@ -1,4 +1,4 @@
-"""Users of the original Go drift-sentinel chart (1.0.3) switch without surprises (SPEC §10, issue
+"""Users of the original Go drift-sentinel chart (1.0.3) switch without surprises (reference §10, issue
 18): its values keep working with the same meaning. values-original.yaml is a values file written
 for that chart (every value below, not at its default); it renders with this chart to the same
 effect — the Service's targetPort and the container port, the webhook's namespaceSelector, the TLS

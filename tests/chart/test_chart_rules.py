@@ -1,4 +1,4 @@
-"""The chart's side of SPEC §2 "Rules that cannot open a hole": the rule webhook (CREATE and
+"""The chart's side of reference §2 "Rules that cannot open a hole": the rule webhook (CREATE and
 UPDATE of rule ConfigMaps at /validate-rule, failurePolicy Ignore, matchConditions on the rule
 annotation from Kubernetes 1.28), the last-good ConfigMap with a Role that reaches it by name
 only, and the cluster rule namespaces."""

@@ -348,7 +348,7 @@ value. Included by the Deployment; renders nothing.
 {{- end }}
 {{- end }}
 
-{{/* The ConfigMap where the agent keeps the last valid version of each rule (SPEC §2). */}}
+{{/* The ConfigMap where the agent keeps the last valid version of each rule (reference §2). */}}
 {{- define "drift-sentinel.lastGoodName" -}}
 {{ include "drift-sentinel.fullname" . }}-last-good-rules
 {{- end }}

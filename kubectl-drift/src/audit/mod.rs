@@ -1,4 +1,4 @@
-//! `kubectl drift audit` (SPEC §8, §9): the audit of `drift-sentinel audit` run from the
+//! `kubectl drift audit` (reference §8, §9): the audit of `drift-sentinel audit` run from the
 //! plugin. Which objects a run judges and the judgement are the engine's
 //! ([`drift_engine::audit::audit_object`]), the text of a drifted object its renderer's
 //! ([`drift_engine::message::drift_text`]), the record the API's

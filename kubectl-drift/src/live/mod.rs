@@ -2,7 +2,7 @@
 //! `$EDITOR`) and `--server-dry-run`.
 //!
 //! The rules are the cluster's rule ConfigMaps (any namespace), built into a rule set by
-//! `drift-engine` with the agent's tiers (SPEC §2 "Who may write a rule"): the cluster rule
+//! `drift-engine` with the agent's tiers (reference §2 "Who may write a rule"): the cluster rule
 //! namespaces of `--cluster-rule-namespaces`, else those an agent pod's admin `/status` reports
 //! (read through port-forwarding), else the agent's default, its own namespace
 //! (`--agent-namespace`), with a warning saying so. The mode annotation is the live

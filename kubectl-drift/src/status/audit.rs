@@ -1,5 +1,5 @@
 //! The audit part of `status`: the chart's audit pods (found by their labels, in the agents'
-//! namespace) and the last run each one's admin `/status` reports (`audit`, SPEC §8). An audit
+//! namespace) and the last run each one's admin `/status` reports (`audit`, reference §8). An audit
 //! that has not completed a run within 3 of its intervals is a problem — the same threshold as
 //! the chart's `DriftSentinelAuditNotCompleting` alert. Pure, as [`super::health`].
 

@@ -1,4 +1,4 @@
-//! `kubectl drift status` (SPEC §9): is Drift Sentinel healthy in this cluster?
+//! `kubectl drift status` (reference §9): is Drift Sentinel healthy in this cluster?
 //!
 //! - the agent pods (the chart's selector labels) and their readiness;
 //! - each pod's admin `/status`, through port-forwarding: rules loaded (each with its tier,

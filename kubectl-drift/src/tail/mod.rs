@@ -1,4 +1,4 @@
-//! `kubectl drift tail` (SPEC §9): the exported violations, live, from the agents' admin APIs
+//! `kubectl drift tail` (reference §9): the exported violations, live, from the agents' admin APIs
 //! (`GET /violations?follow=true`), merged by time — as a terminal UI, or as lines with
 //! `--no-tui` (`-o json`: NDJSON as received, `-o yaml`, `-o text`).
 //!
