@@ -1,7 +1,8 @@
 //! A bypass that ends (reference §3 step 4, §8 step 1, §9) against the real API server: set
 //! with `kubectl drift bypass --for`, an edit (`kubectl patch`) allowed with the warning kubectl prints, the
 //! same edit denied once the end has passed, the audit reporting the drift made under the
-//! bypass and listing the bypasses still active, and `maxBypass` refusing `--for 30d`.
+//! bypass and listing the bypasses still active, and `maxBypass` refusing `--for 30d` (and a
+//! `maxBypass` that is no duration refused at `kubectl apply`).
 
 use std::process::Command;
 use std::time::Duration;
@@ -25,6 +26,22 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     let ns = env.namespace(NS, &[]);
     env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
     env.apply(&deployment(&ns, "held", 2, "nginx:1.0"));
+    // A maxBypass that is not a duration is refused at `kubectl apply`, naming the field.
+    let bad = crate::support::rule_config_map(
+        AGENT_NAMESPACE,
+        "e2e-bypass",
+        &RULE.replace("72h", "soon"),
+    );
+    let refused = env.kubectl_stdin(&["apply", "-f", "-"], &bad);
+    assert!(
+        !refused.status.success(),
+        "a rule with maxBypass: soon was stored"
+    );
+    assert!(
+        stderr(&refused).contains("field maxBypass: \"soon\" is not a duration like 72h"),
+        "{}",
+        stderr(&refused)
+    );
     env.rule("e2e-bypass", RULE);
     wait_for_dry_run(
         &env,
