@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use drift_engine::Audit;
 use drift_engine::audit::AuditedObject;
 use drift_engine::evaluation::JudgedChange;
-use drift_engine::rule::Mode;
+use drift_engine::rule::{CompiledRule, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -256,24 +256,10 @@ impl<'a> ViolationRecord<'a> {
             audit.comparison().map_or(0, |c| c.changed_count),
         );
         Some(ViolationRecord {
-            event_type: Cow::Borrowed(AUDIT_EVENT),
-            id: Cow::Borrowed(run_id),
-            timestamp: Cow::Owned(format_rfc3339(at)),
-            request: None,
-            resource: Cow::Borrowed(object.resource),
-            sub_resource: Cow::Borrowed(""),
-            resource_api_version: Cow::Borrowed(object.api_version),
-            resource_kind: Cow::Borrowed(object.kind),
-            resource_namespace: Cow::Borrowed(object.namespace),
-            resource_name: Cow::Borrowed(object.name),
-            resource_labels: Cow::Borrowed(object.labels),
-            rule_name: Cow::Borrowed(&rule.id.name),
-            rule_namespace: Cow::Borrowed(&rule.id.namespace),
-            mode: Cow::Borrowed(mode.as_str()),
             enforcement_action: Cow::Borrowed(action),
             message: Cow::Owned(audit.reason()),
             details,
-            bypass: None,
+            ..Self::of_audited(AUDIT_EVENT, run_id, object, rule, mode, at)
         })
     }
 
@@ -290,20 +276,6 @@ impl<'a> ViolationRecord<'a> {
         let rule = audit.rule()?;
         let mode = audit.mode()?;
         Some(ViolationRecord {
-            event_type: Cow::Borrowed(BYPASS_EVENT),
-            id: Cow::Borrowed(run_id),
-            timestamp: Cow::Owned(format_rfc3339(at)),
-            request: None,
-            resource: Cow::Borrowed(object.resource),
-            sub_resource: Cow::Borrowed(""),
-            resource_api_version: Cow::Borrowed(object.api_version),
-            resource_kind: Cow::Borrowed(object.kind),
-            resource_namespace: Cow::Borrowed(object.namespace),
-            resource_name: Cow::Borrowed(object.name),
-            resource_labels: Cow::Borrowed(object.labels),
-            rule_name: Cow::Borrowed(&rule.id.name),
-            rule_namespace: Cow::Borrowed(&rule.id.namespace),
-            mode: Cow::Borrowed(mode.as_str()),
             enforcement_action: Cow::Borrowed(if finding.read.is_ok() {
                 "bypass"
             } else {
@@ -323,7 +295,42 @@ impl<'a> ViolationRecord<'a> {
                     .map_or(Cow::Borrowed(""), |edit| edit.manager.clone()),
                 since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
             }),
+            ..Self::of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
         })
+    }
+
+    /// What every record of an audited object says, of `event_type`: the run, its time, the
+    /// object, and the rule it is judged under in `mode`. No request (an audit has none), and
+    /// what was done about the object (action, message, details, bypass) left empty for the
+    /// caller.
+    fn of_audited(
+        event_type: &'static str,
+        run_id: &'a str,
+        object: &AuditedObject<'a>,
+        rule: &'a CompiledRule,
+        mode: Mode,
+        at: SystemTime,
+    ) -> ViolationRecord<'a> {
+        ViolationRecord {
+            event_type: Cow::Borrowed(event_type),
+            id: Cow::Borrowed(run_id),
+            timestamp: Cow::Owned(format_rfc3339(at)),
+            request: None,
+            resource: Cow::Borrowed(object.resource),
+            sub_resource: Cow::Borrowed(""),
+            resource_api_version: Cow::Borrowed(object.api_version),
+            resource_kind: Cow::Borrowed(object.kind),
+            resource_namespace: Cow::Borrowed(object.namespace),
+            resource_name: Cow::Borrowed(object.name),
+            resource_labels: Cow::Borrowed(object.labels),
+            rule_name: Cow::Borrowed(&rule.id.name),
+            rule_namespace: Cow::Borrowed(&rule.id.namespace),
+            mode: Cow::Borrowed(mode.as_str()),
+            enforcement_action: Cow::Borrowed(""),
+            message: Cow::Borrowed(""),
+            details: Details::default(),
+            bypass: None,
+        }
     }
 }
 

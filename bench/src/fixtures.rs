@@ -97,19 +97,13 @@ pub fn items_review() -> String {
     })
 }
 
+/// The engine benchmarks' rules, which the load rounds are judged under too.
+#[path = "../../engine/benches/fixtures.rs"]
+mod engine_benches;
+
 /// The rule that matches the reviews: Deployments in `prod-*`, images and the apply annotation
 /// mutable, the lowest priority of all, so that it is tried last.
-pub const MATCHING_RULE_SPEC: &str = r#"mode: enforce
-priority: 10
-namespaces: ["prod-*"]
-selectors:
-  - apiGroup: apps
-    kind: Deployment
-mutable:
-  - "spec.template.spec.containers[*].image"
-  - "spec.template.spec.initContainers[*].image"
-  - "metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']"
-"#;
+pub const MATCHING_RULE_SPEC: &str = engine_benches::RULE_SPEC;
 
 /// A rule ConfigMap as it would be applied (the format of the agent's `--rules` files).
 pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
@@ -125,10 +119,7 @@ pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
 pub fn rule_files() -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = (0..RULE_COUNT - 1)
         .map(|i| {
-            let spec = format!(
-                "mode: enforce\npriority: {}\nnamespaces: [\"team-{i:02}-*\", \"staging-{i:02}\"]\nselectors:\n  - apiGroup: apps\n    kind: Deployment\nmutable: [\"spec.template.spec.containers[*].image\"]\n",
-                100 + i
-            );
+            let spec = engine_benches::team_rule_spec(i);
             (
                 format!("{i:02}-team-{i:02}.yaml"),
                 rule_config_map("teams", &format!("team-{i:02}"), &spec),

@@ -10,10 +10,12 @@ mod fixtures;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use drift_engine::review::{parse_review, parse_review_raw};
+use drift_engine::json::Document;
+use drift_engine::review::{ParsedReview, parse_review, parse_review_raw};
 use drift_engine::{
     AdmissionRequest, Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, evaluate,
 };
+use fixtures::{image_change, replicas_change, sidecar_insert};
 use serde_json::{Value, json};
 
 fn rules(specs: &[(String, String)]) -> RuleSet {
@@ -46,25 +48,25 @@ fn bench(c: &mut Criterion) {
         (
             "a_image_only_change",
             &one_rule,
-            request(fixtures::image_change()),
+            request(image_change()),
             Step::OnlyMutable,
         ),
         (
             "b_replicas_change",
             &one_rule,
-            request(fixtures::replicas_change()),
+            request(replicas_change()),
             Step::Violation,
         ),
         (
             "c_200_env_sidecar_at_0",
             &one_rule,
-            request(fixtures::sidecar_insert()),
+            request(sidecar_insert()),
             Step::Violation,
         ),
         (
             "d_50_rules_last_matches",
             &fifty_rules,
-            request(fixtures::image_change()),
+            request(image_change()),
             Step::OnlyMutable,
         ),
     ];
@@ -112,24 +114,22 @@ fn bench(c: &mut Criterion) {
 /// Parse, decide and encode, as the agent does with a body: `raw` reads the objects lazily from
 /// the text, otherwise they are parsed whole.
 fn answer(rules: &RuleSet, body: &[u8], raw: bool) -> String {
-    let context = Context::at(std::time::SystemTime::UNIX_EPOCH);
     if raw {
-        let parsed = parse_review_raw(body).expect("a review");
-        let request = parsed.request.expect("a request");
-        let evaluation = evaluate(rules, &request, &context, Detail::Verdict);
-        evaluation
-            .response(&request.uid)
-            .into_review(parsed.version)
-            .to_string()
+        respond(rules, parse_review_raw(body).expect("a review"))
     } else {
-        let parsed = parse_review(body).expect("a review");
-        let request = parsed.request.expect("a request");
-        let evaluation = evaluate(rules, &request, &context, Detail::Verdict);
-        evaluation
-            .response(&request.uid)
-            .into_review(parsed.version)
-            .to_string()
+        respond(rules, parse_review(body).expect("a review"))
     }
+}
+
+/// Decides the request of `parsed` and encodes the answer.
+fn respond<O: Document>(rules: &RuleSet, parsed: ParsedReview<O>) -> String {
+    let context = Context::at(std::time::SystemTime::UNIX_EPOCH);
+    let request = parsed.request.expect("a request");
+    let evaluation = evaluate(rules, &request, &context, Detail::Verdict);
+    evaluation
+        .response(&request.uid)
+        .into_review(parsed.version)
+        .to_string()
 }
 
 fn body_to_answer(c: &mut Criterion) {
@@ -137,21 +137,9 @@ fn body_to_answer(c: &mut Criterion) {
     let one_rule = rules(&[("production".into(), fixtures::RULE_SPEC.into())]);
     let body = |(old, new): (Value, Value)| fixtures::review("bench", &old, &new).to_string();
     let cases = [
-        (
-            "image_50_rules",
-            &fifty_rules,
-            body(fixtures::image_change()),
-        ),
-        (
-            "replicas_50_rules",
-            &fifty_rules,
-            body(fixtures::replicas_change()),
-        ),
-        (
-            "sidecar_200_env",
-            &one_rule,
-            body(fixtures::sidecar_insert()),
-        ),
+        ("image_50_rules", &fifty_rules, body(image_change())),
+        ("replicas_50_rules", &fifty_rules, body(replicas_change())),
+        ("sidecar_200_env", &one_rule, body(sidecar_insert())),
     ];
     let mut group = c.benchmark_group("body_to_answer");
     for (name, rules, body) in &cases {

@@ -1,10 +1,13 @@
-//! The benchmarks' cases (shared with the agent's black-box tests): the realistic Deployment
-//! of `drift_testkit::objects` at ~10 KB, its image-only and replicas changes, one with 200
-//! environment variables and a sidecar inserted, and rule sets.
+//! The benchmarks' cases (shared with the agent's black-box tests, and with the load benchmark
+//! of drift-bench for its rules): the realistic Deployment of `drift_testkit::objects` at
+//! ~10 KB, its image-only and replicas changes, one with 200 environment variables and a sidecar
+//! inserted, and rule sets.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
 
+// Each file that includes this module uses its own part of it (drift-bench only the rules).
+#[allow(unused_imports)]
 pub use drift_testkit::objects::{IMAGES, NEW_IMAGES, deployment_with, review};
 
 /// The realistic Deployment: 36 variables in its main container (~10 KB of JSON).
@@ -38,8 +41,7 @@ pub fn sidecar_insert() -> (Value, Value) {
 
 /// The rule of the benchmarks and tests: Deployments in `prod-*`, images and the apply
 /// annotation mutable.
-pub const RULE_SPEC: &str = r#"
-mode: enforce
+pub const RULE_SPEC: &str = r#"mode: enforce
 priority: 10
 namespaces: ["prod-*"]
 selectors:
@@ -51,19 +53,20 @@ mutable:
   - "metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']"
 "#;
 
+/// A rule of team `i` that selects Deployments in its own namespaces (`team-NN-*`,
+/// `staging-NN`), never the realistic Deployment's, at priority 100 + `i`.
+pub fn team_rule_spec(i: usize) -> String {
+    format!(
+        "mode: enforce\npriority: {}\nnamespaces: [\"team-{i:02}-*\", \"staging-{i:02}\"]\nselectors:\n  - apiGroup: apps\n    kind: Deployment\nmutable: [\"spec.template.spec.containers[*].image\"]\n",
+        100 + i
+    )
+}
+
 /// (d) 50 rules of which only the last (lowest priority) matches the realistic Deployment:
 /// the first 49 select the same kind in other namespaces.
 pub fn many_rule_specs() -> Vec<(String, String)> {
     let mut specs: Vec<(String, String)> = (0..49)
-        .map(|i| {
-            (
-                format!("team-{i:02}"),
-                format!(
-                    "mode: enforce\npriority: {}\nnamespaces: [\"team-{i:02}-*\", \"staging-{i:02}\"]\nselectors:\n  - apiGroup: apps\n    kind: Deployment\nmutable: [\"spec.template.spec.containers[*].image\"]\n",
-                    100 + i
-                ),
-            )
-        })
+        .map(|i| (format!("team-{i:02}"), team_rule_spec(i)))
         .collect();
     specs.push(("production".into(), RULE_SPEC.into()));
     specs

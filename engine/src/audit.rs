@@ -55,8 +55,8 @@ use crate::baseline::{self, BaselineError, LAST_APPLIED_ANNOTATION};
 use crate::bypass::{Bypass, BypassEnd, BypassRefusal, read_bypass};
 use crate::diff::{self, Change, ChangeKind, Coverage, field};
 use crate::evaluation::{
-    self, Comparison, Considered, Detail, IgnoredModeAnnotation, ImperativeEdit, JudgedChange,
-    Labels, ModeSource, Settled, Subject, Violation,
+    self, Comparison, Considered, Detail, ImperativeEdit, JudgedChange, Labels, Settled, Subject,
+    Violation, Winner,
 };
 use crate::managed::{self, OwnedField};
 use crate::manifests::Namespaces;
@@ -94,7 +94,7 @@ pub struct Audit<'a> {
     /// The rules tried, in priority order (up to the winner with [`Detail::Verdict`]).
     pub considered: Vec<Considered<'a>>,
     /// The winning rule and the mode it applies, when a rule matched.
-    pub matched: Option<AuditMatch<'a>>,
+    pub matched: Option<Winner<'a>>,
     pub result: AuditResult<'a>,
     /// The winning rule's bypass annotation, when the object carries it: honoured (the object
     /// is skipped) or not (it is judged, and an expired bypass is where forgotten drift shows).
@@ -129,15 +129,6 @@ impl BypassFinding<'_> {
             Err(_) => None,
         }
     }
-}
-
-/// The rule an object is judged under.
-#[derive(Debug, Clone)]
-pub struct AuditMatch<'a> {
-    pub rule: &'a CompiledRule,
-    pub mode: Mode,
-    pub mode_source: ModeSource,
-    pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
 }
 
 /// What the audit made of an object: the four results of the metric
@@ -478,11 +469,10 @@ pub fn audit<'a>(
             bypass: None,
         };
     };
-    let (mode, mode_source, ignored_mode_annotation) =
-        evaluation::effective_mode(rule, context.namespace_mode, namespace);
+    let winner = evaluation::effective_mode(rule, context.namespace_mode, namespace);
     let bypass = bypass_finding(rule, object, context.now);
     let read = bypass.as_ref().map(|b| &b.read);
-    let result = match evaluation::settle_before_diff(object, read, mode) {
+    let result = match evaluation::settle_before_diff(object, read, winner.mode) {
         Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),
         Some(Settled::Bypassed(_)) => AuditResult::Skipped(SkipReason::Bypassed),
         Some(_) => AuditResult::Skipped(SkipReason::ModeOff),
@@ -490,12 +480,7 @@ pub fn audit<'a>(
     };
     Audit {
         considered,
-        matched: Some(AuditMatch {
-            rule,
-            mode,
-            mode_source,
-            ignored_mode_annotation,
-        }),
+        matched: Some(winner),
         result,
         bypass,
     }

@@ -1,6 +1,7 @@
 //! The audit evaluation: matching shared with admission, every result, imperative edits.
 
 use super::*;
+use crate::evaluation::ModeSource;
 use crate::rule::{RuleId, RuleSource, TierPolicy};
 use proptest::prelude::*;
 use serde_json::json;
@@ -50,6 +51,11 @@ fn live(applied: &Value, image: &str, replicas: i64, managed: Value) -> Value {
     live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
     live["status"] = json!({"replicas": replicas});
     live
+}
+
+/// A live Deployment running what was last applied: `image` with `replicas`.
+fn live_as_applied(image: &str, replicas: i64, managed: Value) -> Value {
+    live(&declared(image, replicas), image, replicas, managed)
 }
 
 fn set_image_entry() -> Value {
@@ -423,8 +429,7 @@ fn a_rewritten_baseline_makes_every_field_an_imperative_edit_owns_drift() {
     let replaced_at = "2026-07-28T13:00:00Z";
     let replicas_owned = json!({"f:replicas": {}});
     // Applied with replicas 2, replaced with 4: the baseline now says 4.
-    let replaced = live(
-        &declared("web:1", 4),
+    let replaced = live_as_applied(
         "web:1",
         4,
         json!([rewrote_baseline(
@@ -434,8 +439,7 @@ fn a_rewritten_baseline_makes_every_field_an_imperative_edit_owns_drift() {
         )]),
     );
     // Then applied again as declared: kubectl apply takes the annotation and the field back.
-    let reapplied = live(
-        &declared("web:1", 2),
+    let reapplied = live_as_applied(
         "web:1",
         2,
         json!([{"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-07-28T14:00:00Z",
@@ -443,8 +447,7 @@ fn a_rewritten_baseline_makes_every_field_an_imperative_edit_owns_drift() {
                 "f:kubectl.kubernetes.io/last-applied-configuration": {}}}, "f:spec": {"f:replicas": {}}}}]),
     );
     // Replaced after a `kubectl set image`: the image the replace kept is drift too.
-    let set_then_replaced = live(
-        &declared("web:2", 4),
+    let set_then_replaced = live_as_applied(
         "web:2",
         4,
         json!([
@@ -453,8 +456,7 @@ fn a_rewritten_baseline_makes_every_field_an_imperative_edit_owns_drift() {
         ]),
     );
     // A `kubectl edit` of the annotation alone rewrites it just the same.
-    let annotation_edited = live(
-        &declared("web:1", 3),
+    let annotation_edited = live_as_applied(
         "web:1",
         3,
         json!([rewrote_baseline(

@@ -10,11 +10,9 @@
 use std::borrow::Cow;
 use std::collections::BinaryHeap;
 
-use crate::diff::{Change, ChangeKind, PathStep, Side, Sink};
+use crate::diff::{Change, ChangeKind, Found, PathStep, Side, Sink};
 use crate::json::Node;
-use crate::path::{
-    AsSegment, FieldPath, PathPattern, PathSegment, ROOT, render_index, render_segment,
-};
+use crate::path::{AsSegment, FieldPath, PathPattern, ROOT, render_index, render_segment};
 use crate::rule::CompiledRule;
 
 mod items;
@@ -398,14 +396,8 @@ fn same_step(a: &PathStep<'_>, b: &PathStep<'_>) -> bool {
 }
 
 impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, 'a, N> {
-    fn change(
-        &mut self,
-        path: &[PathStep<'a>],
-        kind: ChangeKind,
-        old: Option<Side<N>>,
-        new: Option<Side<N>>,
-        repeat: bool,
-    ) {
+    fn change(&mut self, found: Found<'_, 'a, N>) {
+        let path = found.path;
         let (shared, sibling) = self.relate(path);
         // The items of one list, judged alike: judged once, and once none of them can be kept,
         // only counted (a list of millions of changed items is SPEC §5's worst case).
@@ -419,7 +411,7 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, 'a, N> {
         self.counts.changed += 1;
         if !mutable {
             self.counts.uncovered += 1;
-            if !repeat {
+            if !found.repeat {
                 self.counts.denied_paths += 1;
             }
         }
@@ -439,10 +431,10 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, 'a, N> {
         let kept = Kept {
             rendered: self.rendered.clone(),
             seq: self.seq,
-            path: FieldPath::from(path.iter().map(PathSegment::from).collect::<Vec<_>>()),
-            kind,
-            old,
-            new,
+            path: found.field_path(),
+            kind: found.kind,
+            old: found.old,
+            new: found.new,
             mutable,
         };
         self.seq += 1;

@@ -119,20 +119,36 @@ pub enum NoMatch {
     ScaleOfUnknownResource(String),
 }
 
-/// A matched rule and what it made of the request.
+/// The winning rule and the mode it applies (step 5): what a matched request and a matched
+/// object (the audit's) both report.
 #[derive(Debug, Clone)]
-pub struct Matched<'a> {
+pub struct Winner<'a> {
     pub rule: &'a CompiledRule,
-    /// The effective mode (step 5), reported for every matched UPDATE.
+    /// The effective mode, reported for every matched UPDATE and every matched object.
     pub mode: Mode,
     pub mode_source: ModeSource,
     /// The namespace's mode annotation when it names no mode: ignored, and warned about.
     pub ignored_mode_annotation: Option<IgnoredModeAnnotation<'a>>,
+}
+
+/// A matched rule and what it made of the request. Its [`Winner`]'s fields read as its own
+/// (`matched.rule`, `matched.mode`).
+#[derive(Debug, Clone)]
+pub struct Matched<'a> {
+    pub winner: Winner<'a>,
     /// The value of the rule's bypass annotation on the new object, when present.
     pub bypass_value: Option<Cow<'a, str>>,
     /// What that value means at the request's time (step 4): a bypass, or why it is none.
     pub bypass: Option<Result<Bypass, BypassRefusal>>,
     pub settled: Settled<'a>,
+}
+
+impl<'a> std::ops::Deref for Matched<'a> {
+    type Target = Winner<'a>;
+
+    fn deref(&self) -> &Winner<'a> {
+        &self.winner
+    }
 }
 
 /// A namespace mode annotation that names no mode.
@@ -428,11 +444,11 @@ pub(crate) fn find_winner<'a, 'v, N: Node<'v>>(
 /// Step 5: the namespace annotation if it names a mode, else the rule's mode (an annotation
 /// naming no mode is ignored and reported).
 pub(crate) fn effective_mode<'a>(
-    rule: &CompiledRule,
+    rule: &'a CompiledRule,
     namespace_mode: Option<&'a str>,
     namespace: &'a str,
-) -> (Mode, ModeSource, Option<IgnoredModeAnnotation<'a>>) {
-    match namespace_mode {
+) -> Winner<'a> {
+    let (mode, mode_source, ignored_mode_annotation) = match namespace_mode {
         Some(value) => match Mode::from_name(value) {
             Some(mode) => (mode, ModeSource::NamespaceAnnotation, None),
             None => (
@@ -442,6 +458,12 @@ pub(crate) fn effective_mode<'a>(
             ),
         },
         None => (rule.mode, ModeSource::Rule, None),
+    };
+    Winner {
+        rule,
+        mode,
+        mode_source,
+        ignored_mode_annotation,
     }
 }
 
@@ -547,8 +569,7 @@ pub fn evaluate<'a, O: Document>(
     };
 
     // 5 (computed first: it is reported for every matched request).
-    let (mode, mode_source, ignored_mode_annotation) =
-        effective_mode(rule, context.namespace_mode, request.namespace());
+    let winner = effective_mode(rule, context.namespace_mode, request.namespace());
     let bypass_value = annotation(new, &rule.bypass);
     let bypass = bypass_value
         .as_deref()
@@ -558,7 +579,7 @@ pub fn evaluate<'a, O: Document>(
         rule,
         &request.user_info.username,
         objects,
-        mode,
+        winner.mode,
         bypass.as_ref(),
         target.scale,
         detail,
@@ -566,10 +587,7 @@ pub fn evaluate<'a, O: Document>(
     Evaluation {
         considered,
         outcome: Outcome::Matched(Matched {
-            rule,
-            mode,
-            mode_source,
-            ignored_mode_annotation,
+            winner,
             bypass_value,
             bypass,
             settled,
@@ -644,7 +662,7 @@ fn scale_changes<'a, N: Node<'a>>(
     objects: Objects<N>,
     judging: &mut Judging<'_, 'a, N>,
 ) {
-    use crate::diff::{PathStep, Sink};
+    use crate::diff::{Found, PathStep, Sink};
     let path = [
         PathStep::Key(Cow::Borrowed("spec")),
         PathStep::Key(Cow::Borrowed("replicas")),
@@ -665,11 +683,11 @@ fn scale_changes<'a, N: Node<'a>>(
         (Some(_), None) => ChangeKind::Removed,
         _ => ChangeKind::Modified,
     };
-    judging.change(
-        &path,
+    judging.change(Found {
+        path: &path,
         kind,
-        old_value.map(Side::Node),
-        new_value.map(Side::Node),
-        false,
-    );
+        old: old_value.map(Side::Node),
+        new: new_value.map(Side::Node),
+        repeat: false,
+    });
 }

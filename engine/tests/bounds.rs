@@ -4,10 +4,12 @@
 //! the unbounded evaluation (the plugin's) finds.
 
 use drift_engine::evaluation::MAX_KEPT_CHANGES;
+use drift_engine::json::RawDocument;
 use drift_engine::review::{AdmissionRequest, parse_review_raw};
 use drift_engine::{Context, Detail, Evaluation, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use std::time::UNIX_EPOCH;
 
 const RULE: &str = r#"
 mode: enforce
@@ -81,22 +83,26 @@ fn judged(evaluation: &Evaluation<'_>) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// The request of the review `body`, its objects read from the text (as the agent reads them).
+fn request_of(body: &str) -> AdmissionRequest<RawDocument<'_>> {
+    let raw = parse_review_raw(body.as_bytes()).expect("review");
+    raw.request.expect("request")
+}
+
+/// The evaluation of `request` at the epoch, with `detail`.
+fn judge<'a>(
+    rules: &'a RuleSet,
+    request: &'a AdmissionRequest<RawDocument<'_>>,
+    detail: Detail,
+) -> Evaluation<'a> {
+    evaluate(rules, request, &Context::at(UNIX_EPOCH), detail)
+}
+
 /// The bounded evaluation of `body` agrees with the unbounded one, as the module says.
 fn check_bounded(body: &str, rules: &RuleSet) -> Result<(), TestCaseError> {
-    let raw = parse_review_raw(body.as_bytes()).expect("review");
-    let request: AdmissionRequest<_> = raw.request.expect("request");
-    let bounded = evaluate(
-        rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
-    let full = evaluate(
-        rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Full,
-    );
+    let request = request_of(body);
+    let bounded = judge(rules, &request, Detail::Verdict);
+    let full = judge(rules, &request, Detail::Full);
     let all = judged(&full);
     // The first changes and the first uncovered ones, each change once.
     let mut kept: Vec<usize> = (0..all.len()).take(MAX_KEPT_CHANGES).collect();
@@ -133,15 +139,9 @@ fn two_hundred_thousand_changed_args_keep_a_bounded_answer() {
     let old: Vec<String> = (0..200_000).map(|i| format!("a{i}")).collect();
     let new: Vec<String> = (0..200_000).map(|i| format!("b{i}")).collect();
     let body = review(&deployment(&old, &[]), &deployment(&new, &[]));
-    let raw = parse_review_raw(body.as_bytes()).expect("review");
-    let request = raw.request.expect("request");
+    let request = request_of(&body);
     let rules = rules();
-    let evaluation = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = judge(&rules, &request, Detail::Verdict);
     let comparison = evaluation.comparison().expect("compared");
     assert_eq!(comparison.changed_count, 200_000);
     assert!(comparison.changes.len() <= 2 * MAX_KEPT_CHANGES);
@@ -184,15 +184,9 @@ fn a_path_changed_twice_is_one_denied_path() {
         "spec": {"volumes": [{"name": "a"}, {"name": "c"}]}});
     let body = review(&old, &new);
     check_bounded(&body, &rules()).expect("bounded agrees");
-    let raw = parse_review_raw(body.as_bytes()).expect("review");
-    let request = raw.request.expect("request");
+    let request = request_of(&body);
     let rules = rules();
-    let evaluation = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = judge(&rules, &request, Detail::Verdict);
     let comparison = evaluation.comparison().expect("compared");
     assert_eq!(comparison.changed_count, 2);
     assert_eq!(evaluation.violation().expect("violation").denied_count, 1);

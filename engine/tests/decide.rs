@@ -2,9 +2,10 @@
 
 use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
-use drift_engine::{Context, Detail, RuleSet, RuleSource, Step, Verdict, evaluate};
+use drift_engine::{Context, Detail, Evaluation, RuleSet, Step, Verdict, evaluate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use std::time::SystemTime;
 
 #[path = "common/requests.rs"]
 mod requests;
@@ -17,9 +18,12 @@ selectors: [{apiGroup: apps, kind: Deployment}]
 mutable: ["spec.template.spec.containers[*].image"]
 "#;
 
+/// A row of the decision table: a request judged under rule `ops/r` (by default
+/// [`IMAGE_ONLY`]) and what the decision must be.
 struct Case {
     name: &'static str,
-    rules: Vec<RuleSource>,
+    /// The spec of rule `ops/r`; `None`: no rule at all.
+    spec: Option<String>,
     request: AdmissionRequest,
     namespace_mode: Option<&'static str>,
     step: Step,
@@ -30,13 +34,14 @@ struct Case {
     warnings: usize,
 }
 
-fn base(name: &'static str, spec: &str, request: AdmissionRequest) -> Case {
+/// `request` judged under [`IMAGE_ONLY`]: allowed at `step`, in enforce mode, without warnings.
+fn case(step: Step, name: &'static str, request: AdmissionRequest) -> Case {
     Case {
         name,
-        rules: vec![rule("ops", "r", spec)],
+        spec: Some(IMAGE_ONLY.to_owned()),
         request,
         namespace_mode: None,
-        step: Step::NoChanges,
+        step,
         allowed: true,
         outcome: Some(Verdict::Allowed),
         mode: Some("enforce"),
@@ -45,12 +50,117 @@ fn base(name: &'static str, spec: &str, request: AdmissionRequest) -> Case {
     }
 }
 
+/// The path the replicas change denies.
+const REPLICAS: &[&str] = &["spec.replicas"];
+
+impl Case {
+    /// No rule at all.
+    fn no_rules(self) -> Self {
+        Case { spec: None, ..self }
+    }
+
+    /// The rule has `line` too.
+    fn also(mut self, line: &str) -> Self {
+        if let Some(spec) = &mut self.spec {
+            spec.push_str(line);
+            spec.push('\n');
+        }
+        self
+    }
+
+    /// The rule is in `mode` (not what the decision is in: see [`Case::mode`]).
+    fn rule_mode(self, mode: &str) -> Self {
+        let spec = self.spec.as_deref().map(|spec| with_spec(spec, mode));
+        Case { spec, ..self }
+    }
+
+    /// The namespace's mode annotation says `mode`.
+    fn namespace_mode(self, mode: &'static str) -> Self {
+        Case {
+            namespace_mode: Some(mode),
+            ..self
+        }
+    }
+
+    /// The decision is in `mode`.
+    fn mode(self, mode: &'static str) -> Self {
+        Case {
+            mode: Some(mode),
+            ..self
+        }
+    }
+
+    /// The decision carries `warnings` warnings.
+    fn warnings(self, warnings: usize) -> Self {
+        Case { warnings, ..self }
+    }
+
+    /// No rule decides: no verdict and no mode.
+    fn unmatched(self) -> Self {
+        Case {
+            outcome: None,
+            mode: None,
+            ..self
+        }
+    }
+
+    /// The replicas change is denied.
+    fn denied(self) -> Self {
+        Case {
+            allowed: false,
+            outcome: Some(Verdict::Denied),
+            denied: REPLICAS,
+            ..self
+        }
+    }
+
+    /// The replicas change is allowed with a warning, in warn mode.
+    fn warned(self) -> Self {
+        Case {
+            outcome: Some(Verdict::Warned),
+            mode: Some("warn"),
+            denied: REPLICAS,
+            warnings: 1,
+            ..self
+        }
+    }
+
+    /// The replicas change is allowed silently, in dry-run mode.
+    fn would_deny(self) -> Self {
+        Case {
+            outcome: Some(Verdict::WouldDeny),
+            mode: Some("dry-run"),
+            denied: REPLICAS,
+            ..self
+        }
+    }
+}
+
+/// The decision on `request` at the epoch, with the detail an answer needs.
+fn decide<'a>(rules: &'a RuleSet, request: &'a AdmissionRequest) -> Evaluation<'a> {
+    decide_with(Detail::Verdict, rules, request)
+}
+
+/// The decision on `request` at the epoch, with `detail`.
+fn decide_with<'a>(
+    detail: Detail,
+    rules: &'a RuleSet,
+    request: &'a AdmissionRequest,
+) -> Evaluation<'a> {
+    evaluate(rules, request, &Context::at(SystemTime::UNIX_EPOCH), detail)
+}
+
+/// The rule set of one rule, `ops/r`, with the spec `spec`.
+fn ops_rule(spec: &str) -> RuleSet {
+    RuleSet::build(vec![rule("ops", "r", spec)])
+}
+
 fn with_spec(spec: &str, mode: &str) -> String {
     spec.replace("mode: enforce", &format!("mode: {mode}"))
 }
 
-#[test]
-fn decision_table() {
+/// The rows of [`decision_table`].
+fn decision_cases() -> Vec<Case> {
     let image_change = || update(deployment("nginx:1", 3), deployment("nginx:2", 3));
     let replicas_change = || update(deployment("nginx:1", 3), deployment("nginx:1", 5));
     let mut create = image_change();
@@ -86,289 +196,186 @@ fn decision_table() {
         new["status"] = json!({"replicas": 9});
         update(deployment("nginx:1", 3), new)
     };
+    use Step::*;
+    vec![
+        case(
+            OperationNotEnforced,
+            "non-UPDATE operations are not enforced",
+            create,
+        )
+        .no_rules()
+        .unmatched(),
+        case(NoMatchingRule, "no rule matches the namespace", other_ns).unmatched(),
+        case(OnlyMutable, "image change is mutable", image_change()),
+        case(Violation, "replicas change is denied", replicas_change()).denied(),
+        case(Violation, "warn mode warns", replicas_change())
+            .rule_mode("warn")
+            .warned(),
+        case(Violation, "dry-run allows silently", replicas_change())
+            .rule_mode("dry-run")
+            .would_deny(),
+        case(ModeOff, "off allows without diffing", replicas_change())
+            .rule_mode("off")
+            .mode("off"),
+        case(
+            Violation,
+            "namespace annotation overrides the mode",
+            replicas_change(),
+        )
+        .namespace_mode("warn")
+        .warned(),
+        case(ModeOff, "namespace annotation off", replicas_change())
+            .namespace_mode("off")
+            .mode("off"),
+        case(
+            Violation,
+            "invalid namespace annotation is ignored with a warning",
+            replicas_change(),
+        )
+        .namespace_mode("Warn")
+        .denied()
+        .warnings(1),
+        case(
+            OnlyMutable,
+            "invalid annotation warns whatever the outcome",
+            image_change(),
+        )
+        .namespace_mode("bogus")
+        .warnings(1),
+        case(UserNotInScope, "users set and user not listed", bob.clone()).also("users: [alice]"),
+        case(Violation, "users set and user listed", bob.clone())
+            .also("users: [bob]")
+            .denied(),
+        case(UserExempt, "exempt user", bob)
+            .also("exemptUsers: ['b*']")
+            .namespace_mode("dry-run")
+            .mode("dry-run"),
+        case(
+            BeingDeleted,
+            "deletion in progress is never blocked",
+            deleting,
+        ),
+        // "bypass without an end"
+        case(Bypassed, "bypass annotation", bypass).warnings(1),
+        case(
+            NoChanges,
+            "removing the bypass annotation is allowed",
+            bypass_removed,
+        ),
+        case(NoChanges, "system fields are stripped", system_only),
+        case(NoChanges, "exclude removes a subtree", replicas_change())
+            .also("exclude: [spec.replicas]"),
+        case(
+            NoChanges,
+            "include keeps only its subtrees",
+            replicas_change(),
+        )
+        .also("include: [spec.template]"),
+        case(NoMatchingRule, "labels must all hold", replicas_change())
+            .also("labels: [app=web, missing]")
+            .unmatched(),
+        case(
+            Violation,
+            "labels key=value and presence",
+            replicas_change(),
+        )
+        .also("labels: [app=web, team]")
+        .denied(),
+    ]
+}
 
-    let cases = vec![
-        Case {
-            rules: vec![],
-            step: Step::OperationNotEnforced,
-            outcome: None,
-            mode: None,
-            ..base("non-UPDATE operations are not enforced", IMAGE_ONLY, create)
-        },
-        Case {
-            step: Step::NoMatchingRule,
-            outcome: None,
-            mode: None,
-            ..base("no rule matches the namespace", IMAGE_ONLY, other_ns)
-        },
-        Case {
-            step: Step::OnlyMutable,
-            ..base("image change is mutable", IMAGE_ONLY, image_change())
-        },
-        Case {
-            step: Step::Violation,
-            allowed: false,
-            outcome: Some(Verdict::Denied),
-            denied: &["spec.replicas"],
-            ..base("replicas change is denied", IMAGE_ONLY, replicas_change())
-        },
-        Case {
-            step: Step::Violation,
-            outcome: Some(Verdict::Warned),
-            mode: Some("warn"),
-            denied: &["spec.replicas"],
-            warnings: 1,
-            ..base(
-                "warn mode warns",
-                &with_spec(IMAGE_ONLY, "warn"),
-                replicas_change(),
-            )
-        },
-        Case {
-            step: Step::Violation,
-            outcome: Some(Verdict::WouldDeny),
-            mode: Some("dry-run"),
-            denied: &["spec.replicas"],
-            ..base(
-                "dry-run allows silently",
-                &with_spec(IMAGE_ONLY, "dry-run"),
-                replicas_change(),
-            )
-        },
-        Case {
-            step: Step::ModeOff,
-            mode: Some("off"),
-            ..base(
-                "off allows without diffing",
-                &with_spec(IMAGE_ONLY, "off"),
-                replicas_change(),
-            )
-        },
-        Case {
-            namespace_mode: Some("warn"),
-            step: Step::Violation,
-            outcome: Some(Verdict::Warned),
-            mode: Some("warn"),
-            denied: &["spec.replicas"],
-            warnings: 1,
-            ..base(
-                "namespace annotation overrides the mode",
-                IMAGE_ONLY,
-                replicas_change(),
-            )
-        },
-        Case {
-            namespace_mode: Some("off"),
-            step: Step::ModeOff,
-            mode: Some("off"),
-            ..base("namespace annotation off", IMAGE_ONLY, replicas_change())
-        },
-        Case {
-            namespace_mode: Some("Warn"),
-            step: Step::Violation,
-            allowed: false,
-            outcome: Some(Verdict::Denied),
-            denied: &["spec.replicas"],
-            warnings: 1,
-            ..base(
-                "invalid namespace annotation is ignored with a warning",
-                IMAGE_ONLY,
-                replicas_change(),
-            )
-        },
-        Case {
-            namespace_mode: Some("bogus"),
-            step: Step::OnlyMutable,
-            warnings: 1,
-            ..base(
-                "invalid annotation warns whatever the outcome",
-                IMAGE_ONLY,
-                image_change(),
-            )
-        },
-        Case {
-            step: Step::UserNotInScope,
-            ..base(
-                "users set and user not listed",
-                &format!("{IMAGE_ONLY}users: [alice]\n"),
-                bob.clone(),
-            )
-        },
-        Case {
-            step: Step::Violation,
-            allowed: false,
-            outcome: Some(Verdict::Denied),
-            denied: &["spec.replicas"],
-            ..base(
-                "users set and user listed",
-                &format!("{IMAGE_ONLY}users: [bob]\n"),
-                bob.clone(),
-            )
-        },
-        Case {
-            step: Step::UserExempt,
-            namespace_mode: Some("dry-run"),
-            mode: Some("dry-run"),
-            ..base(
-                "exempt user",
-                &format!("{IMAGE_ONLY}exemptUsers: ['b*']\n"),
-                bob,
-            )
-        },
-        Case {
-            step: Step::BeingDeleted,
-            ..base(
-                "deletion in progress is never blocked",
-                IMAGE_ONLY,
-                deleting,
-            )
-        },
-        Case {
-            step: Step::Bypassed,
-            // "bypass without an end"
-            warnings: 1,
-            ..base("bypass annotation", IMAGE_ONLY, bypass)
-        },
-        Case {
-            step: Step::NoChanges,
-            ..base(
-                "removing the bypass annotation is allowed",
-                IMAGE_ONLY,
-                bypass_removed,
-            )
-        },
-        Case {
-            step: Step::NoChanges,
-            ..base("system fields are stripped", IMAGE_ONLY, system_only)
-        },
-        Case {
-            step: Step::NoChanges,
-            ..base(
-                "exclude removes a subtree",
-                &format!("{IMAGE_ONLY}exclude: [spec.replicas]\n"),
-                replicas_change(),
-            )
-        },
-        Case {
-            step: Step::NoChanges,
-            ..base(
-                "include keeps only its subtrees",
-                &format!("{IMAGE_ONLY}include: [spec.template]\n"),
-                replicas_change(),
-            )
-        },
-        Case {
-            step: Step::NoMatchingRule,
-            outcome: None,
-            mode: None,
-            ..base(
-                "labels must all hold",
-                &format!("{IMAGE_ONLY}labels: [app=web, missing]\n"),
-                replicas_change(),
-            )
-        },
-        Case {
-            step: Step::Violation,
-            allowed: false,
-            outcome: Some(Verdict::Denied),
-            denied: &["spec.replicas"],
-            ..base(
-                "labels key=value and presence",
-                &format!("{IMAGE_ONLY}labels: [app=web, team]\n"),
-                replicas_change(),
-            )
-        },
-    ];
-    for case in cases {
-        let rules = RuleSet::build(case.rules);
-        assert!(
-            rules.invalid().is_empty(),
-            "{}: {:?}",
-            case.name,
-            rules.invalid()
-        );
-        let context = Context {
-            namespace_mode: case.namespace_mode,
-            parent_labels: None,
-            now: std::time::SystemTime::UNIX_EPOCH,
-        };
-        let decision = evaluate(&rules, &case.request, &context, Detail::Verdict);
-        assert_eq!(
-            decision.step(),
-            case.step,
-            "{}: {}",
-            case.name,
-            decision.reason()
-        );
-        assert_eq!(decision.allowed(), case.allowed, "{}", case.name);
-        assert_eq!(decision.verdict(), case.outcome, "{}", case.name);
-        assert_eq!(
-            decision.mode().map(|m| m.as_str()),
-            case.mode,
-            "{}",
-            case.name
-        );
-        assert_eq!(decision.denied_paths(), case.denied, "{}", case.name);
-        assert_eq!(
-            decision.warnings().len(),
-            case.warnings,
-            "{}: {:?}",
-            case.name,
-            decision.warnings()
-        );
+#[test]
+fn decision_table() {
+    for case in decision_cases() {
+        check_decision(&case);
+    }
+}
 
-        let response = decision.response("req-1");
-        assert_eq!(response.uid, "req-1");
-        assert_eq!(response.allowed, case.allowed);
-        let annotations = &response.audit_annotations;
-        match case.outcome {
-            None => assert!(annotations.is_empty(), "{}: {annotations:?}", case.name),
-            Some(outcome) => {
-                assert_eq!(annotations["rule"], "ops/r", "{}", case.name);
-                assert_eq!(
-                    Some(annotations["mode"].as_str()),
-                    case.mode,
-                    "{}",
-                    case.name
-                );
-                assert_eq!(annotations["result"], outcome.as_str(), "{}", case.name);
-                assert_eq!(
-                    annotations.get("denied-paths").map(String::as_str),
-                    (!case.denied.is_empty())
-                        .then(|| case.denied.join(", "))
-                        .as_deref(),
-                    "{}",
-                    case.name
-                );
-            }
-        }
-        if !case.allowed {
-            assert_eq!(response.status.code, 403);
-            assert!(
-                response
-                    .status
-                    .message
-                    .starts_with("Drift Sentinel: immutable fields changed: ")
+/// The decision on the case's request is the one it expects, and so is the response.
+fn check_decision(case: &Case) {
+    let rules = RuleSet::build(case.spec.iter().map(|spec| rule("ops", "r", spec)));
+    assert!(
+        rules.invalid().is_empty(),
+        "{}: {:?}",
+        case.name,
+        rules.invalid()
+    );
+    let context = Context {
+        namespace_mode: case.namespace_mode,
+        parent_labels: None,
+        now: SystemTime::UNIX_EPOCH,
+    };
+    let decision = evaluate(&rules, &case.request, &context, Detail::Verdict);
+    assert_eq!(
+        decision.step(),
+        case.step,
+        "{}: {}",
+        case.name,
+        decision.reason()
+    );
+    assert_eq!(decision.allowed(), case.allowed, "{}", case.name);
+    assert_eq!(decision.verdict(), case.outcome, "{}", case.name);
+    assert_eq!(
+        decision.mode().map(|m| m.as_str()),
+        case.mode,
+        "{}",
+        case.name
+    );
+    assert_eq!(decision.denied_paths(), case.denied, "{}", case.name);
+    assert_eq!(
+        decision.warnings().len(),
+        case.warnings,
+        "{}: {:?}",
+        case.name,
+        decision.warnings()
+    );
+
+    let response = decision.response("req-1");
+    assert_eq!(response.uid, "req-1");
+    assert_eq!(response.allowed, case.allowed);
+    let annotations = &response.audit_annotations;
+    match case.outcome {
+        None => assert!(annotations.is_empty(), "{}: {annotations:?}", case.name),
+        Some(outcome) => {
+            assert_eq!(annotations["rule"], "ops/r", "{}", case.name);
+            assert_eq!(
+                Some(annotations["mode"].as_str()),
+                case.mode,
+                "{}",
+                case.name
+            );
+            assert_eq!(annotations["result"], outcome.as_str(), "{}", case.name);
+            assert_eq!(
+                annotations.get("denied-paths").map(String::as_str),
+                (!case.denied.is_empty())
+                    .then(|| case.denied.join(", "))
+                    .as_deref(),
+                "{}",
+                case.name
             );
         }
+    }
+    if !case.allowed {
+        assert_eq!(response.status.code, 403);
+        assert!(
+            response
+                .status
+                .message
+                .starts_with("Drift Sentinel: immutable fields changed: ")
+        );
     }
 }
 
 #[test]
 fn violation_message_and_response_shapes() {
-    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let rules = ops_rule(IMAGE_ONLY);
     let mut new = deployment("nginx:1", 5);
     new["spec"]["template"]["spec"]["containers"]
         .as_array_mut()
         .unwrap()
         .insert(0, json!({"name": "sidecar", "image": "envoy"}));
     let request = update(deployment("nginx:1", 3), new);
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(
         decision.denied_paths(),
         ["spec.replicas", "spec.template.spec.containers[0]"]
@@ -402,11 +409,9 @@ fn violation_message_and_response_shapes() {
 
 #[test]
 fn values_in_messages_are_truncated_and_counted() {
-    let rules = RuleSet::build(vec![rule(
-        "ops",
-        "r",
+    let rules = ops_rule(
         "mode: warn\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n",
-    )]);
+    );
     let mut old = deployment("nginx:1", 3);
     let mut new = deployment("nginx:1", 3);
     for i in 0..15 {
@@ -414,12 +419,7 @@ fn values_in_messages_are_truncated_and_counted() {
         new["metadata"]["annotations"][format!("k{i:02}")] = json!("y".repeat(200));
     }
     let request = update(old, new);
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(decision.denied_paths().len(), 15);
     assert!(
         decision.reason().contains("and 5 more"),
@@ -443,51 +443,20 @@ fn priority_and_tie_breaks() {
         )
     };
     let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
-    let cases: Vec<(Vec<RuleSource>, &str)> = vec![
-        (
-            vec![
-                rule("a", "low", &spec(1, "off")),
-                rule("z", "high", &spec(2, "warn")),
-            ],
-            "z/high",
-        ),
-        (
-            vec![
-                rule("b", "x", &spec(5, "off")),
-                rule("a", "y", &spec(5, "warn")),
-            ],
-            "a/y",
-        ),
-        (
-            vec![
-                rule("a", "b", &spec(5, "off")),
-                rule("a", "a", &spec(5, "warn")),
-            ],
-            "a/a",
-        ),
-        (
-            vec![
-                rule("a", "x", &spec(5, "off")),
-                rule("B", "x", &spec(5, "warn")),
-            ],
-            "B/x",
-        ),
-        (
-            vec![
-                rule("a", "x", &spec(-1, "off")),
-                rule("b", "x", &spec(0, "warn")),
-            ],
-            "b/x",
-        ),
+    // Two rules (namespace, name, priority, mode) and the one that wins.
+    let cases = [
+        (("a", "low", 1, "off"), ("z", "high", 2, "warn"), "z/high"),
+        (("b", "x", 5, "off"), ("a", "y", 5, "warn"), "a/y"),
+        (("a", "b", 5, "off"), ("a", "a", 5, "warn"), "a/a"),
+        (("a", "x", 5, "off"), ("B", "x", 5, "warn"), "B/x"),
+        (("a", "x", -1, "off"), ("b", "x", 0, "warn"), "b/x"),
     ];
-    for (sources, want) in cases {
-        let rules = RuleSet::build(sources);
-        let decision = evaluate(
-            &rules,
-            &request,
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Verdict,
-        );
+    for (first, second, want) in cases {
+        let rules =
+            RuleSet::build([first, second].map(|(namespace, name, priority, mode)| {
+                rule(namespace, name, &spec(priority, mode))
+            }));
+        let decision = decide(&rules, &request);
         assert_eq!(
             decision.rule().map(|r| r.id.to_string()).as_deref(),
             Some(want)
@@ -510,12 +479,7 @@ fn users_rule_wins_the_match_without_fall_through() {
         ),
     ]);
     let request = update(deployment("nginx:1", 3), deployment("nginx:1", 5));
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(decision.step(), Step::UserNotInScope);
     assert_eq!(decision.rule().unwrap().id.name, "scoped");
     assert_eq!(decision.reason(), "user not in scoped user list");
@@ -523,15 +487,10 @@ fn users_rule_wins_the_match_without_fall_through() {
 
 #[test]
 fn malformed_update_objects_are_bad_requests() {
-    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let rules = ops_rule(IMAGE_ONLY);
     let mut request = update(deployment("a", 1), deployment("a", 1));
     request.old_object = Some(json!("nope"));
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(decision.step(), Step::BadRequest);
     let response = decision.response("x");
     assert!(!response.allowed);
@@ -541,15 +500,7 @@ fn malformed_update_objects_are_bad_requests() {
     // Other operations are allowed whatever their objects.
     request.operation = "DELETE".into();
     request.object = None;
-    assert!(
-        evaluate(
-            &rules,
-            &request,
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Verdict
-        )
-        .allowed()
-    );
+    assert!(decide(&rules, &request).allowed());
 }
 
 fn scale_request(old: i64, new: i64) -> AdmissionRequest {
@@ -568,65 +519,31 @@ fn scale_request(old: i64, new: i64) -> AdmissionRequest {
 
 #[test]
 fn scale_subresource_is_a_replicas_change_of_the_parent() {
-    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let rules = ops_rule(IMAGE_ONLY);
     let request = scale_request(3, 5);
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(decision.step(), Step::Violation);
     assert_eq!(decision.denied_paths(), ["spec.replicas"]);
-    assert_eq!(
-        evaluate(
-            &rules,
-            &scale_request(3, 3),
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Verdict
-        )
-        .step(),
-        Step::NoChanges
-    );
+    assert_eq!(decide(&rules, &scale_request(3, 3)).step(), Step::NoChanges);
 
-    let mutable = RuleSet::build(vec![rule(
-        "ops",
-        "r",
-        &IMAGE_ONLY.replace("mutable: [", "mutable: [spec.replicas, "),
-    )]);
+    let mutable = ops_rule(&IMAGE_ONLY.replace("mutable: [", "mutable: [spec.replicas, "));
     assert!(mutable.invalid().is_empty(), "{:?}", mutable.invalid());
     assert_eq!(
-        evaluate(
-            &mutable,
-            &scale_request(3, 5),
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Verdict
-        )
-        .step(),
+        decide(&mutable, &scale_request(3, 5)).step(),
         Step::OnlyMutable
     );
 
     // Label selectors need the parent's labels: unknown offline means no match.
-    let labelled = RuleSet::build(vec![rule(
-        "ops",
-        "r",
-        &format!("{IMAGE_ONLY}labels: [app=web]\n"),
-    )]);
+    let labelled = ops_rule(&format!("{IMAGE_ONLY}labels: [app=web]\n"));
     assert_eq!(
-        evaluate(
-            &labelled,
-            &scale_request(3, 5),
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Verdict
-        )
-        .step(),
+        decide(&labelled, &scale_request(3, 5)).step(),
         Step::NoMatchingRule
     );
     let labels = json!({"app": "web"});
     let context = Context {
         namespace_mode: None,
         parent_labels: labels.as_object(),
-        now: std::time::SystemTime::UNIX_EPOCH,
+        now: SystemTime::UNIX_EPOCH,
     };
     assert_eq!(
         evaluate(&labelled, &scale_request(3, 5), &context, Detail::Verdict).step(),
@@ -639,12 +556,7 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
         (target.group.as_ref(), target.kind.as_ref()),
         ("apps", "Deployment")
     );
-    let evaluation = evaluate(
-        &labelled,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = decide(&labelled, &request);
     assert!(matches!(
         evaluation.considered[0].matched,
         Err(Mismatch::ParentLabelsUnknown)
@@ -653,30 +565,18 @@ fn scale_subresource_is_a_replicas_change_of_the_parent() {
 
 #[test]
 fn rollout_restart_is_covered_by_descent() {
-    let rules = RuleSet::build(vec![rule(
-        "ops",
-        "r",
+    let rules = ops_rule(
         "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [\"spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']\"]\n",
-    )]);
+    );
     let mut new = deployment("nginx:1", 3);
     new["spec"]["template"]["metadata"]["annotations"] =
         json!({"kubectl.kubernetes.io/restartedAt": "2026-12-02T10:00:00Z"});
     let request = update(deployment("nginx:1", 3), new.clone());
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(decision.step(), Step::OnlyMutable, "{}", decision.reason());
     new["spec"]["template"]["metadata"]["annotations"]["other"] = json!("x");
     let request = update(deployment("nginx:1", 3), new);
-    let decision = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let decision = decide(&rules, &request);
     assert_eq!(
         decision.denied_paths(),
         ["spec.template.metadata.annotations.other"]
@@ -708,9 +608,9 @@ proptest! {
         let spec = format!(
             "mode: enforce\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: ['spec.template.spec.containers[*].{field}']\n"
         );
-        let rules = RuleSet::build(vec![rule("ops", "r", &spec)]);
+        let rules = ops_rule(&spec);
         let request = update(old, new);
-        let decision = evaluate(&rules, &request, &Context::at(std::time::SystemTime::UNIX_EPOCH), Detail::Verdict);
+        let decision = decide(&rules, &request);
         prop_assert!(decision.allowed(), "{}", decision.reason());
         prop_assert!(decision.denied_paths().is_empty());
     }
@@ -718,10 +618,10 @@ proptest! {
     /// An update that changes nothing is never a violation, whatever the object.
     #[test]
     fn identical_objects_are_never_violations(replicas in 0i64..100, image in "[a-z]{1,8}") {
-        let rules = RuleSet::build(vec![rule("ops", "r", "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n")]);
+        let rules = ops_rule("mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: '*', kind: '*'}]\n");
         let object = deployment(&image, replicas);
         let request = update(object.clone(), object);
-        let decision = evaluate(&rules, &request, &Context::at(std::time::SystemTime::UNIX_EPOCH), Detail::Verdict);
+        let decision = decide(&rules, &request);
         prop_assert_eq!(decision.step(), Step::NoChanges);
     }
 }
@@ -731,19 +631,14 @@ proptest! {
 /// the size of the diff.
 #[test]
 fn answers_are_bounded_and_denials_are_forbidden() {
-    let rules = RuleSet::build(vec![rule("ops", "r", IMAGE_ONLY)]);
+    let rules = ops_rule(IMAGE_ONLY);
     let mut new = deployment("nginx:1", 3);
     let labels: serde_json::Map<String, Value> = (0..25)
         .map(|i| (format!("l{i:02}"), json!("x".repeat(200))))
         .collect();
     new["metadata"]["labels"] = Value::Object(labels);
     let request = update(deployment("nginx:1", 3), new);
-    let evaluation = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = decide(&rules, &request);
     assert_eq!(
         evaluation.denied_paths().len(),
         27,
@@ -776,22 +671,15 @@ fn answers_are_bounded_and_denials_are_forbidden() {
     before["spec"]["template"]["spec"]["containers"][0]["args"] =
         json!((0..200_000).map(|i| format!("b{i}")).collect::<Vec<_>>());
     let request = update(before, big);
-    let evaluation = evaluate(
-        &rules,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = decide(&rules, &request);
     let body = evaluation
         .response("u")
         .into_review(drift_engine::ReviewVersion::V1)
         .to_string();
     assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
-    let allowed = evaluate(
+    let allowed = decide(
         &rules,
         &update(deployment("nginx:1", 3), deployment("nginx:2", 3)),
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
     )
     .response("u");
     assert_eq!(allowed.status.reason, None);
@@ -838,12 +726,7 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
     // platform's rule matches — not in prod, not even in its own namespace.
     for namespace in ["prod-eu", "team-a"] {
         let request = in_namespace(namespace);
-        let evaluation = evaluate(
-            &rules,
-            &request,
-            &Context::at(std::time::SystemTime::UNIX_EPOCH),
-            Detail::Full,
-        );
+        let evaluation = decide_with(Detail::Full, &rules, &request);
         assert_eq!(evaluation.step(), Step::Violation, "{namespace}");
         assert_eq!(evaluation.rule().unwrap().id.name, "platform");
         let tenant = evaluation
@@ -862,24 +745,14 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
     let mut statefulset = in_namespace("team-a");
     statefulset.kind.kind = "StatefulSet".into();
     statefulset.resource.resource = "statefulsets".into();
-    let evaluation = evaluate(
-        &rules,
-        &statefulset,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = decide(&rules, &statefulset);
     assert_eq!(
         evaluation.rule().unwrap().id.name,
         "switch-off",
         "the highest namespace rule"
     );
     statefulset.namespace = Some("team-b".into());
-    let evaluation = evaluate(
-        &rules,
-        &statefulset,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Full,
-    );
+    let evaluation = decide_with(Detail::Full, &rules, &statefulset);
     assert_eq!(evaluation.step(), Step::NoMatchingRule);
     assert!(
         evaluation
@@ -899,11 +772,6 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
         &TierPolicy::cluster_namespaces(&["*"]).unwrap(),
     );
     let request = in_namespace("prod-eu");
-    let evaluation = evaluate(
-        &all,
-        &request,
-        &Context::at(std::time::SystemTime::UNIX_EPOCH),
-        Detail::Verdict,
-    );
+    let evaluation = decide(&all, &request);
     assert_eq!(evaluation.step(), Step::ModeOff);
 }

@@ -157,35 +157,40 @@ impl<'a, N: Node<'a>> Side<N> {
     }
 }
 
+/// A change the diff found, as it hands it to a [`Sink`].
+#[derive(Debug)]
+pub struct Found<'p, 'a, N> {
+    /// Where, from the root of the objects.
+    pub path: &'p [PathStep<'a>],
+    pub kind: ChangeKind,
+    pub old: Option<Side<N>>,
+    pub new: Option<Side<N>>,
+    /// The change just reported was at the same path (an element removed and another added at
+    /// one index), so the path is not a new one.
+    pub repeat: bool,
+}
+
+impl<N> Found<'_, '_, N> {
+    /// The path as a [`FieldPath`] of its own.
+    pub fn field_path(&self) -> FieldPath {
+        FieldPath::from(self.path.iter().map(PathSegment::from).collect::<Vec<_>>())
+    }
+}
+
 /// Where the diff puts what it finds.
 pub trait Sink<'a, N> {
-    /// A change at `path`. `repeat`: the change just reported was at the same path (an element
-    /// removed and another added at one index), so the path is not a new one.
-    fn change(
-        &mut self,
-        path: &[PathStep<'a>],
-        kind: ChangeKind,
-        old: Option<Side<N>>,
-        new: Option<Side<N>>,
-        repeat: bool,
-    );
+    /// A change.
+    fn change(&mut self, found: Found<'_, 'a, N>);
 }
 
 /// Every change, in the order found.
 impl<'a, N: Node<'a>> Sink<'a, N> for Vec<Change<'a>> {
-    fn change(
-        &mut self,
-        path: &[PathStep<'a>],
-        kind: ChangeKind,
-        old: Option<Side<N>>,
-        new: Option<Side<N>>,
-        _repeat: bool,
-    ) {
+    fn change(&mut self, found: Found<'_, 'a, N>) {
         self.push(Change {
-            path: FieldPath::from(path.iter().map(PathSegment::from).collect::<Vec<_>>()),
-            kind,
-            old: old.map(Side::into_value),
-            new: new.map(Side::into_value),
+            path: found.field_path(),
+            kind: found.kind,
+            old: found.old.map(Side::into_value),
+            new: found.new.map(Side::into_value),
         });
     }
 }
@@ -387,7 +392,13 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         new: Option<Side<N>>,
         repeat: bool,
     ) {
-        self.sink.change(&self.path, kind, old, new, repeat);
+        self.sink.change(Found {
+            path: &self.path,
+            kind,
+            old,
+            new,
+            repeat,
+        });
     }
 
     /// The part of `value` (at the current path) that is in scope; `None` when nothing is.

@@ -174,6 +174,18 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// Where what follows `separator` (`,` between entries, `:` after a key) begins: white space
+/// skipped before and after it. Without the separator, where the white space ends.
+#[inline]
+fn skip_separator(bytes: &[u8], at: usize, separator: u8) -> usize {
+    let at = skip_whitespace(bytes, at);
+    if bytes.get(at) == Some(&separator) {
+        skip_whitespace(bytes, at + 1)
+    } else {
+        at
+    }
+}
+
 /// Bytes looked at one by one before a vectorised search takes over: most strings and most
 /// gaps between brackets and quotes are shorter than a search's setup is worth.
 const SHORT_SCAN: usize = 16;
@@ -353,10 +365,7 @@ impl<'a> Iterator for RawEntries<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let text = self.within.text;
         let bytes = text.as_bytes();
-        let mut at = skip_whitespace(bytes, self.at);
-        if bytes.get(at) == Some(&b',') {
-            at = skip_whitespace(bytes, at + 1);
-        }
+        let at = skip_separator(bytes, self.at, b',');
         if bytes.get(at) != Some(&b'"') {
             // `}` or the end.
             self.at = text.len();
@@ -364,10 +373,7 @@ impl<'a> Iterator for RawEntries<'a> {
         }
         let key_end = string_end(bytes, at);
         let key = text.get(at..key_end)?;
-        let mut value_at = skip_whitespace(bytes, key_end);
-        if bytes.get(value_at) == Some(&b':') {
-            value_at = skip_whitespace(bytes, value_at + 1);
-        }
+        let value_at = skip_separator(bytes, key_end, b':');
         let end = value_end(bytes, value_at, self.within.doc);
         let value = text.get(value_at..end)?;
         self.at = end;
@@ -389,10 +395,7 @@ impl<'a> Iterator for RawItems<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let text = self.within.text;
         let bytes = text.as_bytes();
-        let mut at = skip_whitespace(bytes, self.at);
-        if bytes.get(at) == Some(&b',') {
-            at = skip_whitespace(bytes, at + 1);
-        }
+        let at = skip_separator(bytes, self.at, b',');
         match bytes.get(at) {
             None | Some(b']') => {
                 self.at = text.len();
