@@ -524,13 +524,18 @@ mod tests {
 
     const RULE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: ops\n  annotations: {drift-sentinel.k8s.io/rule: \"true\"}\ndata:\n  spec: |\n    mode: enforce\n    namespaces: [\"*\"]\n    selectors: [{apiGroup: apps, kind: Deployment}]\n";
 
-    #[test]
-    fn a_drifted_object_as_record_text_and_count() {
+    /// The rule set of [`RULE`], as read from its file.
+    fn rules() -> drift_engine::RuleSet {
         let documents = drift_engine::manifests::parse_documents(RULE, "rule.yaml").unwrap();
-        let rules = drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
+        drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
             &documents,
             "rule.yaml",
-        ));
+        ))
+    }
+
+    #[test]
+    fn a_drifted_object_as_record_text_and_count() {
+        let rules = rules();
         let namespaces = drift_engine::manifests::Namespaces::new();
         let managers = vec!["kubectl".to_owned()];
         let object = json!({
@@ -565,11 +570,7 @@ mod tests {
 
     #[test]
     fn a_bypassed_object_as_record_and_text() {
-        let documents = drift_engine::manifests::parse_documents(RULE, "rule.yaml").unwrap();
-        let rules = drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
-            &documents,
-            "rule.yaml",
-        ));
+        let rules = rules();
         let namespaces = drift_engine::manifests::Namespaces::new();
         let now = parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
         let object = json!({

@@ -159,6 +159,41 @@ fn with_spec(spec: &str, mode: &str) -> String {
     spec.replace("mode: enforce", &format!("mode: {mode}"))
 }
 
+/// An UPDATE of a Deployment being deleted: only its finalizers change.
+fn being_deleted() -> AdmissionRequest {
+    let mut old = deployment("nginx:1", 3);
+    old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut new = deployment("nginx:1", 3);
+    new["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    new["metadata"]["finalizers"] = json!(null);
+    old["metadata"]["finalizers"] = json!(["x"]);
+    update(old, new)
+}
+
+/// A replicas change whose new object carries the bypass annotation (without an end).
+fn bypassed() -> AdmissionRequest {
+    let mut new = deployment("nginx:1", 5);
+    new["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "TRUE"});
+    update(deployment("nginx:1", 3), new)
+}
+
+/// An UPDATE that only removes the bypass annotation.
+fn bypass_removed() -> AdmissionRequest {
+    let mut old = deployment("nginx:1", 3);
+    old["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "true"});
+    update(old, deployment("nginx:1", 3))
+}
+
+/// An UPDATE that changes only system fields and the status.
+fn system_fields_only() -> AdmissionRequest {
+    let mut new = deployment("nginx:1", 3);
+    new["metadata"]["resourceVersion"] = json!("11");
+    new["metadata"]["generation"] = json!(4);
+    new["metadata"]["managedFields"] = json!([]);
+    new["status"] = json!({"replicas": 9});
+    update(deployment("nginx:1", 3), new)
+}
+
 /// The rows of [`decision_table`].
 fn decision_cases() -> Vec<Case> {
     let image_change = || update(deployment("nginx:1", 3), deployment("nginx:2", 3));
@@ -169,33 +204,6 @@ fn decision_cases() -> Vec<Case> {
     other_ns.namespace = Some("dev".into());
     let mut bob = replicas_change();
     bob.user_info.username = "bob".into();
-    let deleting = {
-        let mut old = deployment("nginx:1", 3);
-        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let mut new = deployment("nginx:1", 3);
-        new["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        new["metadata"]["finalizers"] = json!(null);
-        old["metadata"]["finalizers"] = json!(["x"]);
-        update(old, new)
-    };
-    let bypass = {
-        let mut new = deployment("nginx:1", 5);
-        new["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "TRUE"});
-        update(deployment("nginx:1", 3), new)
-    };
-    let bypass_removed = {
-        let mut old = deployment("nginx:1", 3);
-        old["metadata"]["annotations"] = json!({"drift-sentinel.k8s.io/bypass": "true"});
-        update(old, deployment("nginx:1", 3))
-    };
-    let system_only = {
-        let mut new = deployment("nginx:1", 3);
-        new["metadata"]["resourceVersion"] = json!("11");
-        new["metadata"]["generation"] = json!(4);
-        new["metadata"]["managedFields"] = json!([]);
-        new["status"] = json!({"replicas": 9});
-        update(deployment("nginx:1", 3), new)
-    };
     use Step::*;
     vec![
         case(
@@ -253,16 +261,20 @@ fn decision_cases() -> Vec<Case> {
         case(
             BeingDeleted,
             "deletion in progress is never blocked",
-            deleting,
+            being_deleted(),
         ),
         // "bypass without an end"
-        case(Bypassed, "bypass annotation", bypass).warnings(1),
+        case(Bypassed, "bypass annotation", bypassed()).warnings(1),
         case(
             NoChanges,
             "removing the bypass annotation is allowed",
-            bypass_removed,
+            bypass_removed(),
         ),
-        case(NoChanges, "system fields are stripped", system_only),
+        case(
+            NoChanges,
+            "system fields are stripped",
+            system_fields_only(),
+        ),
         case(NoChanges, "exclude removes a subtree", replicas_change())
             .also("exclude: [spec.replicas]"),
         case(
