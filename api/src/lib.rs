@@ -3,7 +3,7 @@
 //! - [`connection`]: the `Connection` custom resource
 //!   (`connections.connection.drift-sentinel.io/v1alpha1`) that routes exported violations and
 //!   carries each agent pod's export health in its status; the chart's CRD is generated from it;
-//! - [`violation`]: the violation record of both sources (SPEC §7), as the agent writes it to
+//! - [`violation`]: the violation record of both sources (reference §7), as the agent writes it to
 //!   disk and streams it on `/violations`, and that query;
 //! - [`status`]: the admin `/status` document;
 //! - [`shapes`]: the shapes of the built-in kinds, for the rule linter.

@@ -33,10 +33,10 @@ pub struct AgentStatus {
     /// loaded (a file being rewritten, empty, or no longer parsing).
     #[serde(default)]
     pub stale_sources: Vec<StaleSource>,
-    /// Rules served in their last valid version (SPEC §2 "Last good version kept").
+    /// Rules served in their last valid version (reference §2 "Last good version kept").
     #[serde(default)]
     pub stale_rules: Vec<StaleRule>,
-    /// The namespaces (globs) whose rule ConfigMaps are cluster rules (SPEC §2 "Who may write a
+    /// The namespaces (globs) whose rule ConfigMaps are cluster rules (reference §2 "Who may write a
     /// rule"): the agent's `--cluster-rule-namespaces`, by default its own namespace; `["*"]`
     /// when every rule is a cluster rule (offline files). `None` from an agent that predates
     /// it. `kubectl drift explain` and `preview` build the rules with the same tiers.
@@ -53,7 +53,7 @@ pub struct AgentStatus {
     pub audit_interval_seconds: Option<f64>,
 }
 
-/// One completed audit run (SPEC §8), as `/status` of the audit process shows it.
+/// One completed audit run (reference §8), as `/status` of the audit process shows it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRun {

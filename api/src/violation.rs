@@ -1,4 +1,4 @@
-//! The violation record (SPEC §7, `docs/export.md`): one JSON object per violation, one line of
+//! The violation record (reference §7, `docs/export.md`): one JSON object per violation, one line of
 //! an export file, one line of the admin `/violations` stream — the same type for admission
 //! (`violation_admission`) and audit (`violation_audited`) records. The agent builds records
 //! that borrow from the request ([`Cow::Borrowed`]); the plugin reads owned ones.
@@ -235,7 +235,7 @@ pub fn enforcement_action(mode: Mode) -> Option<&'static str> {
 }
 
 impl<'a> ViolationRecord<'a> {
-    /// The `violation_audited` record of a drifted object (SPEC §8): `id` is the run's id, there is
+    /// The `violation_audited` record of a drifted object (reference §8): `id` is the run's id, there is
     /// no request, and each change carries `old` (declared), `new` (live) and, for imperative edits,
     /// `manager` and `time`. `None` when the object did not drift (or its mode exports nothing).
     pub fn audited(

@@ -1,6 +1,6 @@
 //! What the load benchmark sends: the realistic Deployment of `drift_testkit::objects` (with
 //! more environment variables than the engine's benchmarks use, so that one object is about
-//! 14 KB and its UPDATE review about 29 KB), the 20 rule files, and the worst cases of SPEC §5
+//! 14 KB and its UPDATE review about 29 KB), the 20 rule files, and the worst cases of reference §5
 //! "Bounded answers" (200,000 changed container args; 2,000,000 changed list items in an
 //! 8 MB review).
 
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 /// Environment variables of the main container: one Deployment object is then ~14 KB of JSON.
 pub const ENV_COUNT: usize = 130;
 
-/// The agent's body limit (SPEC §5); the largest review stays under it.
+/// The agent's body limit (reference §5); the largest review stays under it.
 pub const MAX_BODY_BYTES: usize = drift_sentinel::webhook::MAX_BODY_BYTES;
 
 /// Changed container args of `args-200k.json`.

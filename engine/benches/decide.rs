@@ -3,7 +3,7 @@
 //! ≤ 10 µs, (c) ≤ 300 µs, (d) ≤ 2× (a). `body_to_answer` times what the agent does with a body
 //! — parse, decide, encode the answer — once with the objects parsed whole into documents (the
 //! agent before issue 12) and once read lazily from the body's text (the agent now), side by
-//! side; `worst_case` times SPEC §5's worst reviews on the agent's path.
+//! side; `worst_case` times reference §5's worst reviews on the agent's path.
 
 mod fixtures;
 
@@ -157,7 +157,7 @@ fn body_to_answer(c: &mut Criterion) {
     group.finish();
 }
 
-/// SPEC §5's worst reviews: 200,000 changed container args (~800 KB) and 2,000,000 changed
+/// reference §5's worst reviews: 200,000 changed container args (~800 KB) and 2,000,000 changed
 /// list items (~8 MB), each to be decided in at most 0.5 s.
 fn worst_case(c: &mut Criterion) {
     let rules = rules(&[(

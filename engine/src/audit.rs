@@ -1,4 +1,4 @@
-//! The audit evaluation (SPEC §8): one live object judged under the rule that would win for it at
+//! The audit evaluation (reference §8): one live object judged under the rule that would win for it at
 //! admission — the same matching and priority, tiers, namespace mode annotation, bypass
 //! annotation, deletion in progress and mode `off` (the functions of [`crate::evaluation`], not
 //! copies) — against what was declared for it: its `last-applied-configuration` baseline
@@ -65,7 +65,7 @@ use crate::rule::{CompiledRule, Mode, RuleSet};
 
 /// The field managers whose `Update`s are imperative edits by default: what kubectl 1.37 writes
 /// for `edit`, `patch`, `set` (env, image, resources …), `label`, `annotate`, `replace`,
-/// `rollout` and — plain `kubectl` — `scale` (SPEC §8, seen on a real API server; docs/audit.md).
+/// `rollout` and — plain `kubectl` — `scale` (reference §8, seen on a real API server; docs/audit.md).
 pub const DEFAULT_DRIFT_MANAGERS: &[&str] = &[
     "kubectl-edit",
     "kubectl-patch",

@@ -1,4 +1,4 @@
-//! The audit's comparison of a live object with its declared state (SPEC §8 step 2).
+//! The audit's comparison of a live object with its declared state (reference §8 step 2).
 //!
 //! The declared state is the `kubectl.kubernetes.io/last-applied-configuration` annotation. Only
 //! what it declares is compared: a declared field whose live value differs is a change; a field
@@ -39,7 +39,7 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
     if text.trim().is_empty() {
         return None;
     }
-    // Anyone who may update the object writes this text (SPEC §5).
+    // Anyone who may update the object writes this text (reference §5).
     if let Err(e) = crate::nesting::check_json(text.as_bytes()) {
         return Some(Err(BaselineError::NotJson(e.to_string())));
     }

@@ -1,8 +1,8 @@
-//! What comparing two versions of an object found (SPEC §3 steps 6–9): each changed path judged
+//! What comparing two versions of an object found (reference §3 steps 6–9): each changed path judged
 //! against the rule's `mutable`, and the violation the uncovered ones make.
 //!
 //! Admission judges changes as the diff finds them ([`Judging`]) and keeps only what an answer
-//! can show (SPEC §5): the first changes in byte order of their path, and the first uncovered
+//! can show (reference §5): the first changes in byte order of their path, and the first uncovered
 //! ones, each up to a limit, with every change counted. However large the diff, what it leaves
 //! in memory is bounded, and the first uncovered change is still found. The audit, whose changes
 //! come from several places, judges a finished list ([`judge`]).
@@ -20,7 +20,7 @@ mod items;
 use items::ItemThresholds;
 
 /// How many changes of each kind (any, uncovered) an admission evaluation keeps: what the
-/// export record details (the most of the answer's bounds, SPEC §5).
+/// export record details (the most of the answer's bounds, reference §5).
 pub const MAX_KEPT_CHANGES: usize = 100;
 
 /// The comparison of a matched UPDATE.
@@ -77,7 +77,7 @@ impl<'a> JudgedChange<'a> {
     }
 }
 
-/// Who changed a field imperatively, as `metadata.managedFields` says (SPEC §8 step 3).
+/// Who changed a field imperatively, as `metadata.managedFields` says (reference §8 step 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImperativeEdit<'a> {
     /// The field manager (`kubectl-edit`, `kubectl`…): managedFields name managers, not users.
@@ -400,7 +400,7 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Judging<'_, 'a, N> {
         let path = found.path;
         let (shared, sibling) = self.relate(path);
         // The items of one list, judged alike: judged once, and once none of them can be kept,
-        // only counted (a list of millions of changed items is SPEC §5's worst case).
+        // only counted (a list of millions of changed items is reference §5's worst case).
         let judged_alike = sibling && self.index_blind;
         let mutable = if judged_alike {
             self.last_mutable

@@ -1,4 +1,4 @@
-//! The admission evaluation (SPEC §3): a request and a rule set in, one value out that says
+//! The admission evaluation (reference §3): a request and a rule set in, one value out that says
 //! everything that happened — the rules considered and why each matched or not, and an outcome
 //! in which impossible states cannot be written. The admission response, the agent's log line,
 //! metrics and export record, and the plugin's `explain` and `preview` all render this value
@@ -421,7 +421,7 @@ pub(crate) fn find_winner<'a, 'v, N: Node<'v>>(
     let mut winner = None;
     for rule in rules.rules() {
         // Rules come cluster tier first: a namespace rule is only tried when no cluster rule
-        // matched (SPEC §2), so it can never override, switch off or weaken one.
+        // matched (reference §2), so it can never override, switch off or weaken one.
         let shadowed = rule.tier == Tier::Namespace
             && winner.is_some_and(|w: &CompiledRule| w.tier == Tier::Cluster);
         let matched = if shadowed {
@@ -625,7 +625,7 @@ fn settle<'a, N: Node<'a>>(
         return settled;
     }
     // 6–9. Scope and diff; each change judged as it is found; the violation. Only what an
-    // answer shows is kept (SPEC §5), unless a person asked for everything.
+    // answer shows is kept (reference §5), unless a person asked for everything.
     let limit = match detail {
         Detail::Verdict => MAX_KEPT_CHANGES,
         Detail::Full => usize::MAX,

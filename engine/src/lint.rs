@@ -1,4 +1,4 @@
-//! Likely mistakes in a valid rule (SPEC §2 "A typo never opens a hole"): what the agent's
+//! Likely mistakes in a valid rule (reference §2 "A typo never opens a hole"): what the agent's
 //! `/validate-rule` admits with a warning and `kubectl drift explain --rules` shows offline
 //! (worded the same, `kubectl-drift/src/offline.rs`; offline the namespaces that exist are not
 //! known, so the glob check below does not run there). The errors of an invalid rule are the

@@ -1,4 +1,4 @@
-//! Imperative edits from `metadata.managedFields` (SPEC §8 step 3).
+//! Imperative edits from `metadata.managedFields` (reference §8 step 3).
 //!
 //! Every write to an object records, per field manager, the set of fields that manager owns, in
 //! the `FieldsV1` encoding: a tree whose keys are `f:<name>` (a map field), `k:<json>` (the

@@ -21,7 +21,7 @@ pub struct ManifestError {
 /// Every non-empty document of a multi-document YAML text, as JSON values. `List` objects are
 /// flattened into their items.
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestError> {
-    // Measured before libyaml reads it (SPEC §5, "No input stops the agent").
+    // Measured before libyaml reads it (reference §5, "No input stops the agent").
     crate::nesting::check_yaml(text).map_err(|e| {
         let (line, column) = crate::rule::position(text, e.offset());
         ManifestError {

@@ -1,6 +1,6 @@
-//! The texts a user sees, rendered from an [`Evaluation`]: the violation reason (SPEC §3 step 9),
+//! The texts a user sees, rendered from an [`Evaluation`]: the violation reason (reference §3 step 9),
 //! the warnings, the status message, and the admission response itself — each bounded whatever
-//! the size of the diff (SPEC §5).
+//! the size of the diff (reference §5).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,7 +21,7 @@ use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
-/// The fixed beginning of every audit finding (SPEC §8): the live object differs from what was
+/// The fixed beginning of every audit finding (reference §8): the live object differs from what was
 /// declared for it.
 pub const DRIFT_PREFIX: &str = "Drift Sentinel: drift from the declared state: ";
 /// How many uncovered paths a reason names.
@@ -165,7 +165,7 @@ impl std::fmt::Display for BypassFinding<'_> {
     }
 }
 
-/// The audit's finding (SPEC §8): the drifted paths and values as a violation reason shows
+/// The audit's finding (reference §8): the drifted paths and values as a violation reason shows
 /// them, beginning with what the object drifted from — its declared state, or, when an
 /// imperative edit rewrote the baseline, the fields such edits own.
 pub(crate) fn drift_reason(

@@ -1,4 +1,4 @@
-//! How deep text the agent did not write may nest (SPEC §5, "No input stops the agent").
+//! How deep text the agent did not write may nest (reference §5, "No input stops the agent").
 //!
 //! A review, a rule's YAML, a Namespace, a `last-applied-configuration` baseline,
 //! `managedFields`, a spool line or a Connection is checked here before anything walks it:

@@ -122,7 +122,7 @@ impl fmt::Display for FieldPath {
     }
 }
 
-/// Appends the rendering of `segments` (SPEC §4) to `out`, which should be empty: the path
+/// Appends the rendering of `segments` (reference §4) to `out`, which should be empty: the path
 /// the diff is at is rendered into one reused buffer, without allocating per change.
 pub fn render_path<S: AsSegment>(segments: &[S], out: &mut String) {
     if segments.is_empty() {

@@ -185,7 +185,7 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
-    // Before anything walks it: the objects are read lazily and recursively (SPEC §5).
+    // Before anything walks it: the objects are read lazily and recursively (reference §5).
     // The review holds its objects two levels down (`request`, `object`): an object the API
     // server accepted, at most MAX_NESTING deep, is answered.
     crate::nesting::check_json_wrapping(body, REVIEW_LEVELS)
@@ -278,7 +278,7 @@ fn parse_review_in_parts(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, N
     })
 }
 
-/// A malformed request's reason, bounded: serde quotes a wrong-typed string whole (SPEC §5).
+/// A malformed request's reason, bounded: serde quotes a wrong-typed string whole (reference §5).
 fn malformed(e: serde_json::Error) -> String {
     truncate_bytes(
         &format!("AdmissionReview request is malformed: {e}"),

@@ -1,4 +1,4 @@
-//! Rules: the YAML schema of a rule ConfigMap's `data.spec` (SPEC §2), its validation, and the
+//! Rules: the YAML schema of a rule ConfigMap's `data.spec` (reference §2), its validation, and the
 //! compiled form that the decision uses. Everything a request needs (globs, path patterns, the
 //! diff scope, the text of messages) is prepared here, once per rule change.
 
@@ -69,7 +69,7 @@ impl fmt::Display for Mode {
     }
 }
 
-/// Who may have written a rule (SPEC §2 "Who may write a rule").
+/// Who may have written a rule (reference §2 "Who may write a rule").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {

@@ -1,5 +1,5 @@
 //! Cutting text to a bound, on a character boundary, marking the cut with `…`: what keeps every
-//! message, annotation, log line and record bounded whatever the input (SPEC §5). The
+//! message, annotation, log line and record bounded whatever the input (reference §5). The
 //! bottom of the engine: the wire parser and the renderers both use it, and it uses nothing.
 
 /// Cuts `text` to at most `max` characters, the last being `…` when cut.

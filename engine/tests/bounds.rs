@@ -1,4 +1,4 @@
-//! SPEC §5 "Bounded answers": however many changes a review holds, the admission evaluation
+//! reference §5 "Bounded answers": however many changes a review holds, the admission evaluation
 //! keeps only what an answer can show — the first changes and the first uncovered ones in byte
 //! order of their path — and counts them all; what it keeps is exactly the beginning of what
 //! the unbounded evaluation (the plugin's) finds.

@@ -1,4 +1,4 @@
-//! The decision of SPEC §3, table-driven through the public API.
+//! The decision of reference §3, table-driven through the public API.
 
 use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
@@ -638,7 +638,7 @@ proptest! {
     }
 }
 
-/// SPEC §5 bounded answers: 20 paths named in the reason and in `denied-paths`, values for 10,
+/// reference §5 bounded answers: 20 paths named in the reason and in `denied-paths`, values for 10,
 /// a denial's status carries `reason: Forbidden`, and the response stays under 64 KiB whatever
 /// the size of the diff.
 #[test]
@@ -697,7 +697,7 @@ fn answers_are_bounded_and_denials_are_forbidden() {
     assert_eq!(allowed.status.reason, None);
 }
 
-/// SPEC §2 "Who may write a rule": a namespace rule applies only in its own namespace and only
+/// reference §2 "Who may write a rule": a namespace rule applies only in its own namespace and only
 /// where no cluster rule matches, whatever its priority.
 #[test]
 fn namespace_rules_cannot_weaken_cluster_rules() {

@@ -17,7 +17,7 @@ fn big(n: usize) -> String {
     "x".repeat(n)
 }
 
-/// Bounds (SPEC §5): a malformed request's reason quoted a wrong-typed value whole (serde's
+/// Bounds (reference §5): a malformed request's reason quoted a wrong-typed value whole (serde's
 /// "invalid type: string \"…\"" names the string), so a 100 KiB `kind` string gave a 100 KiB
 /// answer.
 #[test]
@@ -36,7 +36,7 @@ fn malformed_request_reason_is_bounded() {
     }
 }
 
-/// Bounds (SPEC §5): a body that is not an AdmissionReview is answered with a plain 400 that
+/// Bounds (reference §5): a body that is not an AdmissionReview is answered with a plain 400 that
 /// quoted its `kind` or `apiVersion` whole.
 #[test]
 fn not_a_review_message_is_bounded() {

@@ -1,7 +1,7 @@
 //! Stable-toolchain guard for the fuzz target `review` (issue 13): property tests that feed
 //! arbitrary JSON through what the agent does with an admission body — `parse_review`,
 //! `evaluate` against a fixed realistic rule set, `response()` and its encoding — and check
-//! that nothing panics and that SPEC §5's bounds hold (the checks are shared with the fuzz
+//! that nothing panics and that reference §5's bounds hold (the checks are shared with the fuzz
 //! target: tests/common/admission_bounds.rs).
 
 #[path = "common/admission_bounds.rs"]

@@ -1,5 +1,5 @@
 //! `include`, `exclude` and `mutable` patterns shorter than, equal to and longer than the
-//! changed path (SPEC §4: a pattern covers a path when it matches the path or an ancestor; one
+//! changed path (reference §4: a pattern covers a path when it matches the path or an ancestor; one
 //! that reaches *below* a scalar says nothing about it), through `*`, `[*]`, `['key']` and
 //! indices. Table-driven through the public decision.
 

@@ -1,4 +1,4 @@
-//! SPEC §8 step 2, row by row, and the properties every baseline comparison keeps.
+//! reference §8 step 2, row by row, and the properties every baseline comparison keeps.
 
 use super::*;
 use crate::path::PathPattern;

@@ -1,7 +1,7 @@
 //! Which items of a changed list a full heap of kept changes would still take, decided once
 //! per list and heap state from the index alone.
 //!
-//! Kept changes are the first in byte order of their rendered path (SPEC §5), and `[10]` sorts
+//! Kept changes are the first in byte order of their rendered path (reference §5), and `[10]` sorts
 //! before `[2]`: whether item `i` of a list renders below the heap's largest path is a question
 //! about the decimal digits of `i`. When that largest path is itself an item of the list, `[D]`
 //! with `n` digits, the answer is one threshold per digit count `L` of `i` — `]` sorts after

@@ -1,4 +1,4 @@
-//! Lists in the diff (SPEC §4): aligned by merge key as strategic merge patch does, or by
+//! Lists in the diff (reference §4): aligned by merge key as strategic merge patch does, or by
 //! index. Lists whose elements keep their places — nearly every list of an update — are walked
 //! as two streams, without an index of either; only a list whose elements moved, appeared or
 //! went is read into memory to be aligned.
@@ -78,7 +78,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
         let by_position = match merge_key {
             // Aligned by index (scalars, mixed lists): position i pairs with position i and
             // the longer list's tail is added or removed — never counted or collected, since
-            // a list of millions of changed numbers is the worst case of SPEC §5.
+            // a list of millions of changed numbers is the worst case of reference §5.
             None => true,
             // Every element keeps its place: no reordering, nothing added or removed.
             Some(key) => {
@@ -195,7 +195,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             self.walk(Some(old_item), Some(new_item), child);
         } else if child == Coverage::In && old_shape != Shape::Null && new_shape != Shape::Null {
             // Two present scalars, compared whole: what `changed_node` concludes, without its
-            // general tests (a list of millions of changed numbers is SPEC §5's worst case).
+            // general tests (a list of millions of changed numbers is reference §5's worst case).
             let (old_side, new_side) = (Side::Node(old_item), Side::Node(new_item));
             self.record(ChangeKind::Modified, Some(old_side), Some(new_side), false);
         } else if child != Coverage::Out {

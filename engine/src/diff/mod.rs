@@ -1,4 +1,4 @@
-//! The structural diff of two objects (SPEC §4).
+//! The structural diff of two objects (reference §4).
 //!
 //! The diff walks both objects at once and never copies them: the implicit system fields,
 //! `exclude` subtrees and the bypass annotation are simply not visited, and `include` limits
@@ -63,7 +63,7 @@ impl Scope {
         Self::default()
     }
 
-    /// SPEC §4 subtree semantics: a pattern takes part at a path when it matches the path or
+    /// reference §4 subtree semantics: a pattern takes part at a path when it matches the path or
     /// an ancestor (`covers`); one that only reaches *below* the path says nothing about the
     /// node itself — an `exclude` reaching below a scalar never removes that scalar, an
     /// `include` reaching below it never selects it.
@@ -354,7 +354,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
                 );
             }
             if old_map || new_map || old_list || new_list {
-                // SPEC §4: "descends into it (missing side = absent)" — a scalar on the other
+                // reference §4: "descends into it (missing side = absent)" — a scalar on the other
                 // side of a retyped key counts as absent; only the container's parts are judged.
                 return;
             }

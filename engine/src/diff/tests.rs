@@ -1,4 +1,4 @@
-//! The diff's table and property tests (SPEC §4).
+//! The diff's table and property tests (reference §4).
 
 use super::*;
 use crate::json::str_eq;

@@ -4,7 +4,7 @@
 //! A walk down a chain of nested containers asks of every level where it ends and whether it
 //! is absent (a map whose entries are all absent). Answered by scanning, each question costs
 //! the rest of the chain, and the walk the square of its depth: 10,000 levels (the most
-//! SPEC §5 accepts) would take seconds. Ordinary objects never get here: their
+//! reference §5 accepts) would take seconds. Ordinary objects never get here: their
 //! containers are in the [`super::brackets::Brackets`] index and their absence is settled a
 //! level or two down. Only when a scan would go deep is this index built, once per document.
 //!

@@ -49,7 +49,7 @@ pub trait Node<'a>: Copy + std::fmt::Debug {
     fn as_str(self) -> Option<Cow<'a, str>>;
     fn as_f64(self) -> Option<f64>;
     fn as_bool(self) -> Option<bool>;
-    /// SPEC §4: `null`, `[]`, and maps whose every entry is absent (so `{}` too) are absent.
+    /// reference §4: `null`, `[]`, and maps whose every entry is absent (so `{}` too) are absent.
     fn is_absent(self) -> bool;
     /// Equality of two scalars (or nulls): strings by content, numbers by exact value.
     fn scalar_eq(self, other: Self) -> bool;

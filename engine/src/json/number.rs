@@ -1,4 +1,4 @@
-//! Numbers compared by value, exactly (SPEC §4): `1 == 1.0 == 1e0`, but `9007199254740993`
+//! Numbers compared by value, exactly (reference §4): `1 == 1.0 == 1e0`, but `9007199254740993`
 //! differs from `9007199254740992.0`, and integers beyond 64 bits too. JSON text is compared as
 //! decimal digits, never through a float; parsed values are compared without rounding.
 

@@ -281,7 +281,7 @@ fn container_end(bytes: &[u8], at: usize, doc: Option<&RawDocument<'_>>) -> usiz
     bytes.len()
 }
 
-/// The end of the value at `at` when it is absent (SPEC §4: `null`, `[]`, or a map whose
+/// The end of the value at `at` when it is absent (reference §4: `null`, `[]`, or a map whose
 /// every entry is absent); `None` as soon as something present is seen. Decided from the front:
 /// a present value is never scanned to its end (`present()` is asked of every map and list on
 /// the way down to a change, each of which can hold the whole rest of the object).

@@ -67,7 +67,7 @@ pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let spec = spec_yaml(source)?;
     let checks = Checks { source, spec };
     // Any tenant can write a rule ConfigMap: its nesting is measured before libyaml reads it
-    // (SPEC §5, "No input stops the agent").
+    // (reference §5, "No input stops the agent").
     crate::nesting::check_yaml(spec).map_err(|e| {
         let (line, column) = position(spec, e.offset());
         checks.error(None, line, column, format!("the spec is {e}"))

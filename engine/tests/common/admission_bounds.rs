@@ -2,7 +2,7 @@
 //! property and regression tests (engine/tests/review_props.rs, engine/tests/fuzz_regressions.rs):
 //! a body goes through what the agent does with it (`parse_review_raw`, `evaluate`, `response`,
 //! the encoded AdmissionReview) against one fixed, realistic rule set, and the answer must keep
-//! the bounds of SPEC §5 and be the answer `parse_review` (the objects parsed whole) gives. Any
+//! the bounds of reference §5 and be the answer `parse_review` (the objects parsed whole) gives. Any
 //! panic, or a failed assertion, is a finding.
 //!
 //! Included by path (`#[path = …] mod admission_bounds;`), so it uses only `drift_engine` and
@@ -20,7 +20,7 @@ use drift_engine::review::{
 use drift_engine::{Context, Detail, RuleId, RuleSet, RuleSource, SpecText, evaluate};
 use serde_json::{Map, Value};
 
-/// The whole response body (SPEC §5), not counting the echoed `uid`: the API server's uids are
+/// The whole response body (reference §5), not counting the echoed `uid`: the API server's uids are
 /// 36 characters, but the answer must repeat whatever uid came, so a body whose uid alone is
 /// over 64 KiB cannot be answered within the bound.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -160,7 +160,7 @@ pub fn check_body(rules: &RuleSet, body: &[u8]) {
     }
     // The whole parse builds serde_json documents, which stop at 128 levels (on purpose: a
     // document is dropped recursively); the agent's raw parse decides up to 10,000 levels
-    // (SPEC §5). Deeper than the documents go, only the agent's answers are checked.
+    // (reference §5). Deeper than the documents go, only the agent's answers are checked.
     if matches!(&parsed.request, Err(reason) if reason.contains("recursion limit exceeded")) {
         answers(rules, raw);
         return;

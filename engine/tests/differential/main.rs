@@ -1,4 +1,4 @@
-//! Differential test of SPEC §3 step 6 and §4: the engine's verdict against a plain model of
+//! Differential test of reference §3 step 6 and §4: the engine's verdict against a plain model of
 //! the specification (`model.rs`) on generated workloads, edits and patterns.
 //!
 //! The engine reports a change at the highest node it can; the model breaks every difference

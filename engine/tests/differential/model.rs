@@ -1,4 +1,4 @@
-//! A deliberately plain second implementation of SPEC §3 step 6 and §4, written from the text
+//! A deliberately plain second implementation of reference §3 step 6 and §4, written from the text
 //! alone and sharing no code with the engine's matcher or diff: the oracle of the differential
 //! property test.
 //!
