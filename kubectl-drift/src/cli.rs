@@ -312,8 +312,10 @@ pub(crate) struct StatusArgs {
     pub webhook: Option<String>,
 }
 
+/// What `preview`, `explain` and `audit` judge with: the cluster (or the rule files), how to
+/// print, and the rule tiers.
 #[derive(Debug, Clone, Args)]
-pub(crate) struct PreviewArgs {
+pub(crate) struct Judging {
     #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
@@ -322,6 +324,12 @@ pub(crate) struct PreviewArgs {
     pub offline: Offline,
     #[command(flatten)]
     pub tiers: Tiers,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PreviewArgs {
+    #[command(flatten)]
+    pub judging: Judging,
     /// The object before the edit (offline).
     #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
@@ -355,13 +363,7 @@ pub(crate) struct PreviewArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ExplainArgs {
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub display: Display,
-    #[command(flatten)]
-    pub offline: Offline,
-    #[command(flatten)]
-    pub tiers: Tiers,
+    pub judging: Judging,
     /// The object to explain (offline; against the cluster, an object of a file judged with
     /// the cluster's rules).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -378,13 +380,7 @@ pub(crate) struct ExplainArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct AuditArgs {
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub display: Display,
-    #[command(flatten)]
-    pub offline: Offline,
-    #[command(flatten)]
-    pub tiers: Tiers,
+    pub judging: Judging,
     /// Objects to audit (offline, with --rules): a file or a directory of *.yaml, *.yml and
     /// *.json files, as `kubectl get -o yaml` writes them; repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]

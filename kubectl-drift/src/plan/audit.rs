@@ -52,8 +52,8 @@ pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
         .map(|m| m.trim().to_owned())
         .filter(|m| !m.is_empty())
         .collect();
-    if !args.offline.rules.is_empty() {
-        refuse_cluster_flags(&args.kube, "offline audit (--rules)")?;
+    if !args.judging.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.judging.kube, "offline audit (--rules)")?;
         if args.files.is_empty() {
             bail!(
                 "offline audit (--rules) needs the objects: -f FILE (e.g. kubectl get deploy -A -o yaml --show-managed-fields > live.yaml)"
@@ -66,14 +66,14 @@ pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
         }
         return Ok(Audit {
             source: AuditSource::Offline {
-                rules: offline_rules(&args.offline, &args.tiers)?,
+                rules: offline_rules(&args.judging.offline, &args.judging.tiers)?,
                 files: args.files.clone(),
-                namespace: args.kube.namespace.clone(),
+                namespace: args.judging.kube.namespace.clone(),
             },
             managers,
         });
     }
-    if args.offline.namespace_file.is_some() {
+    if args.judging.offline.namespace_file.is_some() {
         bail!(
             "--namespace-file is for offline audit (with --rules); against a cluster the Namespaces' annotations are read"
         );
@@ -92,11 +92,11 @@ pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
     }
     Ok(Audit {
         source: AuditSource::Cluster {
-            kube: Kube::of(&args.kube)?,
+            kube: Kube::of(&args.judging.kube)?,
             all_namespaces: args.all_namespaces,
             resources,
             chunk: args.chunk_size,
-            tiers: cluster_tiers(&args.tiers)?,
+            tiers: cluster_tiers(&args.judging.tiers)?,
         },
         managers,
     })

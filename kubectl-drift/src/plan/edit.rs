@@ -81,8 +81,8 @@ pub(crate) enum Edit {
 }
 
 pub(super) fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
-    if !args.offline.rules.is_empty() {
-        refuse_cluster_flags(&args.kube, "offline explain (--rules)")?;
+    if !args.judging.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.judging.kube, "offline explain (--rules)")?;
         if args.target.is_some() {
             bail!(
                 "offline explain (--rules) takes the object as -f FILE, not KIND/NAME; without --rules KIND/NAME is read from the cluster"
@@ -92,13 +92,13 @@ pub(super) fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
             bail!("offline explain needs the object: -f FILE");
         };
         return Ok(Explain::Offline(OfflineExplain {
-            rules: offline_rules(&args.offline, &args.tiers)?,
+            rules: offline_rules(&args.judging.offline, &args.judging.tiers)?,
             file,
-            namespace: args.kube.namespace.clone(),
+            namespace: args.judging.kube.namespace.clone(),
             user: args.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned()),
         }));
     }
-    if args.offline.namespace_file.is_some() {
+    if args.judging.offline.namespace_file.is_some() {
         bail!(
             "--namespace-file is for offline explain (with --rules); against a cluster the Namespace's annotation is read"
         );
@@ -115,16 +115,16 @@ pub(super) fn explain(args: &ExplainArgs) -> anyhow::Result<Explain> {
         (None, Some(file)) => ObjectRef::File(file.clone()),
     };
     Ok(Explain::Cluster(ClusterExplain {
-        kube: Kube::of(&args.kube)?,
-        tiers: cluster_tiers(&args.tiers)?,
+        kube: Kube::of(&args.judging.kube)?,
+        tiers: cluster_tiers(&args.judging.tiers)?,
         object,
         user: args.user.clone(),
     }))
 }
 
 pub(super) fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
-    if !args.offline.rules.is_empty() {
-        refuse_cluster_flags(&args.kube, "offline preview (--rules)")?;
+    if !args.judging.offline.rules.is_empty() {
+        refuse_cluster_flags(&args.judging.kube, "offline preview (--rules)")?;
         if args.server_dry_run {
             bail!(
                 "--server-dry-run needs the cluster; offline preview (--rules) has no API server"
@@ -144,14 +144,14 @@ pub(super) fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
             bail!("offline preview needs both --old FILE and --new FILE");
         };
         return Ok(Preview::Offline(OfflinePreview {
-            rules: offline_rules(&args.offline, &args.tiers)?,
+            rules: offline_rules(&args.judging.offline, &args.judging.tiers)?,
             old: old.clone(),
             new: new.clone(),
-            namespace: args.kube.namespace.clone(),
+            namespace: args.judging.kube.namespace.clone(),
             user: args.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned()),
         }));
     }
-    if args.offline.namespace_file.is_some() {
+    if args.judging.offline.namespace_file.is_some() {
         bail!(
             "--namespace-file is for offline preview (with --rules); against a cluster the Namespace's annotation is read"
         );
@@ -176,8 +176,8 @@ pub(super) fn preview(args: &PreviewArgs) -> anyhow::Result<Preview> {
         }
     };
     Ok(Preview::Cluster(ClusterPreview {
-        kube: Kube::of(&args.kube)?,
-        tiers: cluster_tiers(&args.tiers)?,
+        kube: Kube::of(&args.judging.kube)?,
+        tiers: cluster_tiers(&args.judging.tiers)?,
         edit,
         server_dry_run: args.server_dry_run,
         user: args.user.clone(),

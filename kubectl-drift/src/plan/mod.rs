@@ -44,13 +44,15 @@ impl Plan {
     pub(crate) fn of(cli: Cli, now: SystemTime) -> anyhow::Result<Plan> {
         Ok(match cli.command {
             Command::Explain(args) => {
-                Plan::Explain(edit::explain(&args)?, Print::of(&args.display))
+                Plan::Explain(edit::explain(&args)?, Print::of(&args.judging.display))
             }
             Command::Preview(args) => {
-                Plan::Preview(edit::preview(&args)?, Print::of(&args.display))
+                Plan::Preview(edit::preview(&args)?, Print::of(&args.judging.display))
             }
             Command::Status(args) => Plan::Status(status::status(&args)?, Print::of(&args.display)),
-            Command::Audit(args) => Plan::Audit(audit::audit(&args)?, Print::of(&args.display)),
+            Command::Audit(args) => {
+                Plan::Audit(audit::audit(&args)?, Print::of(&args.judging.display))
+            }
             Command::Bypass(args) => Plan::Bypass(bypass::bypass(&args)?, Print::of(&args.display)),
             Command::Tail(args) => Plan::Tail(tail::tail(&args, now)?),
             Command::Completion(args) => Plan::Completion(args.shell),
