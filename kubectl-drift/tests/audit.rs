@@ -64,23 +64,16 @@ fn drifted_paths(stdout: &str) -> BTreeSet<(String, String)> {
     found
 }
 
-/// `kubectl replace` rewrote three baselines (reference §8 step 3): the plugin names them as the
-/// agent does, line for line, and the object applied again is clean.
-#[test]
-fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
-    let replaced = fixtures().join("replaced.yaml").display().to_string();
+/// The agent's `drift-sentinel audit --once` and the plugin's `kubectl drift audit` on the same
+/// objects: both find drift (exit 1), and print the same text line for line (but the summary,
+/// where the agent names its run). The plugin's text and the agent's.
+fn audit_both(objects: &str) -> (String, String) {
     let agent = Command::new(agent_bin())
-        .args([
-            "audit",
-            "--once",
-            "--rules",
-            &rules(),
-            "--objects",
-            &replaced,
-        ])
+        .args(["audit", "--once", "--rules", &rules(), "--objects", objects])
         .output()
         .expect("run drift-sentinel audit");
-    let ours = plugin(&["audit", "--rules", &rules(), "-f", &replaced]);
+    assert_eq!(agent.status.code(), Some(1), "{}", text(&agent.stderr));
+    let ours = plugin(&["audit", "--rules", &rules(), "-f", objects]);
     let stdout = text(&ours.stdout);
     assert_eq!(
         ours.status.code(),
@@ -88,6 +81,23 @@ fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
         "{stdout}{}",
         text(&ours.stderr)
     );
+    let lines = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.contains(" objects"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let theirs = text(&agent.stdout);
+    assert_eq!(lines(&stdout), lines(&theirs));
+    (stdout, theirs)
+}
+
+/// `kubectl replace` rewrote three baselines (reference §8 step 3): the plugin names them as the
+/// agent does, line for line, and the object applied again is clean.
+#[test]
+fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
+    let replaced = fixtures().join("replaced.yaml").display().to_string();
+    let (stdout, _) = audit_both(&replaced);
     let found: Vec<(String, String)> = drifted_paths(&stdout).into_iter().collect();
     let want = |o: &str| ("shop/".to_owned() + o, "spec.replicas".to_owned());
     assert_eq!(
@@ -99,13 +109,6 @@ fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
         ],
         "{stdout}"
     );
-    let lines = |t: &str| -> Vec<String> {
-        t.lines()
-            .filter(|l| !l.contains(" objects"))
-            .map(str::to_owned)
-            .collect()
-    };
-    assert_eq!(lines(&stdout), lines(&text(&agent.stdout)));
     assert!(
         stdout.contains(
             "  spec.replicas: <unknown> → 4 (by kubectl-replace at 2026-12-04T10:08:13Z)\n"
@@ -120,30 +123,10 @@ fn a_replaced_baseline_is_drift_in_the_plugin_as_in_the_agent() {
 
 #[test]
 fn the_plugin_and_the_agent_name_the_same_objects_and_paths() {
-    let agent = Command::new(agent_bin())
-        .args(["audit", "--once", "--rules", &rules(), "--objects", &dump()])
-        .output()
-        .expect("run drift-sentinel audit");
-    assert_eq!(agent.status.code(), Some(1), "{}", text(&agent.stderr));
-    let ours = plugin(&["audit", "--rules", &rules(), "-f", &dump()]);
-    let stdout = text(&ours.stdout);
-    assert_eq!(
-        ours.status.code(),
-        Some(1),
-        "{stdout}{}",
-        text(&ours.stderr)
-    );
-    let theirs = drifted_paths(&text(&agent.stdout));
-    assert_eq!(theirs.len(), 5, "{}", text(&agent.stdout));
+    let (stdout, agent) = audit_both(&dump());
+    let theirs = drifted_paths(&agent);
+    assert_eq!(theirs.len(), 5, "{agent}");
     assert_eq!(drifted_paths(&stdout), theirs, "{stdout}");
-    // Line for line, the same text (the agent's summary line names its run).
-    let lines = |t: &str| -> Vec<String> {
-        t.lines()
-            .filter(|l| !l.contains(" objects"))
-            .map(str::to_owned)
-            .collect()
-    };
-    assert_eq!(lines(&stdout), lines(&text(&agent.stdout)));
     assert!(
         stdout.contains(
             "  spec.template.spec.containers[0].image: \"registry.example/image:1.0\" → \"registry.example/image:2.0\" (by kubectl-set at 2026-12-03T11:31:58Z)"
