@@ -224,29 +224,6 @@ fn unknown_kinds_missing_objects_and_bad_input_exit_2_with_one_line() {
     );
 }
 
-/// A TCP server on loopback answering every connection with `answer` (an agent's admin API
-/// reached through the double's port-forward).
-fn serve(answer: String) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = stream.write_all(answer.as_bytes());
-        }
-    });
-    address
-}
-
 /// The line of explain's rule list starting with `start` (after its indent) holds every one of
 /// `cells`.
 fn assert_row(output: &Output, start: &str, cells: &[&str]) {
@@ -270,7 +247,7 @@ fn agent_pod(cluster: &Cluster, status: &Value) {
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let admin = serve(answer);
+    let admin = support::serve_raw(answer, usize::MAX);
     cluster.api().apply(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "agent-a", "namespace": AGENT_NAMESPACE,

@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::process::Output;
 use std::time::Duration;
 
@@ -509,29 +508,6 @@ fn status_exits_2_with_one_line_when_the_cluster_cannot_be_asked() {
     );
 }
 
-/// A TCP server on loopback that answers every connection with `answer` after reading the
-/// request head (at most `connections` of them, then it closes).
-fn serve_raw(answer: &'static [u8], connections: usize) -> SocketAddr {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(connections) {
-            let Ok(mut stream) = stream else { return };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = stream.write_all(answer);
-        }
-    });
-    address
-}
-
 /// An admin port whose answer is hostile (a chunk size past 64 bits, which overflowed the
 /// hand-written parser this plugin had) is an unreachable admin API, named in the report —
 /// through the real path: the API server's port-forward to the pod, then the HTTP client.
@@ -539,7 +515,7 @@ fn serve_raw(answer: &'static [u8], connections: usize) -> SocketAddr {
 fn status_reports_a_hostile_admin_answer_as_an_error_not_a_panic() {
     let cluster = Cluster::start();
     cluster.webhook(true);
-    let hostile = serve_raw(
+    let hostile = support::serve_raw(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx\r\n",
         4,
     );
@@ -646,7 +622,7 @@ fn status_shows_tiers_and_stale_rules() {
     )
     .leak()
     .as_bytes();
-    let admin = serve_raw(answer, 8);
+    let admin = support::serve_raw(answer, 8);
     cluster.agent_pod("agent-a", true, Some(admin));
     let output = cluster.plugin(&["status"]);
     let text = stdout(&output);

@@ -102,3 +102,29 @@ impl Drop for NoTui {
         let _ = self.child.wait();
     }
 }
+
+/// A TCP server on loopback that answers every connection with `answer` after reading the
+/// request head (at most `connections` of them, then it closes).
+pub fn serve_raw(
+    answer: impl AsRef<[u8]> + Send + 'static,
+    connections: usize,
+) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream.write_all(answer.as_ref());
+        }
+    });
+    address
+}
