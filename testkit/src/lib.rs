@@ -67,6 +67,19 @@ pub fn client() -> reqwest::blocking::Client {
 
 /// A loopback port free at the moment of asking (the OS picks it), for a process under test
 /// to listen on.
+/// The names of the entries of a directory, sorted (what a test of files on disk compares).
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| {
+            let entry = e.unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+            entry.file_name().to_string_lossy().into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

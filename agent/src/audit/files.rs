@@ -305,14 +305,7 @@ mod tests {
         }
     }
 
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
-    }
+    use drift_testkit::file_names as names;
 
     #[test]
     fn a_run_is_published_with_its_control_records_and_retention_keeps_the_newest() {

@@ -157,10 +157,16 @@ impl Progress<'_> {
             let text = drift_text(&identity, &audit);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
+        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
+            .and_then(|record| record.encode().ok());
+        self.write(encoded)
+    }
+
+    /// Writes an encoded record to the run's file, when there is one; a record over the size
+    /// limit is counted, not written; a failed write aborts the run.
+    fn write(&mut self, encoded: Option<Vec<u8>>) -> Result<(), AuditFileError> {
         if let Some(file) = &mut self.file
-            && let Some(record) =
-                ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
-            && let Ok(encoded) = record.encode()
+            && let Some(encoded) = encoded
         {
             if encoded.len() > Limits::default().record_bytes {
                 self.too_large += 1;
@@ -196,19 +202,9 @@ impl Progress<'_> {
         {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        if let Some(file) = &mut self.file
-            && let Some(record) =
-                ViolationRecord::bypass_listed(&self.id, identity, audit, SystemTime::now())
-            && let Ok(encoded) = record.encode()
-        {
-            if encoded.len() > Limits::default().record_bytes {
-                self.too_large += 1;
-                return Ok(());
-            }
-            file.write_record(&encoded)?;
-            self.published += 1;
-        }
-        Ok(())
+        let encoded = ViolationRecord::bypass_listed(&self.id, identity, audit, now)
+            .and_then(|record| record.encode().ok());
+        self.write(encoded)
     }
 }
 

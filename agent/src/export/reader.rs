@@ -145,14 +145,7 @@ mod tests {
         format!("{{\"eventType\":\"violation_admission\",\"id\":\"{id}\"}}\n")
     }
 
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
-    }
+    use drift_testkit::file_names as names;
 
     #[test]
     fn consumes_only_completed_admission_segments_in_order() {

@@ -21,6 +21,18 @@ pub fn tests() -> Vec<Trial> {
 const NS: &str = "e2e-bypass";
 const RULE: &str = "mode: enforce\npriority: 10\nnamespaces: [e2e-bypass]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\nmaxBypass: 72h\n";
 
+/// `kubectl patch` of the replicas of `name` (a server-side dry run when `dry_run`): an edit
+/// of the object itself, which a bypass reaches (a `/scale` carries no annotations).
+fn scale(env: &crate::env::Env, name: &str, replicas: u32, dry_run: bool) -> std::process::Output {
+    let object = format!("deploy/{name}");
+    let patch = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
+    let mut args = vec!["patch", &object, "-n", NS, "--type=merge", "-p", &patch];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    env.kubectl(&args)
+}
+
 fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     let env = shared();
     let ns = env.namespace(NS, &[]);
@@ -79,15 +91,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     let set: Value = serde_json::from_slice(&set.stdout).expect("JSON");
     let end = set["end"].as_str().expect("the end").to_owned();
     assert_eq!(set["rule"], "drift-system/e2e-bypass");
-    let scaled = env.kubectl(&[
-        "patch",
-        "deploy/web",
-        "-n",
-        &ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"replicas":5}}"#,
-    ]);
+    let scaled = scale(&env, "web", 5, false);
     assert!(scaled.status.success(), "{}", stderr(&scaled));
     assert!(
         stderr(&scaled).contains(&format!("Warning: Drift Sentinel: bypass until {end}, in ")),
@@ -101,16 +105,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
 
     // After the end, the same edit is judged again: denied, the reason saying why.
     wait_for("the bypass to end", Duration::from_secs(30), || {
-        let output = env.kubectl(&[
-            "patch",
-            "deploy/web",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"replicas":6}}"#,
-            "--dry-run=server",
-        ]);
+        let output = scale(&env, "web", 6, true);
         !output.status.success()
             && stderr(&output).contains(&format!(
                 "annotation drift-sentinel.k8s.io/bypass is no bypass: its end {end} passed"
@@ -170,15 +165,6 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
         "{}",
         stdout(&cleared)
     );
-    let output = env.kubectl(&[
-        "patch",
-        "deploy/held",
-        "-n",
-        &ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"replicas":4}}"#,
-        "--dry-run=server",
-    ]);
+    let output = scale(&env, "held", 4, true);
     assert!(!output.status.success(), "{}", stderr(&output));
 }
