@@ -25,6 +25,9 @@
 //! | `replaced-bare`  | `kubectl replace -f` of the manifest with replicas 4: no baseline left   |
 //! | `reapplied`      | as `replaced`, then `kubectl apply` of the declared manifest again       |
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -106,16 +109,7 @@ fn a_kubectl_dump_names_exactly_the_drifted_objects_and_paths() {
 #[test]
 fn kubectl_replace_is_drift_until_the_declared_manifest_is_applied_again() {
     let dir = tempfile::tempdir().unwrap();
-    let topics = dir.path().join("topics");
-    let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-            topics.display()
-        ),
-    )
-    .unwrap();
+    let (connection, topics) = support::connection_file(dir.path(), "");
     let replaced = fixtures().join("replaced.yaml").display().to_string();
     let connection = connection.display().to_string();
     let output = audit(&[
@@ -160,16 +154,8 @@ fn kubectl_replace_is_drift_until_the_declared_manifest_is_applied_again() {
         "`reapplied` is clean again: {stdout}"
     );
 
-    let channel = topics.join("audit-channel");
-    let run = std::fs::read_dir(&channel)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "log"))
-        .expect("the run's file");
-    let records: Vec<Value> = std::fs::read_to_string(run)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let records: Vec<Value> = support::completed_run_records(&topics.join("audit-channel"))
+        .into_iter()
         .filter(|r| r["eventType"] == "violation_audited")
         .collect();
     let names: Vec<&str> = records
@@ -251,16 +237,7 @@ fn errors_exit_two() {
 #[test]
 fn the_export_file_of_a_run() {
     let dir = tempfile::tempdir().unwrap();
-    let topics = dir.path().join("topics");
-    let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}, maxAuditResults: 2}}}}\n",
-            topics.display()
-        ),
-    )
-    .unwrap();
+    let (connection, topics) = support::connection_file(dir.path(), ", maxAuditResults: 2");
     let channel = topics.join("audit-channel");
     std::fs::create_dir_all(&channel).unwrap();
     // An abandoned run and an admission segment: the first is removed, the second untouched.

@@ -5,6 +5,9 @@
 //! skipped and listed; the expired and the invalid one no longer hide the drift made under
 //! them; every one is a `bypass` record of the run's export, with who set it and since when.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
@@ -62,16 +65,7 @@ fn bypasses_are_listed_and_expired_ones_audited() {
     let dir = tempfile::tempdir().unwrap();
     let objects_file = dir.path().join("objects.json");
     std::fs::write(&objects_file, objects.to_string()).unwrap();
-    let topics = dir.path().join("topics");
-    let connection = dir.path().join("connection.yaml");
-    std::fs::write(
-        &connection,
-        format!(
-            "apiVersion: connection.drift-sentinel.io/v1alpha1\nkind: Connection\nmetadata: {{name: audit-connection}}\nspec: {{driver: disk, config: {{path: {}}}}}\n",
-            topics.display()
-        ),
-    )
-    .unwrap();
+    let (connection, topics) = support::connection_file(dir.path(), "");
     let output = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--rules"])
         .arg(fixtures().join("rules"))
@@ -116,18 +110,7 @@ fn bypasses_are_listed_and_expired_ones_audited() {
     );
 
     // The export: one bypass record per annotated object, and the two drifts.
-    let channel = topics.join("audit-channel");
-    let run = std::fs::read_dir(&channel)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "log"))
-        .expect("the run's file");
-    let records: Vec<Value> = std::fs::read_to_string(run)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r.get("eventType").is_some())
-        .collect();
+    let records = support::completed_run_records(&topics.join("audit-channel"));
     let of = |event: &str, name: &str| {
         records
             .iter()

@@ -220,6 +220,32 @@ pub fn connection_yaml(config: &str) -> String {
     )
 }
 
+/// A Connection file in `dir` whose export goes to `dir/topics` (`extra`: more `spec.config`
+/// fields, e.g. `, maxAuditResults: 2`): the file and the topics directory.
+pub fn connection_file(dir: &Path, extra: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let topics = dir.join("topics");
+    let connection = dir.join("connection.yaml");
+    let config = format!("{{path: {}{extra}}}", topics.display());
+    std::fs::write(&connection, connection_yaml(&config)).expect("write the Connection file");
+    (connection, topics)
+}
+
+/// The records of the completed audit run in `channel` (its `.log`): the lines with an
+/// `eventType`, control records left out.
+pub fn completed_run_records(channel: &Path) -> Vec<Value> {
+    let run = std::fs::read_dir(channel)
+        .expect("the audit channel")
+        .map(|e| e.expect("an entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("the run's file");
+    std::fs::read_to_string(run)
+        .expect("the run's records")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON record"))
+        .filter(|r| r.get("eventType").is_some())
+        .collect()
+}
+
 /// A rule ConfigMap document.
 pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
     let indented: String = spec
