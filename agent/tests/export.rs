@@ -835,7 +835,8 @@ fn violations_become_complete_records_and_responses_do_not_change() {
         );
     }
 
-    let n = violating.len() as u64;
+    // Every violation, and the edit a bypass allowed (its trail, enforcementAction bypass).
+    let n = violating.len() as u64 + 1;
     let published = wait_published(&agent, n);
     assert_eq!(published.published, n, "{published:?}");
     assert_eq!(published.dropped_total(), 0, "{published:?}");
@@ -878,8 +879,8 @@ fn violations_become_complete_records_and_responses_do_not_change() {
     let records = all_records(&env.channel);
     assert_eq!(
         records.len(),
-        violating.len(),
-        "one record per violation: {:?}",
+        violating.len() + 1,
+        "one record per violation, and the bypassed edit's: {:?}",
         ids(&records)
     );
     let by_id: BTreeMap<String, &Value> = records
@@ -900,9 +901,10 @@ fn violations_become_complete_records_and_responses_do_not_change() {
         check_record(record, request, &responses[uid], (window_start, window_end));
     }
     // The exported order is the order of the requests (one client, one after the other).
-    let sent: Vec<String> = violating
+    let sent: Vec<String> = all
         .iter()
         .map(|v| v["request"]["uid"].as_str().unwrap().to_owned())
+        .filter(|uid| uid == "allowed-bypass" || !uid.starts_with("allowed-"))
         .collect();
     assert_eq!(ids(&records), sent);
 
@@ -966,10 +968,13 @@ fn violations_become_complete_records_and_responses_do_not_change() {
         "allowed-norule",
         "allowed-off",
         "allowed-create",
-        "allowed-bypass",
     ] {
         assert!(!by_id.contains_key(uid), "{uid} was exported");
     }
+    let bypassed = by_id.get("allowed-bypass").expect("the bypassed edit's record");
+    assert_eq!(bypassed["enforcementAction"], "bypass");
+    assert_eq!(bypassed["bypass"]["endState"], "none");
+    assert_eq!(bypassed["details"]["deniedPaths"], json!([]));
 }
 
 // ---------------------------------------------------------------------------------------------
