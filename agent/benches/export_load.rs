@@ -1,4 +1,4 @@
-//! Load benchmark of the webhook with violation export off and on (SPEC §7: exporting must not
+//! Load benchmark of the webhook with violation export off and on (reference §7: exporting must not
 //! delay admission responses; the bar is export-on latency within 10 % of export-off).
 //!
 //! Starts the real agent binary, then drives it from several keep-alive clients over loopback

@@ -176,7 +176,7 @@ pub struct ServeArgs {
     pub shutdown_timeout: Duration,
 
     /// Export every violation (enforce, warn and dry-run) of the webhook to disk, through the
-    /// Connection named by --audit-connection (SPEC §7). Off by default.
+    /// Connection named by --audit-connection (reference §7). Off by default.
     #[arg(
         long,
         env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT",
@@ -417,7 +417,7 @@ pub struct AuditArgs {
     pub objects: Vec<PathBuf>,
 
     /// Export each run's drifted objects to `<path>/<channel>/<run-id>.log` through the
-    /// Connection named by --audit-connection (SPEC §7, §8).
+    /// Connection named by --audit-connection (reference §7, §8).
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_violation_export: bool,
 

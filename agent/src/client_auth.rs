@@ -1,4 +1,4 @@
-//! Who may call the webhook (SPEC §6, "Who may call"): with `--client-ca-file`, only a
+//! Who may call the webhook (reference §6, "Who may call"): with `--client-ca-file`, only a
 //! caller presenting a certificate signed by that CA whose CN or a DNS SAN is one of
 //! `--client-names` (the API server, by its AdmissionConfiguration's kubeconfig).
 //!

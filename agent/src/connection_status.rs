@@ -1,4 +1,4 @@
-//! Export health on the Connection's status (SPEC §7 "Status"). This pod writes only its own
+//! Export health on the Connection's status (reference §7 "Status"). This pod writes only its own
 //! `status.byPod[id=<pod>]` entry — `connectionUID` and `connectionErrors` with the field
 //! manager `drift-sentinel/<pod>`, and `publishStatuses[source=webhook]` with
 //! `drift-sentinel/<pod>/webhook` — by server-side apply on the list-map keys, so that other

@@ -1,5 +1,5 @@
 //! The last valid version of every rule ConfigMap, kept where a restarted agent or a new
-//! replica finds it (SPEC §2 "Last good version kept"): one ConfigMap of the agent's own
+//! replica finds it (reference §2 "Last good version kept"): one ConfigMap of the agent's own
 //! namespace (`--last-good-configmap`), one `data` key per rule (`<namespace>_<name>`: neither
 //! part can hold `_`) holding `{"uid", "resourceVersion", "spec"}`. It is read before the first
 //! sync and patched (JSON merge patch of the keys that changed) by one task, off the event loop,

@@ -1,4 +1,4 @@
-//! Prometheus metrics of the agent (SPEC §6), registered once on a private registry.
+//! Prometheus metrics of the agent (reference §6), registered once on a private registry.
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
@@ -39,7 +39,7 @@ pub struct Metrics {
 pub enum Role {
     /// The admission webhook (`drift-sentinel`): admission, the admission export, rules.
     Webhook,
-    /// The audit (`drift-sentinel audit`): the last run (SPEC §8), its export, rules.
+    /// The audit (`drift-sentinel audit`): the last run (reference §8), its export, rules.
     Audit,
 }
 
@@ -213,7 +213,7 @@ impl Metrics {
                 Box::new(self.export_spool_segments.clone()),
                 Box::new(self.export_spool_bytes.clone()),
             ]),
-            // The last completed run (SPEC §8).
+            // The last completed run (reference §8).
             Role::Audit => collectors.extend([
                 Box::new(self.audit_last_run.clone()) as Box<dyn prometheus::core::Collector>,
                 Box::new(self.audit_duration.clone()),

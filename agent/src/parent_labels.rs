@@ -1,4 +1,4 @@
-//! Labels of the object a `/scale` request scales (SPEC §3): a Scale carries no labels, so in
+//! Labels of the object a `/scale` request scales (reference §3): a Scale carries no labels, so in
 //! cluster mode the parent's are read from the API (metadata only, with a short timeout).
 //! Offline they are unknown and rules with label selectors do not match.
 

@@ -1,4 +1,4 @@
-//! Rule and namespace files as they are rewritten (SPEC §6 Sources): a file's new content is
+//! Rule and namespace files as they are rewritten (reference §6 Sources): a file's new content is
 //! taken only once it has settled — read twice, a poll apart, with the same bytes, size,
 //! modification time and inode, and not changing while it was read — so a file rewritten in
 //! place (truncated, then written in pieces) is never loaded half-written. A settled file that

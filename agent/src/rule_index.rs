@@ -8,7 +8,7 @@
 //! is buffered by that store and reconciled against the index when it completes, so requests
 //! never see a half-listed rule set.
 //!
-//! Last good version kept (SPEC §2): the engine compiles every version read; a rule whose new
+//! Last good version kept (reference §2): the engine compiles every version read; a rule whose new
 //! version is invalid (or cannot be read) keeps being enforced in its last valid version,
 //! marked stale, while its `InvalidRule` Event is still emitted; a rule that was never valid is
 //! not applied. Last valid versions from the agent's last-good ConfigMap count only for a

@@ -79,7 +79,7 @@ pub struct Shared {
     ready: AtomicBool,
     /// Why the agent is not ready, for `/readyz`.
     not_ready_reason: Mutex<String>,
-    /// Which rule ConfigMaps are cluster rules (SPEC §2).
+    /// Which rule ConfigMaps are cluster rules (reference §2).
     tier_policy: TierPolicy,
 }
 

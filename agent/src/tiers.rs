@@ -1,4 +1,4 @@
-//! Which rule ConfigMaps are cluster rules (SPEC §2, "Who may write a rule"): the policy of
+//! Which rule ConfigMaps are cluster rules (reference §2, "Who may write a rule"): the policy of
 //! `--cluster-rule-namespaces`, the same for the webhook and the audit, so that the audit
 //! judges each object under the rule that would win at admission.
 

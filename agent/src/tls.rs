@@ -115,7 +115,7 @@ impl ReloadingTls {
             let vanished = current.is_none();
             last = current;
             if vanished {
-                // SPEC §6: files that vanish keep the last good pair, with a WARN each time.
+                // reference §6: files that vanish keep the last good pair, with a WARN each time.
                 tracing::warn!(
                     cert = %self.cert_path.display(),
                     key = %self.key_path.display(),

@@ -1,4 +1,4 @@
-//! `POST /validate-rule` (SPEC §2, "A typo never opens a hole"): the chart registers it for
+//! `POST /validate-rule` (reference §2, "A typo never opens a hole"): the chart registers it for
 //! CREATE and UPDATE of rule ConfigMaps, so `kubectl apply` of a broken rule fails at once with
 //! the line and column of the mistake, and a valid rule with a likely mistake is admitted with a
 //! warning. The judgement is the engine's (`drift_engine::lint::review_config_map`), with the

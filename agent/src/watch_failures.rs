@@ -1,4 +1,4 @@
-//! How the cluster watches fail and recover (SPEC §6): a capped backoff, so that once the API
+//! How the cluster watches fail and recover (reference §6): a capped backoff, so that once the API
 //! server is reachable again the rules are current within seconds rather than the half minute
 //! kube-runtime's default backoff can wait; no wait at all before the relist that a `410 Gone`
 //! asks for; and every failure counted, but logged at most once per resource per

@@ -1,4 +1,4 @@
-//! `drift-sentinel audit` through the real binary, offline (SPEC §8): a folder of rules and a
+//! `drift-sentinel audit` through the real binary, offline (reference §8): a folder of rules and a
 //! `kubectl get deploy -A -o yaml --show-managed-fields` dump taken from a real kube-apiserver
 //! v1.37.2 (`tests/fixtures/audit/deployments.yaml`) after these edits of objects applied with
 //! `kubectl apply` (namespace `shop`):
@@ -15,7 +15,7 @@
 //! | `ssa-clean`   | `kubectl apply --server-side` only                          |
 //!
 //! and `tests/fixtures/audit/replaced.yaml`, taken the same way after `kubectl replace` of
-//! objects applied with replicas 2 (SPEC §8 step 3):
+//! objects applied with replicas 2 (reference §8 step 3):
 //!
 //! | object           | edit                                                                     |
 //! |------------------|--------------------------------------------------------------------------|

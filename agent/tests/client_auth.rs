@@ -1,4 +1,4 @@
-//! Black-box tests of SPEC §6, "Who may call": with `--client-ca-file`, only a caller with
+//! Black-box tests of reference §6, "Who may call": with `--client-ca-file`, only a caller with
 //! a certificate of that CA named in `--client-names` reaches `/validate` and `/validate-rule`;
 //! anyone else gets 401 before its body is read, is counted and recorded nowhere else; the
 //! probes and `/metrics` stay open; the CA file is re-read when it changes;

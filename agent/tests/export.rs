@@ -1,4 +1,4 @@
-//! Black-box tests of admission violation export (SPEC §7, the disk driver of the Gatekeeper
+//! Black-box tests of admission violation export (reference §7, the disk driver of the Gatekeeper
 //! seed): the real binary over real HTTP, each test with its own directories and ports.
 //!
 //! Two hidden flags make time and disk space controllable: `--export-clock-file` (the export's
@@ -611,7 +611,7 @@ fn wait_publisher_blocked(agent: &Agent) {
 // ---------------------------------------------------------------------------------------------
 // 1. Records.
 
-/// The record of `request` must carry every field of SPEC §7, matching the request and the
+/// The record of `request` must carry every field of reference §7, matching the request and the
 /// response the webhook gave.
 fn check_record(
     record: &Value,
@@ -908,7 +908,7 @@ fn violations_become_complete_records_and_responses_do_not_change() {
         .collect();
     assert_eq!(ids(&records), sent);
 
-    // Specific values: numbers stay numbers (SPEC §7), with the totals.
+    // Specific values: numbers stay numbers (reference §7), with the totals.
     let deployment_details = json!({
         "deniedPaths": ["spec.replicas"],
         "changedPaths": ["spec.replicas", IMAGE_PATH],
@@ -971,7 +971,9 @@ fn violations_become_complete_records_and_responses_do_not_change() {
     ] {
         assert!(!by_id.contains_key(uid), "{uid} was exported");
     }
-    let bypassed = by_id.get("allowed-bypass").expect("the bypassed edit's record");
+    let bypassed = by_id
+        .get("allowed-bypass")
+        .expect("the bypassed edit's record");
     assert_eq!(bypassed["enforcementAction"], "bypass");
     assert_eq!(bypassed["bypass"]["endState"], "none");
     assert_eq!(bypassed["details"]["deniedPaths"], json!([]));

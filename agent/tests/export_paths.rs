@@ -1,4 +1,4 @@
-//! SPEC §7 "Where files go", through the real binary: Connection paths resolve under
+//! reference §7 "Where files go", through the real binary: Connection paths resolve under
 //! `--export-root` (relative and absolute alike), `..` is refused, a channel directory that is a
 //! symbolic link is refused without touching its target, and an existing directory keeps its
 //! mode.

@@ -1,4 +1,4 @@
-//! Black-box tests of SPEC §5, "No input stops the agent": each kind of text the agent did
+//! Black-box tests of reference §5, "No input stops the agent": each kind of text the agent did
 //! not write, at the deepest level it is read to (answered), one more (refused, saying why) and
 //! 1,000,000 within 8 MiB (refused, the agent still answering), entering where it enters — a
 //! review on `/validate` (10,000 levels, kube-apiserver's limit), a rule on `/validate-rule`,

@@ -1,4 +1,4 @@
-//! Rule files rewritten in place under a running agent (SPEC §6 Sources): a writer truncating
+//! Rule files rewritten in place under a running agent (reference §6 Sources): a writer truncating
 //! the file and writing it again in pieces, as fast as it can, while violating requests flow —
 //! not one of them allowed; the file shown stale (`/status`, gauge) while it keeps changing,
 //! empty or broken; a removed file removing its rules.

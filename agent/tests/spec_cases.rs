@@ -1,4 +1,4 @@
-//! Independent, black-box conformance cases for SPEC §2 (Rules), §3 (Decision), §4 (Paths and
+//! Independent, black-box conformance cases for reference §2 (Rules), §3 (Decision), §4 (Paths and
 //! diff) and §5 (Admission protocol). Every test starts the real `drift-sentinel` binary offline
 //! (`--rules DIR --namespaces FILE`), posts AdmissionReviews to `/validate` over HTTP and checks
 //! only what the specification requires of the response.
@@ -1471,7 +1471,7 @@ fn effective_mode_namespace_annotation_and_responses() {
     let response = response_of(&got);
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(response["auditAnnotations"]["result"], "warned");
-    // SPEC §5: `denied-paths` holds at most 20 paths, then `, … (N more)`.
+    // reference §5: `denied-paths` holds at most 20 paths, then `, … (N more)`.
     assert_eq!(
         response["auditAnnotations"]["denied-paths"],
         json!(format!("{}, … (21 more)", paths[..20].join(", ")))
@@ -3130,7 +3130,7 @@ fn admission_protocol() {
 // §4 coverage: descent into an added / removed / type-changed map key whose value is a list
 // ---------------------------------------------------------------------------------------------
 
-/// SPEC §4: "When a changed path names a **map key** that was added, removed or whose value
+/// reference §4: "When a changed path names a **map key** that was added, removed or whose value
 /// changed type, and a deeper `mutable` pattern reaches below it […], the diff descends into it
 /// (missing side = absent) so that only the uncovered parts are reported. There is no descent
 /// into an added or removed **list element** […]: those are reported at the element path

@@ -1,4 +1,4 @@
-//! SPEC §5 and §6 timeouts through the real binary: a request the write timeout answers is
+//! reference §5 and §6 timeouts through the real binary: a request the write timeout answers is
 //! recorded as nothing but a timeout; `/healthz` answers while decisions run; the read-header
 //! timeout bounds silent connections and request heads over HTTP/1 and HTTP/2 alike; HTTP/2
 //! pings do not keep a connection open past the idle timeout.

@@ -1,4 +1,4 @@
-//! Black-box tests of the agent binary over real HTTP(S): the admission protocol (SPEC §5),
+//! Black-box tests of the agent binary over real HTTP(S): the admission protocol (reference §5),
 //! decisions on realistic objects, rule files reloaded live, TLS rotation, shutdown.
 
 #[path = "../../engine/benches/fixtures.rs"]
@@ -300,7 +300,7 @@ fn admission_protocol_edges() {
         .text()
         .unwrap();
     for name in [
-        // The label `resource` is group/version/resource, as the original's (SPEC §10).
+        // The label `resource` is group/version/resource, as the original's (reference §10).
         "drift_sentinel_admission_requests_total{namespace=\"prod\",resource=\"apps/v1/deployments\",result=\"denied\"}",
         "drift_sentinel_violations_total{field=\"spec.replicas\",mode=\"enforce\",namespace=\"prod\",resource=\"apps/v1/deployments\"}",
         "drift_sentinel_admission_duration_seconds_bucket",
@@ -311,7 +311,7 @@ fn admission_protocol_edges() {
         assert!(metrics.contains(name), "missing {name} in\n{metrics}");
     }
 
-    // Every log line is one JSON object; the decision line has the fields of SPEC §6.
+    // Every log line is one JSON object; the decision line has the fields of reference §6.
     let logs = agent.logs();
     let decisions: Vec<Value> = logs
         .iter()
@@ -608,7 +608,7 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
     );
 }
 
-/// SPEC §6: TLS files that vanish keep the last good pair, with a WARN each time; when they
+/// reference §6: TLS files that vanish keep the last good pair, with a WARN each time; when they
 /// come back they are used.
 #[test]
 fn vanished_tls_files_keep_the_certificate_with_a_warning() {
@@ -873,7 +873,7 @@ fn exclude_reaching_below_a_scalar_does_not_hide_it() {
     }
 }
 
-/// `POST /validate-rule` (SPEC §2): a broken rule is refused with its line and column, a valid
+/// `POST /validate-rule` (reference §2): a broken rule is refused with its line and column, a valid
 /// rule with a likely mistake is admitted with a warning, anything else is admitted as it is.
 #[test]
 fn rule_config_maps_are_validated_before_they_are_stored() {

@@ -1,4 +1,4 @@
-//! The audit's export files (SPEC §7–§8, the Gatekeeper seed's disk driver for audit): each run
+//! The audit's export files (reference §7–§8, the Gatekeeper seed's disk driver for audit): each run
 //! is written to `<channel dir>/<run id>.txt` — a control record `{"id":…,"message":"audit is
 //! started"}`, one `violation_audited` record per drifted object, `{"id":…,"message":"audit is
 //! completed"}` — and renamed to `<run id>.log` after the completion record, so a reader that

@@ -1,4 +1,4 @@
-//! `drift-sentinel audit` (SPEC §8): finds the drift that slipped past the webhook by comparing
+//! `drift-sentinel audit` (reference §8): finds the drift that slipped past the webhook by comparing
 //! live objects with what was declared for them. Every `--audit-interval`, or once with
 //! `--audit-once` (exit 0 no drift, 1 drift, 2 error); offline with `--rules` and `--objects`.
 //!

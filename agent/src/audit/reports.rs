@@ -1,4 +1,4 @@
-//! OpenReports (SPEC §8 "Reports"): one `openreports.io/v1alpha1` `Report` per namespace (a
+//! OpenReports (reference §8 "Reports"): one `openreports.io/v1alpha1` `Report` per namespace (a
 //! `ClusterReport` for cluster-scoped objects) named [`REPORT_NAME`], written by server-side apply
 //! with one field manager and replaced whole every run, so that an object no longer drifting
 //! leaves it; reports of namespaces the run found nothing in are deleted. `results[]` holds one
@@ -24,7 +24,7 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "drift-sen
 pub const OMITTED_ANNOTATION: &str = "drift-sentinel.k8s.io/omitted-results";
 pub const MAX_RESULTS: usize = 500;
 /// Results are kept while the report stays below this size (the API server's limit is ~1.5 MiB;
-/// the SPEC's 1 MiB with room for metadata and summary).
+/// the reference's 1 MiB with room for metadata and summary).
 pub const MAX_REPORT_BYTES: usize = 900 * 1024;
 const MAX_MESSAGE_BYTES: usize = 1024;
 const MAX_PATHS_BYTES: usize = 1024;

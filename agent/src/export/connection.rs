@@ -116,7 +116,7 @@ fn probe_writable(root: &Path, dir: &Path) -> std::io::Result<()> {
 pub fn read_file(path: &Path) -> anyhow::Result<Connection> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the Connection file {}", path.display()))?;
-    // Measured before libyaml reads it (SPEC §5, "No input stops the agent").
+    // Measured before libyaml reads it (reference §5, "No input stops the agent").
     drift_engine::nesting::check_yaml(&text)
         .with_context(|| format!("{} cannot be read as a Connection", path.display()))?;
     let value: serde_json::Value = serde_yaml::from_str(&text)

@@ -1,4 +1,4 @@
-//! Violation export (SPEC §7). The webhook hands each violating decision to the [`Exporter`],
+//! Violation export (reference §7). The webhook hands each violating decision to the [`Exporter`],
 //! which reserves a queue slot, builds the record (`record`), and queues it (`queue`) without
 //! ever waiting; the publisher thread (`publisher`) writes batches to the disk spool (`spool`)
 //! of the channel directory the Connection (`connection`) names. Every record is either on

@@ -1,4 +1,4 @@
-//! Where export files go (SPEC §7 "Where files go"): a Connection's `spec.config.path` is read
+//! Where export files go (reference §7 "Where files go"): a Connection's `spec.config.path` is read
 //! from `/` (`tmp/violations/topics` and `/tmp/violations/topics` name the same place), must lie
 //! under the export root (`--export-root`; the chart sets its export volume, so a Connection
 //! edited to point elsewhere is refused), and may not hold a `..` segment. The

@@ -1,4 +1,4 @@
-//! The admission violation record (SPEC §7): the engine's evaluation of a violating request
+//! The admission violation record (reference §7): the engine's evaluation of a violating request
 //! rendered as a [`ViolationRecord`] (`drift-api`), which borrows from the request and the
 //! evaluation. Every field is documented in `docs/export.md`; a test pins the field set, so a
 //! change here is a change of the export format.

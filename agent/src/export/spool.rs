@@ -1,4 +1,4 @@
-//! The disk driver of violation export (SPEC §7, the Gatekeeper seed's disk driver): JSONL
+//! The disk driver of violation export (reference §7, the Gatekeeper seed's disk driver): JSONL
 //! segments `admission-<timestamp>-<random>.open`, locked by their writer, flushed, closed and
 //! renamed to `.log` when full (1 MiB, 1,000 records) or old (1 minute); retention of completed
 //! segments by count, total size and age; a free-space reserve; and recovery of segments left
@@ -199,7 +199,7 @@ impl Spool {
         free: Arc<dyn FreeSpace>,
     ) -> io::Result<(Self, Recovery)> {
         // Records hold identities and policy data: a directory made here is the writer's
-        // alone (0700). One that exists keeps its mode (SPEC §7: never change the mode of a
+        // alone (0700). One that exists keeps its mode (reference §7: never change the mode of a
         // directory the agent did not create), and is never reached through a link.
         fs::DirBuilder::new()
             .recursive(true)

@@ -1,4 +1,4 @@
-//! The admin API's `GET /violations` (SPEC §6): the exported records of the channel directory as
+//! The admin API's `GET /violations` (reference §6): the exported records of the channel directory as
 //! NDJSON, oldest first, optionally filtered by source (`?source=webhook|audit`) and time
 //! (`?since=<RFC 3339>`), and with `?follow=true` new records as they are written.
 //!
@@ -278,7 +278,7 @@ impl Cursor {
             return false;
         }
         // A struct also deserializes from a JSON array: insist on an object. A line nested
-        // deeper than any record is skipped like one that is not JSON (SPEC §5).
+        // deeper than any record is skipped like one that is not JSON (reference §5).
         let probe = match text.first() {
             Some(b'{') if drift_engine::nesting::check_json(text).is_ok() => {
                 serde_json::from_slice::<Probe>(text).ok()

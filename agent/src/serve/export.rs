@@ -1,4 +1,4 @@
-//! Violation export of the webhook (SPEC §7): the publisher, the Connection it writes through
+//! Violation export of the webhook (reference §7): the publisher, the Connection it writes through
 //! — read from `--connection FILE` (re-read when it changes) or watched in the cluster — and
 //! the reporter of this pod's entry in the Connection's status.
 

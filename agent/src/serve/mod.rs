@@ -231,7 +231,7 @@ async fn drain_export(serving: &ServeState, deadline: tokio::time::Instant) {
     .await;
 }
 
-/// Which rule ConfigMaps are cluster rules (SPEC §2 "Who may write a rule"): those in
+/// Which rule ConfigMaps are cluster rules (reference §2 "Who may write a rule"): those in
 /// `--cluster-rule-namespaces`; by default, in cluster mode, the agent's own namespace, and
 /// offline every rule file.
 fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<TierPolicy> {

@@ -3,8 +3,8 @@
 //! rendered from the engine's one [`Evaluation`].
 //!
 //! Decisions run on the blocking pool, never on the async workers that also answer `/healthz`
-//! and `/readyz` (SPEC §6: those answer within 100 ms whatever the decision load), under the
-//! write timeout for every body size (SPEC §5). When the timeout wins, the API server is told
+//! and `/readyz` (reference §6: those answer within 100 ms whatever the decision load), under the
+//! write timeout for every body size (reference §5). When the timeout wins, the API server is told
 //! 500 and nothing is recorded as a decision: the late evaluation finds its request abandoned
 //! and records nothing, so log, metrics (`result="timeout"`) and export agree with the answer.
 

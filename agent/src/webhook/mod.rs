@@ -1,4 +1,4 @@
-//! The HTTP surface of the webhook listener: `POST /validate` (SPEC §5), liveness, readiness
+//! The HTTP surface of the webhook listener: `POST /validate` (reference §5), liveness, readiness
 //! and metrics. The handler reads the body, hands it to the engine against the active rule
 //! snapshot, and answers; it never panics the server and never waits on a rule rebuild.
 
@@ -102,7 +102,7 @@ where
         .route(&paths.metrics, get(metrics))
 }
 
-/// `POST /validate-rule`: judges a rule ConfigMap before it is stored (SPEC §2, "A typo
+/// `POST /validate-rule`: judges a rule ConfigMap before it is stored (reference §2, "A typo
 /// never opens a hole"); see [`crate::validate_rule`].
 async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
     if let Some(refused) = refuse_caller(&state, &request) {
@@ -223,7 +223,7 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
     .await
 }
 
-/// Under client authentication (SPEC §6, "Who may call"), the 401 for a caller whose
+/// Under client authentication (reference §6, "Who may call"), the 401 for a caller whose
 /// connection presented no accepted certificate, before its body is read: nothing of it is
 /// recorded but the refusal's count and a rate-limited WARN.
 fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {

@@ -1,4 +1,4 @@
-//! The audit (SPEC §8) against the real API server: Deployments edited with the real kubectl in
+//! The audit (reference §8) against the real API server: Deployments edited with the real kubectl in
 //! a namespace the webhook does not intercept (`drift-sentinel.k8s.io/enabled: "false"`) show up
 //! in the next run's export file and in the namespace's OpenReports `Report`, with the field
 //! manager that changed them; `kubectl replace`, which rewrites the baseline, is drift too (§8

@@ -6,7 +6,7 @@
 //! One shared environment (with kube-controller-manager) serves most tests, each in namespaces
 //! of its own; tests that break the control plane or install the chart again start their own.
 //!
-//! Client authentication is on (SPEC §6, "Who may call"): the API server presents the
+//! Client authentication is on (reference §6, "Who may call"): the API server presents the
 //! client certificate its AdmissionConfiguration gives it (`drift_testkit::cluster`), the chart
 //! is installed with `webhook.clientAuth` holding that CA, and the agent runs with the flags the
 //! chart renders from it.

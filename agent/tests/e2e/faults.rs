@@ -1,7 +1,7 @@
 //! The control plane failing under a running agent, each in an environment of its own: the API
 //! server restarted, etcd compacted (a resumed watch gets `410 Gone`), etcd stopped. The rules
 //! stay intact, and changes made after the fault are picked up; after an outage of the API
-//! server, within 10 s of its return (SPEC §6: capped backoff, failures logged and counted).
+//! server, within 10 s of its return (reference §6: capped backoff, failures logged and counted).
 
 use std::time::{Duration, Instant};
 

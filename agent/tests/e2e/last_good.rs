@@ -1,4 +1,4 @@
-//! Last good version kept (SPEC §2): a valid rule made invalid behind the (absent) rule
+//! Last good version kept (reference §2): a valid rule made invalid behind the (absent) rule
 //! webhook's back keeps being enforced in its last valid version — with the agent running, and
 //! after the agent is restarted, from the ConfigMap of last good versions — while it is shown
 //! stale and its InvalidRule Event is emitted; deleting it removes it. Its own environment: the

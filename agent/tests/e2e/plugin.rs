@@ -154,7 +154,7 @@ fn preview_and_server_dry_run_agree_with_the_webhook() {
     assert_eq!(live["spec"]["replicas"], 2);
 }
 
-/// SPEC §2 "Who may write a rule": a rule ConfigMap in a team namespace, priority 100000 and
+/// reference §2 "Who may write a rule": a rule ConfigMap in a team namespace, priority 100000 and
 /// every namespace, is a namespace rule for the agent; `kubectl drift explain` against the
 /// cluster shows it as one (the platform's default rule wins), and `preview --server-dry-run`
 /// agrees with the real webhook.

@@ -48,7 +48,7 @@ fn rules_created_changed_broken_and_deleted_take_effect() {
     });
 
     // Broken: refused by the rule webhook at apply time, with the line and column in
-    // kubectl's output, and nothing stored (SPEC §2 "A typo never opens a hole").
+    // kubectl's output, and nothing stored (reference §2 "A typo never opens a hole").
     let broken = crate::support::rule_config_map(
         AGENT_NAMESPACE,
         "e2e-rules",

@@ -1,4 +1,4 @@
-//! SPEC §2 "Who may write a rule", on the real API server: a tenant who may write ConfigMaps in
+//! reference §2 "Who may write a rule", on the real API server: a tenant who may write ConfigMaps in
 //! its namespace cannot switch off or weaken the platform's rules, and its own rules act in its
 //! namespace only; `--cluster-rule-namespaces` makes a namespace's rules act as written.
 

@@ -1,4 +1,4 @@
-//! The trust boundary on the real control plane (SPEC §5 "No input stops the agent", §6
+//! The trust boundary on the real control plane (reference §5 "No input stops the agent", §6
 //! "Who may call"): the API server reaches the webhook with the client certificate its
 //! AdmissionConfiguration gives it, anyone else calling the agent directly gets 401 and leaves
 //! no trace but a count, a review nested past the limit is refused without stopping the agent,
