@@ -143,14 +143,6 @@ pub struct Matched<'a> {
     pub settled: Settled<'a>,
 }
 
-impl<'a> std::ops::Deref for Matched<'a> {
-    type Target = Winner<'a>;
-
-    fn deref(&self) -> &Winner<'a> {
-        &self.winner
-    }
-}
-
 /// A namespace mode annotation that names no mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IgnoredModeAnnotation<'a> {
@@ -270,12 +262,12 @@ impl<'a> Evaluation<'a> {
 
     /// The winning rule.
     pub fn rule(&self) -> Option<&'a CompiledRule> {
-        self.matched().map(|m| m.rule)
+        self.matched().map(|m| m.winner.rule)
     }
 
     /// The effective mode of a matched request.
     pub fn mode(&self) -> Option<Mode> {
-        self.matched().map(|m| m.mode)
+        self.matched().map(|m| m.winner.mode)
     }
 
     /// The comparison, when the objects were compared.
@@ -308,7 +300,7 @@ impl<'a> Evaluation<'a> {
     /// The `result` of a matched request; `None` when no rule matched.
     pub fn verdict(&self) -> Option<Verdict> {
         let matched = self.matched()?;
-        Some(match (&self.violation(), matched.mode) {
+        Some(match (&self.violation(), matched.winner.mode) {
             (None, _) | (Some(_), Mode::Off) => Verdict::Allowed,
             (Some(_), Mode::Enforce) => Verdict::Denied,
             (Some(_), Mode::Warn) => Verdict::Warned,

@@ -272,7 +272,7 @@ impl Evaluation<'_> {
                     .rendered_reason
                     .get_or_init(|| {
                         violation_reason(
-                            matched.rule,
+                            matched.winner.rule,
                             comparison,
                             violation,
                             VIOLATION_PREFIX,
@@ -308,22 +308,22 @@ impl Evaluation<'_> {
         let bypass_warning = match (&matched.settled, &matched.bypass) {
             (Settled::Bypassed(bypass), _) => Some(format!(
                 "Drift Sentinel: {bypass}: rule {} does not judge edits of this object while annotation {} is set",
-                matched.rule.id, matched.rule.bypass
+                matched.winner.rule.id, matched.winner.rule.bypass
             )),
             // A denial's reason says it already.
             (_, Some(Err(refusal))) if self.allowed() && !self.is_violation() => Some(format!(
                 "Drift Sentinel: annotation {} is no bypass: {refusal}; rule {} judges edits of this object",
-                matched.rule.bypass, matched.rule.id
+                matched.winner.rule.bypass, matched.winner.rule.id
             )),
             _ => None,
         };
         if let Some(warning) = bypass_warning {
             warnings.push(truncate_bytes(&warning, MAX_WARNING_BYTES));
         }
-        if let Some(ignored) = matched.ignored_mode_annotation {
+        if let Some(ignored) = matched.winner.ignored_mode_annotation {
             let warning = format!(
                 "Drift Sentinel: namespace {:?} has an invalid {MODE_ANNOTATION} annotation {:?} (expected one of enforce, warn, dry-run, off); it is ignored and rule {} applies its mode {}",
-                ignored.namespace, ignored.value, matched.rule.id, matched.rule.mode
+                ignored.namespace, ignored.value, matched.winner.rule.id, matched.winner.rule.mode
             );
             warnings.push(truncate_bytes(&warning, MAX_WARNING_BYTES));
         }
@@ -353,8 +353,8 @@ impl Evaluation<'_> {
         };
         let mut audit_annotations = BTreeMap::new();
         if let (Some(matched), Some(verdict)) = (self.matched(), self.verdict()) {
-            audit_annotations.insert("rule".to_owned(), matched.rule.id.to_string());
-            audit_annotations.insert("mode".to_owned(), matched.mode.as_str().to_owned());
+            audit_annotations.insert("rule".to_owned(), matched.winner.rule.id.to_string());
+            audit_annotations.insert("mode".to_owned(), matched.winner.mode.as_str().to_owned());
             audit_annotations.insert("result".to_owned(), verdict.as_str().to_owned());
             if self.is_violation() {
                 audit_annotations.insert("denied-paths".to_owned(), self.denied_paths_annotation());

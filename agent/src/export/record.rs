@@ -40,7 +40,7 @@ pub fn admission_record<'a, O: Document>(
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let matched = evaluation.matched()?;
-    let mode_action = enforcement_action(matched.mode)?;
+    let mode_action = enforcement_action(matched.winner.mode)?;
     let (action, details, bypass) = match (&matched.settled, evaluation.violation()) {
         (Settled::Bypassed(honoured), _) => {
             let fields = BypassFields {
@@ -68,7 +68,7 @@ pub fn admission_record<'a, O: Document>(
         }
         _ => return None,
     };
-    let rule = matched.rule;
+    let rule = matched.winner.rule;
     let kind = &request.kind;
     let resource_api_version = if kind.group.is_empty() {
         Cow::Borrowed(kind.version.as_str())
@@ -95,7 +95,7 @@ pub fn admission_record<'a, O: Document>(
         resource_labels: labels_of(request),
         rule_name: Cow::Borrowed(&rule.id.name),
         rule_namespace: Cow::Borrowed(&rule.id.namespace),
-        mode: Cow::Borrowed(matched.mode.as_str()),
+        mode: Cow::Borrowed(matched.winner.mode.as_str()),
         enforcement_action: Cow::Borrowed(action),
         message: Cow::Owned(match bypass {
             Some(_) => evaluation.warnings().join("; "),

@@ -26,7 +26,7 @@ pub(super) fn object_line(request: &AdmissionRequest) -> String {
 
 /// Where the mode in force came from.
 pub(super) fn mode_source(evaluation: &Evaluation<'_>) -> &'static str {
-    match evaluation.matched().map(|m| m.mode_source) {
+    match evaluation.matched().map(|m| m.winner.mode_source) {
         Some(ModeSource::NamespaceAnnotation) => "namespace annotation drift-sentinel.k8s.io/mode",
         Some(ModeSource::Rule) => "the rule",
         None => "",

@@ -163,7 +163,7 @@ fn document(
         })).collect::<Vec<_>>(),
         "winner": winner.map(|r| r.id.to_string()),
         "mode": evaluation.mode().map(Mode::as_str),
-        "modeSource": evaluation.matched().map(|m| m.mode_source),
+        "modeSource": evaluation.matched().map(|m| m.winner.mode_source),
         "namespaceModeAnnotation": namespace_mode,
         "include": winner.map(|r| strings(&r.include)),
         "exclude": winner.map(|r| strings(&r.exclude)),

@@ -70,7 +70,7 @@ pub(crate) fn preview_parts(
         "rule": evaluation.rule().map(|r| r.id.to_string()),
         "tier": evaluation.rule().map(|r| r.tier.as_str()),
         "mode": evaluation.mode().map(Mode::as_str),
-        "modeSource": evaluation.matched().map(|m| m.mode_source),
+        "modeSource": evaluation.matched().map(|m| m.winner.mode_source),
         "step": evaluation.step(),
         "reason": evaluation.reason(),
         "allowed": evaluation.allowed(),
