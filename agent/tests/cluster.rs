@@ -35,19 +35,6 @@ fn namespace(name: &str, mode: Option<&str>) -> Value {
     object
 }
 
-fn review(namespace: &str) -> Value {
-    let deployment = |replicas: i64| {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
-    };
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "namespace": namespace, "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
-        "object": deployment(2), "oldObject": deployment(1)}})
-}
-
 struct Cluster {
     runtime: tokio::runtime::Runtime,
     server: Option<ApiServer>,
@@ -124,7 +111,7 @@ fn decision(agent: &Agent, namespace: &str) -> Value {
     post(
         &plain_client(),
         &format!("{}/validate", agent.base),
-        &review(namespace),
+        &support::replicas_review(namespace),
     )
     .1["response"]
         .clone()

@@ -743,20 +743,7 @@ fn violations_become_complete_records_and_responses_do_not_change() {
     let window_start = SystemTime::now();
 
     // The example of the docs, built by `drift-sentinel review`.
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let built = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
-        .args(["review", "--uid", "example-1", "--old"])
-        .arg(examples.join("deployment-before.yaml"))
-        .arg("--new")
-        .arg(examples.join("deployment-after.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let example: Value = serde_json::from_slice(&built.stdout).unwrap();
+    let example = support::build_example_review(&["--uid", "example-1"]);
 
     let mut violating: Vec<Value> = Vec::new();
     for i in 0..10 {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use libtest_mimic::Trial;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::env::{AGENT_NAMESPACE, deployment, shared, stderr, wait_for, wait_for_dry_run};
 use crate::support::{Agent, plain_client, post};
@@ -140,19 +140,6 @@ fn namespace_modes_take_effect() {
     });
 }
 
-fn review(namespace: &str) -> Value {
-    let deployment = |replicas: i64| {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
-    };
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "namespace": namespace, "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
-        "object": deployment(2), "oldObject": deployment(1)}})
-}
-
 /// Two more agent processes (not registered as webhooks: reviews are posted to them) share a
 /// Connection in the real API server; each writes its own `status.byPod` entry by server-side
 /// apply with its own field managers, and neither loses the other's.
@@ -196,7 +183,7 @@ fn two_agents_keep_each_others_connection_status() {
         post(
             &plain_client(),
             &format!("{}/validate", agent.base),
-            &review("e2e-shop"),
+            &crate::support::replicas_review("e2e-shop"),
         )
         .1
     };

@@ -271,3 +271,38 @@ pub fn post(client: &reqwest::blocking::Client, url: &str, body: &Value) -> (u16
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, value)
 }
+
+/// An UPDATE review of Deployment `namespace/web` scaled 1 → 2 by `alice`.
+pub fn replicas_review(namespace: &str) -> Value {
+    let deployment = |replicas: i64| {
+        serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+    };
+    serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": namespace, "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": deployment(2), "oldObject": deployment(1)}})
+}
+
+/// The docs' example review (`docs/examples`), as `drift-sentinel review` builds it from the
+/// before/after Deployments (`extra`: more arguments, e.g. `--uid`).
+pub fn build_example_review(extra: &[&str]) -> Value {
+    let examples = drift_testkit::examples();
+    let output = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .arg("review")
+        .args(extra)
+        .arg("--old")
+        .arg(examples.join("deployment-before.yaml"))
+        .arg("--new")
+        .arg(examples.join("deployment-after.yaml"))
+        .output()
+        .expect("run drift-sentinel review");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the review is JSON")
+}
