@@ -8,10 +8,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{Agent, plain_client, post, rule_config_map};
@@ -2838,20 +2835,9 @@ fn invalid_rules_are_reported_and_isolated() {
 // §5 admission protocol
 // ---------------------------------------------------------------------------------------------
 
+/// [`drift_testkit::raw_exchange`] to the agent's loopback `port`.
 fn raw_exchange(port: u16, head: &str, pieces: &[&[u8]]) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream.write_all(head.as_bytes()).unwrap();
-    for piece in pieces {
-        if stream.write_all(piece).is_err() {
-            break;
-        }
-    }
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    drift_testkit::raw_exchange(("127.0.0.1", port), head, pieces)
 }
 
 #[test]

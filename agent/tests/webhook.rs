@@ -342,22 +342,9 @@ fn admission_protocol_edges() {
     assert_eq!(denied["result"], "denied");
 }
 
-/// Sends a request head and body pieces on a raw connection (ignoring a peer that stops
-/// reading) and returns what the server answered.
+/// [`drift_testkit::raw_exchange`] to the agent's loopback `port`.
 fn raw_exchange(port: u16, head: &str, pieces: &[&[u8]]) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream.write_all(head.as_bytes()).unwrap();
-    for piece in pieces {
-        if stream.write_all(piece).is_err() {
-            break;
-        }
-    }
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    drift_testkit::raw_exchange(("127.0.0.1", port), head, pieces)
 }
 
 #[test]

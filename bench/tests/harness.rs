@@ -435,18 +435,5 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
 /// Writes `head` then `pieces` (stopping at the first write the server refuses) and reads the
 /// answer until the server closes the connection.
 fn raw_exchange(address: SocketAddr, head: &str, pieces: &[&[u8]]) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream.write_all(head.as_bytes()).unwrap();
-    for piece in pieces {
-        if stream.write_all(piece).is_err() {
-            break;
-        }
-    }
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    drift_testkit::raw_exchange(address, head, pieces)
 }

@@ -67,6 +67,26 @@ pub fn client() -> reqwest::blocking::Client {
 
 /// A loopback port free at the moment of asking (the OS picks it), for a process under test
 /// to listen on.
+/// Sends a request head and body pieces on a raw TCP connection to `address` (ignoring a peer
+/// that stops reading) and returns what the server answered until it closed the connection:
+/// what an HTTP client library would not let a test send.
+pub fn raw_exchange(address: impl std::net::ToSocketAddrs, head: &str, pieces: &[&[u8]]) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("a read timeout");
+    stream.write_all(head.as_bytes()).expect("send the head");
+    for piece in pieces {
+        if stream.write_all(piece).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// The names of the entries of a directory, sorted (what a test of files on disk compares).
 pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
