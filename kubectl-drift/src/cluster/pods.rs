@@ -127,6 +127,22 @@ pub(crate) struct AgentPod {
     pub node: Option<String>,
 }
 
+#[cfg(test)]
+impl AgentPod {
+    /// A running pod of the tests, ready or not.
+    pub(crate) fn running(name: &str, ready: bool) -> Self {
+        AgentPod {
+            name: name.into(),
+            phase: "Running".into(),
+            ready,
+            restarts: 0,
+            created: None,
+            deleting: false,
+            node: None,
+        }
+    }
+}
+
 impl AgentPod {
     pub(crate) fn of(pod: &Pod) -> Self {
         let status = pod.status.as_ref();

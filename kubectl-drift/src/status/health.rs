@@ -622,16 +622,10 @@ mod tests {
         assert_eq!(report.export_enabled, Some(true));
     }
 
-    fn pod(name: &str, ready: bool) -> crate::cluster::pods::AgentPod {
-        crate::cluster::pods::AgentPod {
-            name: name.into(),
-            phase: "Running".into(),
-            ready,
-            restarts: 0,
-            created: None,
-            deleting: false,
-            node: None,
-        }
+    use crate::cluster::pods::AgentPod;
+
+    fn pod(name: &str, ready: bool) -> AgentPod {
+        AgentPod::running(name, ready)
     }
 
     fn plan() -> Status {

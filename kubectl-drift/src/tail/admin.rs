@@ -202,15 +202,7 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, ready: bool) -> AgentPod {
-        AgentPod {
-            name: name.into(),
-            phase: "Running".into(),
-            ready,
-            restarts: 0,
-            created: None,
-            deleting: false,
-            node: None,
-        }
+        AgentPod::running(name, ready)
     }
 
     #[test]
