@@ -204,13 +204,7 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
     );
 
     let output = run_audit(&env);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{}{}",
-        stdout(&output),
-        stderr(&output)
-    );
+    crate::env::assert_exit(&output, 1);
     let channel = channel_root.join("audit-channel");
     let records = last_run_records(&channel);
     let mut found: Vec<(String, String, String)> = records

@@ -229,6 +229,17 @@ pub fn deployment(namespace: &str, name: &str, replicas: u32, image: &str) -> St
     )
 }
 
+/// Asserts a command's exit code, showing what it printed when it differs.
+pub fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{}{}",
+        stdout(output),
+        stderr(output)
+    );
+}
+
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

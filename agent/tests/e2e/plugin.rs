@@ -49,13 +49,7 @@ fn explain_names_the_winning_rule() {
     let ns = env.namespace("e2e-explain", &[]);
     env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
     let output = kubectl_drift(&env, &["explain", "deploy/web", "-n", &ns, "-o", "json"]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&output),
-        stderr(&output)
-    );
+    crate::env::assert_exit(&output, 0);
     let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let text = document.to_string();
     assert!(
@@ -106,13 +100,7 @@ fn preview_and_server_dry_run_agree_with_the_webhook() {
     let (scaled, image) = (scaled.to_str().unwrap(), image.to_str().unwrap());
 
     let output = kubectl_drift(&env, &["preview", "-f", scaled]);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{}{}",
-        stdout(&output),
-        stderr(&output)
-    );
+    crate::env::assert_exit(&output, 1);
     assert!(
         stdout(&output).contains("spec.replicas"),
         "{}",
@@ -120,13 +108,7 @@ fn preview_and_server_dry_run_agree_with_the_webhook() {
     );
 
     let output = kubectl_drift(&env, &["preview", "-f", scaled, "--server-dry-run"]);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{}{}",
-        stdout(&output),
-        stderr(&output)
-    );
+    crate::env::assert_exit(&output, 1);
     let screen = stdout(&output);
     assert!(screen.contains("They agree."), "{screen}");
     assert!(
@@ -136,13 +118,7 @@ fn preview_and_server_dry_run_agree_with_the_webhook() {
         "the real webhook's answer is shown: {screen}"
     );
     let output = kubectl_drift(&env, &["preview", "-f", image, "--server-dry-run"]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&output),
-        stderr(&output)
-    );
+    crate::env::assert_exit(&output, 0);
     assert!(
         stdout(&output).contains("They agree."),
         "{}",
