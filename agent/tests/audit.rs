@@ -45,6 +45,18 @@ fn audit(args: &[&str]) -> Output {
         .expect("run drift-sentinel audit")
 }
 
+/// What a run printed, once its exit code is `code` (else the test fails showing both streams).
+fn stdout_of(output: &Output, code: i32) -> String {
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    stdout
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -60,13 +72,7 @@ fn rules() -> String {
 #[test]
 fn a_kubectl_dump_names_exactly_the_drifted_objects_and_paths() {
     let output = audit(&["--once", "--rules", &rules(), "--objects", &dump()]);
-    let stdout = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{stdout}{}",
-        text(&output.stderr)
-    );
+    let stdout = stdout_of(&output, 1);
     let drifted: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("drifted "))
@@ -122,13 +128,7 @@ fn kubectl_replace_is_drift_until_the_declared_manifest_is_applied_again() {
         "--connection",
         &connection,
     ]);
-    let stdout = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{stdout}{}",
-        text(&output.stderr)
-    );
+    let stdout = stdout_of(&output, 1);
     let lines: Vec<&str> = stdout
         .lines()
         .filter(|l| !l.starts_with("audit "))
@@ -184,13 +184,7 @@ fn mutable_fields_and_an_undrifted_dump_exit_zero() {
     std::fs::write(dir.path().join("rule.yaml"), rule).unwrap();
     let rules = dir.path().join("rule.yaml").display().to_string();
     let output = audit(&["--audit-once", "--rules", &rules, "--objects", &dump()]);
-    let stdout = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}{}",
-        text(&output.stderr)
-    );
+    let stdout = stdout_of(&output, 0);
     assert!(
         stdout.contains(": 8 objects: 0 drifted, 7 clean, 1 no_baseline, 0 skipped"),
         "{stdout}"
