@@ -212,12 +212,7 @@ fn rules_and_namespaces_follow_the_cluster() {
             .get("auditAnnotations")
             .is_none()
     });
-    let metrics = plain_client()
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = agent.metrics();
     assert!(
         metrics.contains("drift_sentinel_rules_loaded_total 0"),
         "{metrics}"
@@ -279,12 +274,7 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         agent.logs().iter().any(|l| l.contains("watch failed")),
         "no watch error logged"
     );
-    let metrics = plain_client()
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = agent.metrics();
     assert!(
         metrics.contains("drift_sentinel_watch_failures_total{resource=\"configmaps\"}"),
         "{metrics}"
@@ -485,12 +475,7 @@ fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
     );
     assert_eq!(status["rulesLoaded"], 1);
     assert_eq!(decision(&agent, "prod")["allowed"], false);
-    let metrics = plain_client()
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = agent.metrics();
     assert!(
         metrics.contains("drift_sentinel_rules_stale 1"),
         "{metrics}"

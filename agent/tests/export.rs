@@ -313,11 +313,7 @@ fn send_both(
 // Metrics and status.
 
 fn metrics_text(agent: &Agent) -> String {
-    plain_client()
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .and_then(|r| r.text())
-        .expect("GET /metrics")
+    agent.metrics()
 }
 
 /// Sum of the samples of `name` whose labels include `labels`; the metric must exist.

@@ -293,12 +293,7 @@ fn admission_protocol_edges() {
             .status(),
         200
     );
-    let metrics = client
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = agent.metrics();
     for name in [
         // The label `resource` is group/version/resource, as the original's (reference §10).
         "drift_sentinel_admission_requests_total{namespace=\"prod\",resource=\"apps/v1/deployments\",result=\"denied\"}",
@@ -479,12 +474,7 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
             .iter()
             .any(|l| l.contains("invalid rule") && l.contains("mutabel"))
     );
-    let metrics = client
-        .get(format!("{}/metrics", agent.base))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = agent.metrics();
     assert!(
         metrics.contains("drift_sentinel_rules_invalid 1"),
         "{metrics}"

@@ -61,6 +61,15 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The agent's `/metrics` text (plain HTTP, as the tests' agents serve it).
+    pub fn metrics(&self) -> String {
+        plain_client()
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .and_then(|r| r.text())
+            .expect("GET /metrics")
+    }
+
     /// Starts the agent with `args` (plus the listener addresses) and waits until it is ready.
     pub fn start(args: &[&str], tls: bool) -> Self {
         Self::start_in(None, args, tls)
