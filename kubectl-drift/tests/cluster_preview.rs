@@ -117,10 +117,7 @@ fn preview_of_a_file_against_the_live_object() {
 
 /// The `checkout` Deployment as a person keeps it in git: only what they chose to set.
 fn checkout(replicas: u32, image: &str, env: &[(&str, &str)]) -> Value {
-    let env: Vec<Value> = env
-        .iter()
-        .map(|(name, value)| json!({"name": name, "value": value}))
-        .collect();
+    let env = drift_testkit::objects::env_list(env);
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "checkout", "namespace": "prod",

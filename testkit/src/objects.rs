@@ -23,6 +23,18 @@ pub const NEW_IMAGES: [&str; 3] = [
 ];
 
 /// One container with `env_count` environment variables.
+/// A container's `env` list from (name, value) pairs.
+pub fn env_list<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> Value {
+    Value::Array(
+        pairs
+            .iter()
+            .map(
+                |(name, value)| serde_json::json!({"name": name.as_ref(), "value": value.as_ref()}),
+            )
+            .collect(),
+    )
+}
+
 pub fn container(name: &str, image: &str, env_count: usize) -> Value {
     let env: Vec<Value> = (0..env_count)
         .map(|i| json!({"name": format!("{}_SETTING_{i:03}", name.to_uppercase()), "value": format!("value-{i}")}))
