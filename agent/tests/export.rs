@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
+use support::record::{ADMISSION_RECORD_FIELDS, keys};
 use support::{Agent, plain_client, post, rule_config_map};
 
 const MIB: u64 = 1024 * 1024;
@@ -41,29 +42,6 @@ const REASONS: [&str; 7] = [
     "shutdown",
     "publish_error",
     "no_connection",
-];
-const RECORD_FIELDS: [&str; 21] = [
-    "eventType",
-    "id",
-    "timestamp",
-    "operation",
-    "dryRun",
-    "userName",
-    "userUID",
-    "userGroups",
-    "resource",
-    "subResource",
-    "resourceAPIVersion",
-    "resourceKind",
-    "resourceNamespace",
-    "resourceName",
-    "resourceLabels",
-    "ruleName",
-    "ruleNamespace",
-    "mode",
-    "enforcementAction",
-    "message",
-    "details",
 ];
 /// The time the clock file starts at.
 const T0: &str = "2030-01-01T00:00:00Z";
@@ -616,14 +594,9 @@ fn check_record(
     window: (SystemTime, SystemTime),
 ) {
     let uid = request["request"]["uid"].as_str().unwrap();
-    let keys: BTreeSet<&str> = record
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    let want: BTreeSet<&str> = RECORD_FIELDS.into_iter().collect();
-    assert_eq!(keys, want, "fields of {uid}");
+    let fields: BTreeSet<&str> = keys(record).into_iter().collect();
+    let want: BTreeSet<&str> = ADMISSION_RECORD_FIELDS.into_iter().collect();
+    assert_eq!(fields, want, "fields of {uid}");
     let req = &request["request"];
     let annotations = &response["response"]["auditAnnotations"];
     assert_eq!(record["eventType"], "violation_admission", "{uid}");
@@ -711,13 +684,8 @@ fn check_record(
     assert_eq!(changes.len(), denied.len(), "{uid}");
     for (change, path) in changes.iter().zip(&denied) {
         assert_eq!(change["path"], *path, "{uid}");
-        let keys: BTreeSet<&str> = change
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(keys, BTreeSet::from(["path", "old", "new"]), "{uid}");
+        let fields: BTreeSet<&str> = keys(change).into_iter().collect();
+        assert_eq!(fields, BTreeSet::from(["path", "old", "new"]), "{uid}");
     }
 }
 

@@ -2,6 +2,8 @@
 //! HTTP(S), and writes rule and Connection files. Certificates come from `drift_testkit::pki`.
 #![allow(dead_code)]
 
+pub mod record;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
