@@ -56,8 +56,23 @@ impl Cluster {
         }
     }
 
+    /// A cluster with Namespace `prod` and the rule ConfigMap `ops/rule` ([`RULE`]).
+    fn with_rule() -> Self {
+        let cluster = Self::start();
+        cluster.api().apply(namespace("prod", None));
+        cluster.api().apply(config_map("ops", "rule", Some(RULE)));
+        cluster
+    }
+
     fn api(&self) -> &ApiServer {
         self.server.as_ref().unwrap()
+    }
+
+    /// [`Cluster::agent`], once it is ready.
+    fn ready_agent(&self) -> Agent {
+        let agent = self.agent();
+        agent.wait_until("ready", || ready(&agent).0 == 200);
+        agent
     }
 
     fn agent(&self) -> Agent {
@@ -95,18 +110,6 @@ fn ready(agent: &Agent) -> (u16, String) {
     (response.status().as_u16(), response.text().unwrap())
 }
 
-fn wait_until(what: &str, agent: &Agent, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\nlogs:\n{}",
-            agent.logs().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn decision(agent: &Agent, namespace: &str) -> Value {
     post(
         &plain_client(),
@@ -127,8 +130,7 @@ fn rules_and_namespaces_follow_the_cluster() {
     for i in 0..200 {
         api.apply(config_map("apps", &format!("plain-{i}"), None));
     }
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     let status = agent.status();
     assert_eq!(status["rulesLoaded"], 1, "{status:#}");
     assert_eq!(status["source"]["kind"], "cluster");
@@ -153,18 +155,14 @@ fn rules_and_namespaces_follow_the_cluster() {
     );
 
     // A change of the rule applies.
-    api.apply(config_map(
-        "ops",
-        "rule",
-        Some(&RULE.replace("enforce", "dry-run")),
-    ));
-    wait_until("the rule change", &agent, || {
+    set_rule_mode(api, "dry-run");
+    agent.wait_until("the rule change", || {
         decision(&agent, "prod")["auditAnnotations"]["result"] == "would-deny"
     });
 
     // A namespace annotation change applies.
     api.apply(namespace("prod", Some("off")));
-    wait_until("the namespace change", &agent, || {
+    agent.wait_until("the namespace change", || {
         decision(&agent, "prod")["auditAnnotations"]["mode"] == "off"
     });
 
@@ -186,9 +184,7 @@ fn rules_and_namespaces_follow_the_cluster() {
             .filter(|e| e["reason"] == "InvalidRule" && e["regarding"]["name"] == "typo")
             .collect::<Vec<Value>>()
     };
-    wait_until("the InvalidRule event", &agent, || {
-        invalid_events().len() == 1
-    });
+    agent.wait_until("the InvalidRule event", || invalid_events().len() == 1);
     let event = &invalid_events()[0];
     assert_eq!(event["type"], "Warning");
     assert!(
@@ -207,7 +203,7 @@ fn rules_and_namespaces_follow_the_cluster() {
 
     // Deleting the rule leaves no matching rule; the annotation removed likewise.
     api.delete("v1", "ConfigMap", "ops", "rule");
-    wait_until("the deletion", &agent, || {
+    agent.wait_until("the deletion", || {
         decision(&agent, "relaxed")
             .get("auditAnnotations")
             .is_none()
@@ -225,12 +221,9 @@ fn rules_and_namespaces_follow_the_cluster() {
 
 #[test]
 fn watch_faults_are_survived_with_the_rule_set_intact() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::with_rule();
     let api = cluster.api();
-    api.apply(namespace("prod", None));
-    api.apply(config_map("ops", "rule", Some(RULE)));
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     assert_eq!(decision(&agent, "prod")["allowed"], false);
 
     // Watches dropped and the history compacted: the next watch gets 410 Gone and the agent
@@ -243,12 +236,8 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         assert_eq!(decision(&agent, "prod")["allowed"], false);
         std::thread::sleep(Duration::from_millis(50));
     }
-    api.apply(config_map(
-        "ops",
-        "rule",
-        Some(&RULE.replace("enforce", "warn")),
-    ));
-    wait_until("the change after the relist", &agent, || {
+    set_rule_mode(api, "warn");
+    agent.wait_until("the change after the relist", || {
         decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
     });
     assert!(count_lists(api) > lists_before, "no relist after 410 Gone");
@@ -267,7 +256,7 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         std::thread::sleep(Duration::from_millis(100));
     }
     api.apply(config_map("ops", "rule", Some(RULE)));
-    wait_until("recovery after errors", &agent, || {
+    agent.wait_until("recovery after errors", || {
         decision(&agent, "prod")["allowed"] == false
     });
     assert!(
@@ -280,6 +269,15 @@ fn watch_faults_are_survived_with_the_rule_set_intact() {
         "{metrics}"
     );
     assert_eq!(ready(&agent).0, 200);
+}
+
+/// Applies `ops/rule` ([`RULE`]) in `mode`.
+fn set_rule_mode(api: &ApiServer, mode: &str) {
+    api.apply(config_map(
+        "ops",
+        "rule",
+        Some(&RULE.replace("enforce", mode)),
+    ));
 }
 
 /// List requests (GETs without `watch=true`) of rule ConfigMaps served so far.
@@ -304,27 +302,24 @@ fn not_ready_until_the_first_sync() {
     assert_eq!(code, 503);
     assert!(text.contains("first sync"), "{text}");
     // After the startup sync timeout the reason says so.
-    wait_until("the startup timeout", &agent, || {
+    agent.wait_until("the startup timeout", || {
         ready(&agent).1.contains("not complete after")
     });
     assert_eq!(decision(&agent, "prod").get("auditAnnotations"), None);
     api.heal();
-    wait_until("ready after healing", &agent, || ready(&agent).0 == 200);
+    agent.wait_until("ready after healing", || ready(&agent).0 == 200);
     assert_eq!(decision(&agent, "prod")["allowed"], false);
 }
 
 #[test]
 fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::with_rule();
     let api = cluster.api();
-    api.apply(namespace("prod", None));
-    api.apply(config_map("ops", "rule", Some(RULE)));
     api.inject(Fault::FailPath {
         contains: "/namespaces/ops/configmaps/rule".into(),
         status: 500,
     });
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     let status = agent.wait_for_status("the unreadable rule", |s| s["rulesInvalid"] == 1);
     assert_eq!(status["invalidRules"][0]["rule"], "ops/rule");
     assert!(
@@ -346,11 +341,7 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
         contains: "/namespaces/ops/configmaps/rule".into(),
         status: 500,
     });
-    api.apply(config_map(
-        "ops",
-        "rule",
-        Some(&RULE.replace("enforce", "warn")),
-    ));
+    set_rule_mode(api, "warn");
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
         decision(&agent, "prod")["auditAnnotations"]["result"],
@@ -358,7 +349,7 @@ fn an_unreadable_rule_config_map_is_reported_then_fetched_again() {
     );
     assert_eq!(agent.status()["rulesInvalid"], 0);
     api.heal();
-    wait_until("the new version after healing", &agent, || {
+    agent.wait_until("the new version after healing", || {
         decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
     });
 }
@@ -373,14 +364,13 @@ fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
     api.apply(namespace("prod", None));
     api.apply(namespace("plain", None));
     api.apply(config_map("ops", "rule", Some(RULE)));
-    let mut agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let mut agent = cluster.ready_agent();
     api.inject(Fault::SlowPath {
         contains: "/configmaps/stuck".into(),
         delay: Duration::from_secs(120),
     });
     api.apply(config_map("ops", "stuck", Some(RULE)));
-    wait_until("the hung fetch", &agent, || {
+    agent.wait_until("the hung fetch", || {
         api.requests()
             .iter()
             .any(|r| r.contains("/namespaces/ops/configmaps/stuck"))
@@ -388,15 +378,11 @@ fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
 
     let started = Instant::now();
     api.apply(namespace("prod", Some("warn")));
-    wait_until("the namespace change", &agent, || {
+    agent.wait_until("the namespace change", || {
         decision(&agent, "prod")["auditAnnotations"]["result"] == "warned"
     });
-    api.apply(config_map(
-        "ops",
-        "rule",
-        Some(&RULE.replace("enforce", "dry-run")),
-    ));
-    wait_until("the rule change", &agent, || {
+    set_rule_mode(api, "dry-run");
+    agent.wait_until("the rule change", || {
         decision(&agent, "plain")["auditAnnotations"]["result"] == "would-deny"
     });
     let took = started.elapsed();
@@ -437,12 +423,9 @@ fn a_hung_fetch_stalls_neither_other_changes_nor_shutdown() {
 /// afterwards (the last-good ConfigMap); deleting it removes the rule and its kept version.
 #[test]
 fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::with_rule();
     let api = cluster.api();
-    api.apply(namespace("prod", None));
-    api.apply(config_map("ops", "rule", Some(RULE)));
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     // The agent created its ConfigMap (absent, and it may) and keeps the valid version there.
     let kept = || {
         api.get(
@@ -453,7 +436,7 @@ fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
         )
         .and_then(|c| c["data"]["ops_rule"].as_str().map(str::to_owned))
     };
-    wait_until("the kept version", &agent, || {
+    agent.wait_until("the kept version", || {
         kept().is_some_and(|k| k.contains("mode: enforce"))
     });
 
@@ -480,7 +463,7 @@ fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
         metrics.contains("drift_sentinel_rules_stale 1"),
         "{metrics}"
     );
-    wait_until("the InvalidRule event", &agent, || {
+    agent.wait_until("the InvalidRule event", || {
         api.list("events.k8s.io/v1", "Event")
             .iter()
             .any(|e| e["reason"] == "InvalidRule" && e["regarding"]["name"] == "rule")
@@ -489,14 +472,13 @@ fn an_invalid_version_keeps_the_last_good_one_across_restarts() {
 
     // A new agent (a restart, a new replica) enforces the kept version from its first sync.
     drop(agent);
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     assert_eq!(decision(&agent, "prod")["allowed"], false);
     assert_eq!(agent.status()["staleRules"][0]["rule"], "ops/rule");
 
     // Deleted: the rule and its kept version go.
     api.delete("v1", "ConfigMap", "ops", "rule");
-    wait_until("the deletion", &agent, || {
+    agent.wait_until("the deletion", || {
         decision(&agent, "prod").get("auditAnnotations").is_none() && kept().is_none()
     });
 }
@@ -529,8 +511,7 @@ fn scale_requests_match_rules_by_the_parent_labels() {
             "metadata": {"name": name, "namespace": "prod", "labels": {"team": team}},
             "spec": {"replicas": 2}}));
     }
-    let agent = cluster.agent();
-    wait_until("ready", &agent, || ready(&agent).0 == 200);
+    let agent = cluster.ready_agent();
     let url = format!("{}/validate", agent.base);
     let response =
         post(&plain_client(), &url, &scale_review("checkout", 2, 5)).1["response"].clone();
@@ -572,8 +553,7 @@ fn memory_does_not_grow_with_non_rule_config_maps() {
                 None,
             ));
         }
-        let agent = cluster.agent();
-        wait_until("ready", &agent, || ready(&agent).0 == 200);
+        let agent = cluster.ready_agent();
         // Let the allocator settle after the initial list.
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(decision(&agent, "prod")["allowed"], false);

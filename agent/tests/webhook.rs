@@ -7,11 +7,12 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::Duration;
 
 use drift_testkit::pki::Ca;
 use serde_json::{Value, json};
-use support::{Agent, https_client, plain_client, post, rule_config_map};
+use support::{Agent, https_client, plain_client, post, rule_config_map, small_deployment};
 
 const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
 
@@ -36,18 +37,10 @@ fn https_decisions_on_realistic_objects() {
     std::fs::create_dir(&rules).unwrap();
     write_rules(&rules);
     let ca = Ca::new("a");
-    let (cert, key) = ca.loopback_serving().write(dir.path(), "tls");
-    let agent = Agent::start(
-        &[
-            "serve",
-            "--rules",
-            rules.to_str().unwrap(),
-            "--tls-cert-file",
-            cert.to_str().unwrap(),
-            "--tls-key-file",
-            key.to_str().unwrap(),
-        ],
-        true,
+    let agent = https_agent(
+        dir.path(),
+        &ca,
+        &["serve", "--rules", rules.to_str().unwrap()],
     );
     let status = agent.status();
     assert_eq!(status["rulesLoaded"], 50, "{status:#}");
@@ -145,10 +138,14 @@ fn offline_agent(rule_spec: &str, namespaces: Option<&str>) -> (tempfile::TempDi
 
 const SIMPLE_RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
 
-fn small_deployment(namespace: &str, replicas: i64) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-           "metadata": {"name": "web", "namespace": namespace},
-           "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+/// The review (uid `uid`) of an UPDATE of the small Deployment in `namespace` from 1 to 2
+/// replicas.
+fn small_review(uid: &str, namespace: &str) -> Value {
+    fixtures::review(
+        uid,
+        &small_deployment(namespace, 1),
+        &small_deployment(namespace, 2),
+    )
 }
 
 #[test]
@@ -220,11 +217,7 @@ fn admission_protocol_edges() {
     assert_eq!(review["response"]["status"]["code"], 400);
 
     // An UPDATE whose oldObject is not an object.
-    let mut bad = fixtures::review(
-        "uid-bad",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 2),
-    );
+    let mut bad = small_review("uid-bad", "prod");
     bad["request"]["oldObject"] = json!("nope");
     let (_, review) = post(&client, &url, &bad);
     assert_eq!(review["response"]["uid"], "uid-bad");
@@ -239,11 +232,7 @@ fn admission_protocol_edges() {
 
     // Other operations are allowed whatever their objects, without audit annotations.
     for operation in ["CREATE", "DELETE", "CONNECT"] {
-        let mut review_in = fixtures::review(
-            "uid-op",
-            &small_deployment("prod", 1),
-            &small_deployment("prod", 2),
-        );
+        let mut review_in = small_review("uid-op", "prod");
         review_in["request"]["operation"] = json!(operation);
         review_in["request"]["object"] = Value::Null;
         let (_, review) = post(&client, &url, &review_in);
@@ -255,11 +244,7 @@ fn admission_protocol_edges() {
     }
 
     // v1beta1 is answered in v1beta1.
-    let mut beta = fixtures::review(
-        "uid-beta",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 2),
-    );
+    let mut beta = small_review("uid-beta", "prod");
     beta["apiVersion"] = json!("admission.k8s.io/v1beta1");
     let (_, review) = post(&client, &url, &beta);
     assert_eq!(review["apiVersion"], "admission.k8s.io/v1beta1");
@@ -267,11 +252,7 @@ fn admission_protocol_edges() {
     assert_eq!(review["response"]["allowed"], false);
 
     // dryRun requests are decided like any other.
-    let mut dry = fixtures::review(
-        "uid-dry",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 2),
-    );
+    let mut dry = small_review("uid-dry", "prod");
     dry["request"]["dryRun"] = json!(true);
     let (_, review) = post(&client, &url, &dry);
     assert_eq!(review["response"]["allowed"], false);
@@ -349,15 +330,7 @@ fn namespace_mode_annotation() {
     let client = plain_client();
     let url = format!("{}/validate", agent.base);
 
-    let (_, review) = post(
-        &client,
-        &url,
-        &fixtures::review(
-            "w",
-            &small_deployment("relaxed", 1),
-            &small_deployment("relaxed", 2),
-        ),
-    );
+    let (_, review) = post(&client, &url, &small_review("w", "relaxed"));
     let response = &review["response"];
     assert_eq!(response["allowed"], true);
     assert_eq!(response["auditAnnotations"]["mode"], "warn");
@@ -366,15 +339,7 @@ fn namespace_mode_annotation() {
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].as_str().unwrap().starts_with(VIOLATION_PREFIX));
 
-    let (_, review) = post(
-        &client,
-        &url,
-        &fixtures::review(
-            "t",
-            &small_deployment("typo", 1),
-            &small_deployment("typo", 2),
-        ),
-    );
+    let (_, review) = post(&client, &url, &small_review("t", "typo"));
     let response = &review["response"];
     assert_eq!(response["allowed"], false);
     assert_eq!(response["auditAnnotations"]["mode"], "enforce");
@@ -397,11 +362,7 @@ fn namespace_files_alone_are_reloaded_with_the_default_rule() {
     let agent = Agent::start(&["--namespaces", file.to_str().unwrap()], false);
     let client = plain_client();
     let url = format!("{}/validate", agent.base);
-    let replicas = fixtures::review(
-        "n",
-        &small_deployment("shop", 1),
-        &small_deployment("shop", 2),
-    );
+    let replicas = small_review("n", "shop");
     let response = post(&client, &url, &replicas).1["response"].clone();
     assert_eq!(
         response["auditAnnotations"]["rule"],
@@ -409,14 +370,9 @@ fn namespace_files_alone_are_reloaded_with_the_default_rule() {
     );
     assert_eq!(response["allowed"], false);
     std::fs::write(&file, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n    drift-sentinel.k8s.io/mode: warn\n").unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while post(&client, &url, &replicas).1["response"]["auditAnnotations"]["mode"] != "warn" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "namespace file change not picked up"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.wait_until("the namespace file change to be picked up", || {
+        post(&client, &url, &replicas).1["response"]["auditAnnotations"]["mode"] == "warn"
+    });
 }
 
 #[test]
@@ -432,11 +388,7 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
     let agent = Agent::start(&["--rules", rules.to_str().unwrap()], false);
     let client = plain_client();
     let url = format!("{}/validate", agent.base);
-    let replicas = fixtures::review(
-        "r",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 2),
-    );
+    let replicas = small_review("r", "prod");
     assert_eq!(
         post(&client, &url, &replicas).1["response"]["allowed"],
         false
@@ -522,19 +474,21 @@ fn tls_agent() -> (tempfile::TempDir, Ca, Agent) {
     let rules = dir.path().join("rules.yaml");
     std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
     let first = Ca::new("first");
-    let (cert, key) = first.loopback_serving().write(dir.path(), "tls");
-    let agent = Agent::start(
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--tls-cert-file",
-            cert.to_str().unwrap(),
-            "--tls-key-file",
-            key.to_str().unwrap(),
-        ],
-        true,
-    );
+    let agent = https_agent(dir.path(), &first, &["--rules", rules.to_str().unwrap()]);
     (dir, first, agent)
+}
+
+/// An agent serving HTTPS with a pair of `ca`'s written into `dir` as `tls.crt`/`tls.key`,
+/// started with `args` before the TLS flags.
+fn https_agent(dir: &Path, ca: &Ca, args: &[&str]) -> Agent {
+    let (cert, key) = ca.loopback_serving().write(dir, "tls");
+    let tls = [
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+    ];
+    Agent::start(&[args, &tls].concat(), true)
 }
 
 #[test]
@@ -552,21 +506,12 @@ fn tls_certificate_is_reloaded_without_dropping_connections() {
     let second = Ca::new("second");
     second.loopback_serving().write(dir.path(), "tls");
     let new_client = https_client(&second.cert_pem(), None);
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        if new_client
+    agent.wait_until("the new certificate to be served", || {
+        new_client
             .get(format!("{}/healthz", agent.base))
             .send()
             .is_ok()
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "new certificate never served"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
     assert_eq!(post(&new_client, &url, &review).0, 200);
     // The connection opened under the old certificate is still served.
     assert_eq!(post(&old_client, &url, &review).0, 200);
@@ -602,14 +547,7 @@ fn vanished_tls_files_keep_the_certificate_with_a_warning() {
     assert_eq!(warned(&agent), 0);
     std::fs::remove_file(&cert).unwrap();
     std::fs::remove_file(&key).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while warned(&agent) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no WARN for vanished TLS files"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.wait_until("a WARN for vanished TLS files", || warned(&agent) > 0);
     // The last good pair is still served, to new connections too.
     assert!(
         https_client(&first.cert_pem(), None)
@@ -620,24 +558,14 @@ fn vanished_tls_files_keep_the_certificate_with_a_warning() {
     // Back again (a new pair): used; gone again: warned again.
     let second = Ca::new("second");
     second.loopback_serving().write(dir.path(), "tls");
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while https_client(&second.cert_pem(), None)
-        .get(&healthz)
-        .send()
-        .is_err()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the new certificate never served"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.wait_until("the new certificate to be served", || {
+        https_client(&second.cert_pem(), None)
+            .get(&healthz)
+            .send()
+            .is_ok()
+    });
     std::fs::remove_file(&cert).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while warned(&agent) < 2 {
-        assert!(std::time::Instant::now() < deadline, "no second WARN");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.wait_until("a second WARN", || warned(&agent) >= 2);
     assert!(
         https_client(&second.cert_pem(), None)
             .get(&healthz)
@@ -649,12 +577,7 @@ fn vanished_tls_files_keep_the_certificate_with_a_warning() {
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let (_dir, mut agent) = offline_agent(SIMPLE_RULE, None);
-    let body = fixtures::review(
-        "inflight",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 2),
-    )
-    .to_string();
+    let body = small_review("inflight", "prod").to_string();
     let mut stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     let head = format!(
         "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",

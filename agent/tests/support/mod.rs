@@ -172,6 +172,19 @@ impl Agent {
             .expect("admin /status")
     }
 
+    /// Waits until `check` holds, 20 s at the most (the logs are shown if it never does).
+    pub fn wait_until(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !check() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\nlogs:\n{}",
+                self.logs().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until `check` holds on `/status`.
     pub fn wait_for_status(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -283,13 +296,17 @@ pub fn post(client: &reqwest::blocking::Client, url: &str, body: &Value) -> (u16
     (status, value)
 }
 
-/// An UPDATE review of Deployment `namespace/web` scaled 1 → 2 by `alice`.
-pub fn replicas_review(namespace: &str) -> Value {
-    let deployment = |replicas: i64| {
-        serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+/// Deployment `namespace/web` with `replicas` replicas of one container, `app` (nginx).
+pub fn small_deployment(namespace: &str, replicas: i64) -> Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": namespace},
         "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
-    };
+}
+
+/// An UPDATE review of Deployment `namespace/web` ([`small_deployment`]) scaled 1 → 2 by
+/// `alice`.
+pub fn replicas_review(namespace: &str) -> Value {
+    let deployment = |replicas: i64| small_deployment(namespace, replicas);
     serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
         "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
