@@ -114,21 +114,12 @@ pub struct ServeArgs {
     /// CA bundle (PEM) of the certificates that may call the webhook's paths: with it, a
     /// caller of /validate or /validate-rule without a certificate signed by it and named in
     /// --client-names gets 401 (the probes and /metrics stay open). Re-read when it changes.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLIENT_CA_FILE",
-        requires = "tls_cert_file"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_CLIENT_CA_FILE")]
+    #[arg(requires = "tls_cert_file")]
     pub client_ca_file: Option<PathBuf>,
 
     /// Names (a certificate's CN or one of its DNS SANs) that may call, with --client-ca-file.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLIENT_NAMES",
-        value_delimiter = ',',
-        default_value = "kube-apiserver",
-        value_parser = parse_client_name
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_CLIENT_NAMES", value_delimiter = ',', default_value = "kube-apiserver", value_parser = parse_client_name)]
     pub client_names: Vec<String>,
 
     /// Path of the admission endpoint.
@@ -177,15 +168,7 @@ pub struct ServeArgs {
 
     /// Export every violation (enforce, warn and dry-run) of the webhook to disk, through the
     /// Connection named by --audit-connection (reference §7). Off by default.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT",
-        num_args = 0..=1,
-        default_value_t = false,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set,
-        help_heading = "Violation export"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Violation export")]
     pub enable_admission_violation_export: bool,
 
     /// How often publish errors are checked and written to the Connection's status.
@@ -213,25 +196,31 @@ pub struct ServeArgs {
 /// through, who this pod is, and logging.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
+    #[command(flatten)]
+    pub sources: RuleSourceArgs,
+
+    #[command(flatten)]
+    pub export: ExportArgs,
+
+    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
+    /// writes them on standard error (its standard output is its summary).
+    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
+    pub log_level: tracing::Level,
+}
+
+/// Where rules and namespaces come from: files, or the cluster.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Rule sources")]
+pub struct RuleSourceArgs {
     /// Rule ConfigMaps from files instead of the cluster: a YAML file or a directory of
     /// `*.yaml`/`*.yml` files, multi-document, ConfigMaps as they would be applied. Repeatable
     /// (or comma-separated in the environment). Files are re-read when they change.
-    #[arg(
-        long = "rules",
-        env = "DRIFT_SENTINEL_RULES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_RULES", value_delimiter = ',')]
     pub rules: Vec<PathBuf>,
 
     /// Namespace documents (for their `drift-sentinel.k8s.io/mode` annotation) instead of the
     /// cluster. Repeatable; a file or a directory.
-    #[arg(
-        long = "namespaces",
-        env = "DRIFT_SENTINEL_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<PathBuf>,
 
     /// Namespaces (globs) whose rule ConfigMaps are cluster rules: they apply as written. A
@@ -241,91 +230,82 @@ pub struct CommonArgs {
     /// is given. `*` makes every rule a cluster rule (the original's behaviour; a WARN). The
     /// audit judges each object under the rule that would win at admission: give it the
     /// webhook's value.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES",
-        value_delimiter = ',',
-        help_heading = "Rule sources"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES")]
+    #[arg(value_delimiter = ',')]
     pub cluster_rule_namespaces: Vec<String>,
 
     /// Kubeconfig for cluster mode (otherwise the in-cluster configuration).
-    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG", help_heading = "Rule sources")]
+    #[arg(long, env = "DRIFT_SENTINEL_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Cluster mode: how often rule ConfigMaps that could not be read are fetched again.
-    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period, help_heading = "Rule sources")]
+    #[arg(long, env = "DRIFT_SENTINEL_WATCH_RESYNC", default_value = "30s", value_parser = parse_period)]
     pub watch_resync: Duration,
 
     /// Cluster mode: the ConfigMap (in the pod's namespace) where the last valid version of
     /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
     /// enforced in its last valid version across restarts and by new replicas. Created when
     /// absent if the webhook may; the audit only reads it.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
-        default_value = "drift-sentinel-last-good-rules",
-        help_heading = "Rule sources"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP", default_value = crate::last_good::DEFAULT_CONFIGMAP)]
     pub last_good_configmap: String,
 
     /// Longest wait for the first sync of the cluster watches.
-    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Rule sources")]
+    #[arg(long, env = "DRIFT_SENTINEL_STARTUP_SYNC_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub startup_sync_timeout: Duration,
+}
 
+/// The Connection violations are exported through, and who this pod is in its status.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Violation export")]
+pub struct ExportArgs {
     /// Name of the Connection resource (in the pod's namespace) that routes exported
     /// violations.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
-        default_value = "audit-connection",
-        help_heading = "Violation export"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CONNECTION", default_value = crate::export::connection::DEFAULT_NAME)]
     pub audit_connection: String,
 
     /// Channel: the subdirectory of the Connection's path the records (the audit's runs) go
     /// to.
-    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel, help_heading = "Violation export")]
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CHANNEL", default_value = "audit-channel", value_parser = parse_channel)]
     pub audit_channel: String,
 
     /// Every Connection path must lie inside this directory (`spec.config.path` is read from
     /// `/`: `tmp/violations/topics` and `/tmp/violations/topics` are the same place; `..` is
     /// refused). The chart sets its export volume.
-    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root, help_heading = "Violation export")]
+    #[arg(long, env = "DRIFT_SENTINEL_EXPORT_ROOT", default_value = "/", value_parser = parse_export_root)]
     pub export_root: PathBuf,
 
     /// Read the Connection from this file (YAML) instead of the cluster; re-read when it
     /// changes. Required for export without a cluster.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_CONNECTION",
-        help_heading = "Violation export"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_CONNECTION")]
     pub connection: Option<PathBuf>,
 
     /// This pod's name: its entry in the Connection's status (`status.byPod[].id`). Defaults
     /// to the host name.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_POD_NAME",
-        help_heading = "Violation export"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_POD_NAME")]
     pub pod_name: Option<String>,
 
     /// This pod's namespace, where the Connection and the ConfigMap of last good rule
     /// versions are looked up. Defaults to the service account's namespace, or the
     /// kubeconfig's.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_POD_NAMESPACE",
-        help_heading = "Violation export"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_POD_NAMESPACE")]
     pub pod_namespace: Option<String>,
+}
 
-    /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
-    /// writes them on standard error (its standard output is its summary).
-    #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]
-    pub log_level: tracing::Level,
+impl ExportArgs {
+    /// This pod's name: `--pod-name`, else the host name.
+    pub fn pod(&self) -> String {
+        self.pod_name
+            .clone()
+            .unwrap_or_else(crate::process::host_name)
+    }
+
+    /// This pod's namespace in cluster mode: `--pod-namespace`, else `client`'s default (the
+    /// service account's namespace, or the kubeconfig's).
+    pub fn namespace_in(&self, client: &kube::Client) -> String {
+        self.pod_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned())
+    }
 }
 
 /// The lowest TLS version the listener accepts (`--tls-min-version`).
@@ -382,12 +362,7 @@ pub struct AuditArgs {
 
     /// Field managers whose `Update`s are imperative edits (comma-separated). The default is
     /// what kubectl writes for edit, patch, set, label, annotate, replace, rollout and scale.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_AUDIT_DRIFT_MANAGERS",
-        value_delimiter = ',',
-        default_value = "kubectl-edit,kubectl-patch,kubectl-set,kubectl-label,kubectl-annotate,kubectl-replace,kubectl-rollout,kubectl"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_DRIFT_MANAGERS", value_delimiter = ',', default_value = crate::audit::DEFAULT_DRIFT_MANAGERS)]
     pub audit_drift_managers: Vec<String>,
 
     /// Resources (`group/resource`, the core group empty: `/pods`) a `*` selector audits: the
@@ -397,19 +372,14 @@ pub struct AuditArgs {
 
     /// Where results go besides the export: OpenReports (`openreports`, skipped with a warning
     /// when its CRDs are not installed) or nowhere.
-    #[arg(
-        long,
-        env = "DRIFT_SENTINEL_AUDIT_REPORTS",
-        value_enum,
-        default_value = "openreports"
-    )]
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_REPORTS", value_enum, default_value_t = ReportsMode::Openreports)]
     pub audit_reports: ReportsMode,
 
     /// Offline: objects to audit instead of the cluster's, as `kubectl get -o yaml` writes them
     /// (`List` documents included). A file or a directory of `*.yaml`/`*.yml`/`*.json`;
     /// repeatable. Needs `--rules`.
     #[arg(
-        long = "objects",
+        long,
         env = "DRIFT_SENTINEL_OBJECTS",
         value_delimiter = ',',
         requires = "rules"

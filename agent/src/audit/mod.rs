@@ -22,11 +22,16 @@ use crate::cli::{AuditArgs, ReportsMode};
 use crate::connection_status::{
     AUDIT_SOURCE, ClusterTarget, ConnectionStatusReporter, PublishHealth,
 };
-use crate::process::{LogTo, host_name, init_logging, wait_for_signal};
+use crate::process::{LogTo, init_logging, wait_for_signal};
 use crate::rules_source::FileSource;
 use crate::state::{AuditRuns, Shared, Snapshot};
 use drift_api::status::RuleSourceKind;
 pub use run::{Auditor, ConnectionSource};
+
+/// The field managers whose `Update`s are imperative edits, unless `--audit-drift-managers`
+/// names others: what kubectl writes for edit, patch, set, label, annotate, replace, rollout and
+/// scale.
+pub const DEFAULT_DRIFT_MANAGERS: &str = "kubectl-edit,kubectl-patch,kubectl-set,kubectl-label,kubectl-annotate,kubectl-replace,kubectl-rollout,kubectl";
 
 /// Exit code of a run once: drift found.
 pub const EXIT_DRIFT: u8 = 1;
@@ -52,11 +57,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let offline = !args.objects.is_empty();
     let cluster_configured =
-        crate::kube_client::cluster_configured(args.common.kubeconfig.as_deref());
+        crate::kube_client::cluster_configured(args.common.sources.kubeconfig.as_deref());
     let client = if offline || !cluster_configured {
         None
     } else {
-        Some(crate::kube_client::client(args.common.kubeconfig.as_deref()).await?)
+        Some(crate::kube_client::client(args.common.sources.kubeconfig.as_deref()).await?)
     };
     if !offline && client.is_none() {
         anyhow::bail!(
@@ -67,17 +72,13 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
 
     let export = match (
         args.enable_violation_export,
-        &args.common.connection,
+        &args.common.export.connection,
         &client,
     ) {
         (false, _, _) => None,
         (true, Some(file), _) => Some(ConnectionSource::File(file.clone())),
         (true, None, Some(client)) => {
-            let namespace = args
-                .common
-                .pod_namespace
-                .clone()
-                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let namespace = args.common.export.namespace_in(client);
             Some(ConnectionSource::Cluster(
                 Box::new(kube::Api::namespaced(client.clone(), &namespace)),
                 namespace,
@@ -88,11 +89,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let health = Arc::new(PublishHealth::default());
-    let pod = args.common.pod_name.clone().unwrap_or_else(host_name);
+    let pod = args.common.export.pod();
     let cluster_target = match &export {
         Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
             api: api.as_ref().clone(),
-            name: args.common.audit_connection.clone(),
+            name: args.common.export.audit_connection.clone(),
         }),
         _ => None,
     };
@@ -128,10 +129,10 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         webhook_resources: drift_engine::audit::parse_resources(&args.audit_resources),
         chunk: args.audit_chunk_size,
         export,
-        connection_name: args.common.audit_connection.clone(),
+        connection_name: args.common.export.audit_connection.clone(),
         target: crate::export::connection::Target {
-            root: args.common.export_root.clone(),
-            channel: args.common.audit_channel.clone(),
+            root: args.common.export.export_root.clone(),
+            channel: args.common.export.audit_channel.clone(),
         },
         status,
         health,
@@ -166,12 +167,15 @@ async fn rules(
     metrics: crate::metrics::Metrics,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<Arc<Shared>> {
-    if !args.common.rules.is_empty() {
-        let tier_policy =
-            crate::tiers::tier_policy(&args.common.cluster_rule_namespaces, true, String::new())?;
+    if !args.common.sources.rules.is_empty() {
+        let tier_policy = crate::tiers::tier_policy(
+            &args.common.sources.cluster_rule_namespaces,
+            true,
+            String::new(),
+        )?;
         let source = FileSource {
-            rules: args.common.rules.clone(),
-            namespaces: args.common.namespaces.clone(),
+            rules: args.common.sources.rules.clone(),
+            namespaces: args.common.sources.namespaces.clone(),
             tier_policy: tier_policy.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
@@ -192,13 +196,9 @@ async fn rules(
         return Ok(shared);
     }
     let client = client.context("--rules is required without a cluster")?;
-    let namespace = args
-        .common
-        .pod_namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let namespace = args.common.export.namespace_in(client);
     let tier_policy = crate::tiers::tier_policy(
-        &args.common.cluster_rule_namespaces,
+        &args.common.sources.cluster_rule_namespaces,
         false,
         namespace.clone(),
     )?;
@@ -211,19 +211,19 @@ async fn rules(
         client.clone(),
         shared.clone(),
         crate::cluster_source::ClusterOptions {
-            startup_sync_timeout: args.common.startup_sync_timeout,
-            resync: args.common.watch_resync,
-            last_good: (namespace, args.common.last_good_configmap.clone()),
+            startup_sync_timeout: args.common.sources.startup_sync_timeout,
+            resync: args.common.sources.watch_resync,
+            last_good: (namespace, args.common.sources.last_good_configmap.clone()),
             keep_last_good: false,
         },
         shutdown.clone(),
     ));
-    let deadline = tokio::time::Instant::now() + args.common.startup_sync_timeout;
+    let deadline = tokio::time::Instant::now() + args.common.sources.startup_sync_timeout;
     while !shared.is_ready() {
         if tokio::time::Instant::now() >= deadline {
             anyhow::bail!(
                 "the cluster's rules did not sync within {:?}: {}",
-                args.common.startup_sync_timeout,
+                args.common.sources.startup_sync_timeout,
                 shared.not_ready_reason()
             );
         }

@@ -11,7 +11,6 @@ use crate::cli::ServeArgs;
 use crate::connection_status::{self, ClusterTarget, ConnectionStatusReporter, PublishHealth};
 use crate::export::{self, connection};
 use crate::metrics::Metrics;
-use crate::process::host_name;
 use crate::state::ExportHandle;
 
 /// Starts violation export: the publisher, the Connection (from a file or the cluster) and the
@@ -22,7 +21,7 @@ pub(super) async fn start(
     client: Option<&kube::Client>,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<ExportHandle> {
-    let pod = args.common.pod_name.clone().unwrap_or_else(host_name);
+    let pod = args.common.export.pod();
     let mut config = export::ExportConfig::default();
     if let Some(file) = &args.export_clock_file {
         config.clock = Arc::new(export::FileClock(file.clone()));
@@ -34,18 +33,18 @@ pub(super) async fn start(
     let exporter = export::Exporter::start(config, metrics, health.clone())
         .context("cannot start the export publisher")?;
     let target = connection::Target {
-        root: args.common.export_root.clone(),
-        channel: args.common.audit_channel.clone(),
+        root: args.common.export.export_root.clone(),
+        channel: args.common.export.audit_channel.clone(),
     };
-    let (status, describe) = match (&args.common.connection, client) {
+    let (status, describe) = match (&args.common.export.connection, client) {
         (Some(file), _) => {
             let found = connection::read_file(file)?;
             let name = found.metadata.name.as_deref().unwrap_or("");
-            if name != args.common.audit_connection {
+            if name != args.common.export.audit_connection {
                 anyhow::bail!(
                     "{} holds Connection {name:?}, but --audit-connection is {:?}: make them match",
                     file.display(),
-                    args.common.audit_connection
+                    args.common.export.audit_connection
                 );
             }
             let describe = file.display().to_string();
@@ -53,7 +52,7 @@ pub(super) async fn start(
             connection::apply(Some(&found), &describe, &target, &exporter, &status).await;
             tokio::spawn(watch_connection_file(
                 file.clone(),
-                args.common.audit_connection.clone(),
+                args.common.export.audit_connection.clone(),
                 target,
                 exporter.clone(),
                 status.clone(),
@@ -63,25 +62,21 @@ pub(super) async fn start(
             (status, describe)
         }
         (None, Some(client)) => {
-            let namespace = args
-                .common
-                .pod_namespace
-                .clone()
-                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let namespace = args.common.export.namespace_in(client);
             let api: kube::Api<drift_api::Connection> =
                 kube::Api::namespaced(client.clone(), &namespace);
-            let describe = format!("{namespace}/{}", args.common.audit_connection);
+            let describe = format!("{namespace}/{}", args.common.export.audit_connection);
             let status = Arc::new(ConnectionStatusReporter::new(
                 pod,
                 health,
                 Some(ClusterTarget {
                     api: api.clone(),
-                    name: args.common.audit_connection.clone(),
+                    name: args.common.export.audit_connection.clone(),
                 }),
             ));
             tokio::spawn(connection::watch_cluster(
                 api,
-                args.common.audit_connection.clone(),
+                args.common.export.audit_connection.clone(),
                 describe.clone(),
                 target,
                 exporter.clone(),

@@ -74,24 +74,25 @@ enum RuleSource {
 /// Opens the rule source the command line names — files, the cluster, or the built-in
 /// default rule — with the tier policy and the rules to start from.
 async fn open_rule_source(args: &ServeArgs) -> anyhow::Result<(RuleSource, TierPolicy, Snapshot)> {
-    let offline = !args.common.rules.is_empty() || !args.common.namespaces.is_empty();
+    let offline =
+        !args.common.sources.rules.is_empty() || !args.common.sources.namespaces.is_empty();
     let tier_policy = tier_policy(args, offline)?;
     if offline {
         let source = FileSource {
-            rules: args.common.rules.clone(),
-            namespaces: args.common.namespaces.clone(),
+            rules: args.common.sources.rules.clone(),
+            namespaces: args.common.sources.namespaces.clone(),
             tier_policy: tier_policy.clone(),
         };
         source.check().map_err(anyhow::Error::msg)?;
         let files = source.load(args.reload_interval);
         let snapshot = source.build(&files);
-        if args.common.rules.is_empty() {
+        if args.common.sources.rules.is_empty() {
             tracing::info!("no --rules given: serving the built-in default rule");
         }
-        tracing::info!(rules = ?args.common.rules, namespaces = ?args.common.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
+        tracing::info!(rules = ?args.common.sources.rules, namespaces = ?args.common.sources.namespaces, "offline mode: rules and namespaces come from files; no cluster is contacted");
         Ok((RuleSource::Files(source, files), tier_policy, snapshot))
-    } else if kube_client::cluster_configured(args.common.kubeconfig.as_deref()) {
-        let client = kube_client::client(args.common.kubeconfig.as_deref()).await?;
+    } else if kube_client::cluster_configured(args.common.sources.kubeconfig.as_deref()) {
+        let client = kube_client::client(args.common.sources.kubeconfig.as_deref()).await?;
         tracing::info!("cluster mode: rules and namespaces come from the Kubernetes API");
         let snapshot = Snapshot::empty(RuleSourceKind::Cluster);
         Ok((RuleSource::Cluster(client), tier_policy, snapshot))
@@ -127,18 +128,14 @@ impl RuleSource {
                 ));
             }
             RuleSource::Cluster(client) => {
-                let namespace = args
-                    .common
-                    .pod_namespace
-                    .clone()
-                    .unwrap_or_else(|| client.default_namespace().to_owned());
+                let namespace = args.common.export.namespace_in(&client);
                 tokio::spawn(cluster_source::run(
                     client,
                     shared.clone(),
                     cluster_source::ClusterOptions {
-                        startup_sync_timeout: args.common.startup_sync_timeout,
-                        resync: args.common.watch_resync,
-                        last_good: (namespace, args.common.last_good_configmap.clone()),
+                        startup_sync_timeout: args.common.sources.startup_sync_timeout,
+                        resync: args.common.sources.watch_resync,
+                        last_good: (namespace, args.common.sources.last_good_configmap.clone()),
                         keep_last_good: true,
                     },
                     shutdown_rx.clone(),
@@ -236,8 +233,8 @@ async fn drain_export(serving: &ServeState, deadline: tokio::time::Instant) {
 /// offline every rule file.
 fn tier_policy(args: &ServeArgs, offline: bool) -> anyhow::Result<TierPolicy> {
     crate::tiers::tier_policy(
-        &args.common.cluster_rule_namespaces,
+        &args.common.sources.cluster_rule_namespaces,
         offline,
-        crate::process::agent_namespace(args.common.pod_namespace.as_deref()),
+        crate::process::agent_namespace(args.common.export.pod_namespace.as_deref()),
     )
 }
