@@ -12,9 +12,7 @@ use std::time::Duration;
 use drift_testkit::objects::{deployment_with, review};
 use drift_testkit::pki::{Ca, Pair};
 use serde_json::Value;
-use support::{Agent, plain_client, post_text as post, rule_config_map};
-
-const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+use support::{Agent, IMAGE_RULE as RULE, plain_client, post_text as post, rule_config_map};
 
 /// An HTTPS client trusting the agent's CA, presenting `identity` when given.
 fn client(agent_ca: &Ca, identity: Option<&Pair>) -> reqwest::blocking::Client {

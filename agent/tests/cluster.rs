@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use drift_testkit::{ApiServer, Fault};
 use serde_json::{Value, json};
-use support::{Agent, plain_client, post};
-
-const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+use support::{Agent, IMAGE_RULE as RULE, plain_client, post};
 
 fn config_map(namespace: &str, name: &str, rule: Option<&str>) -> Value {
     let mut object = json!({

@@ -10,9 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Agent, plain_client, post, rule_config_map};
-
-const RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
+use support::{Agent, IMAGE_RULE as RULE, plain_client, post, rule_config_map};
 
 fn offline(dir: &std::path::Path, extra: &[&str]) -> Agent {
     let rules = dir.join("rules.yaml");

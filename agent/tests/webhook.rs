@@ -7,12 +7,13 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
 use drift_testkit::pki::Ca;
 use serde_json::{Value, json};
-use support::{Agent, https_client, plain_client, post, rule_config_map, small_deployment};
+use support::{
+    Agent, IMAGE_RULE, https_client, plain_client, post, rule_config_map, small_deployment,
+};
 
 const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
 
@@ -37,7 +38,7 @@ fn https_decisions_on_realistic_objects() {
     std::fs::create_dir(&rules).unwrap();
     write_rules(&rules);
     let ca = Ca::new("a");
-    let agent = https_agent(
+    let agent = support::https_agent(
         dir.path(),
         &ca,
         &["serve", "--rules", rules.to_str().unwrap()],
@@ -136,8 +137,6 @@ fn offline_agent(rule_spec: &str, namespaces: Option<&str>) -> (tempfile::TempDi
     (dir, agent)
 }
 
-const SIMPLE_RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
-
 /// The review (uid `uid`) of an UPDATE of the small Deployment in `namespace` from 1 to 2
 /// replicas.
 fn small_review(uid: &str, namespace: &str) -> Value {
@@ -150,7 +149,7 @@ fn small_review(uid: &str, namespace: &str) -> Value {
 
 #[test]
 fn admission_protocol_edges() {
-    let (_dir, agent) = offline_agent(SIMPLE_RULE, None);
+    let (_dir, agent) = offline_agent(IMAGE_RULE, None);
     let client = plain_client();
     let url = format!("{}/validate", agent.base);
     let send = |content_type: &str, body: Vec<u8>| {
@@ -257,7 +256,13 @@ fn admission_protocol_edges() {
     let (_, review) = post(&client, &url, &dry);
     assert_eq!(review["response"]["allowed"], false);
 
-    // Health, readiness and metrics.
+    probes_metrics_and_decision_logs(&agent);
+}
+
+/// After [`admission_protocol_edges`]: the probes answer, its requests are counted in the
+/// metrics, and every log line is one JSON object.
+fn probes_metrics_and_decision_logs(agent: &Agent) {
+    let client = plain_client();
     assert_eq!(
         client
             .get(format!("{}/healthz", agent.base))
@@ -326,7 +331,7 @@ fn raw_exchange(port: u16, head: &str, pieces: &[&[u8]]) -> String {
 #[test]
 fn namespace_mode_annotation() {
     let namespaces = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: relaxed\n  annotations:\n    drift-sentinel.k8s.io/mode: warn\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: typo\n  annotations:\n    drift-sentinel.k8s.io/mode: Warn\n";
-    let (_dir, agent) = offline_agent(SIMPLE_RULE, Some(namespaces));
+    let (_dir, agent) = offline_agent(IMAGE_RULE, Some(namespaces));
     let client = plain_client();
     let url = format!("{}/validate", agent.base);
 
@@ -382,7 +387,7 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
     std::fs::create_dir(&rules).unwrap();
     std::fs::write(
         rules.join("good.yaml"),
-        rule_config_map("ops", "good", SIMPLE_RULE),
+        rule_config_map("ops", "good", IMAGE_RULE),
     )
     .unwrap();
     let agent = Agent::start(&["--rules", rules.to_str().unwrap()], false);
@@ -467,116 +472,9 @@ fn rule_files_reload_and_an_invalid_rule_is_isolated() {
     );
 }
 
-/// An agent serving HTTPS with the pair of `first` written into its directory as
-/// `tls.crt`/`tls.key`, one rule file beside them.
-fn tls_agent() -> (tempfile::TempDir, Ca, Agent) {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules.yaml");
-    std::fs::write(&rules, rule_config_map("ops", "r", SIMPLE_RULE)).unwrap();
-    let first = Ca::new("first");
-    let agent = https_agent(dir.path(), &first, &["--rules", rules.to_str().unwrap()]);
-    (dir, first, agent)
-}
-
-/// An agent serving HTTPS with a pair of `ca`'s written into `dir` as `tls.crt`/`tls.key`,
-/// started with `args` before the TLS flags.
-fn https_agent(dir: &Path, ca: &Ca, args: &[&str]) -> Agent {
-    let (cert, key) = ca.loopback_serving().write(dir, "tls");
-    let tls = [
-        "--tls-cert-file",
-        cert.to_str().unwrap(),
-        "--tls-key-file",
-        key.to_str().unwrap(),
-    ];
-    Agent::start(&[args, &tls].concat(), true)
-}
-
-#[test]
-fn tls_certificate_is_reloaded_without_dropping_connections() {
-    let (dir, first, agent) = tls_agent();
-    let url = format!("{}/validate", agent.base);
-    let review = fixtures::review(
-        "x",
-        &small_deployment("prod", 1),
-        &small_deployment("prod", 1),
-    );
-    let old_client = https_client(&first.cert_pem(), None);
-    assert_eq!(post(&old_client, &url, &review).0, 200);
-
-    let second = Ca::new("second");
-    second.loopback_serving().write(dir.path(), "tls");
-    let new_client = https_client(&second.cert_pem(), None);
-    agent.wait_until("the new certificate to be served", || {
-        new_client
-            .get(format!("{}/healthz", agent.base))
-            .send()
-            .is_ok()
-    });
-    assert_eq!(post(&new_client, &url, &review).0, 200);
-    // The connection opened under the old certificate is still served.
-    assert_eq!(post(&old_client, &url, &review).0, 200);
-    // A fresh client that trusts only the old CA now fails the handshake.
-    assert!(
-        https_client(&first.cert_pem(), None)
-            .get(format!("{}/healthz", agent.base))
-            .send()
-            .is_err()
-    );
-    assert!(
-        agent
-            .logs()
-            .iter()
-            .any(|l| l.contains("TLS certificate reloaded"))
-    );
-}
-
-/// reference §6: TLS files that vanish keep the last good pair, with a WARN each time; when they
-/// come back they are used.
-#[test]
-fn vanished_tls_files_keep_the_certificate_with_a_warning() {
-    let (dir, first, agent) = tls_agent();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let healthz = format!("{}/healthz", agent.base);
-    let warned = |agent: &Agent| {
-        agent
-            .logs()
-            .iter()
-            .filter(|l| l.contains("TLS files cannot be read") && l.contains("WARN"))
-            .count()
-    };
-    assert_eq!(warned(&agent), 0);
-    std::fs::remove_file(&cert).unwrap();
-    std::fs::remove_file(&key).unwrap();
-    agent.wait_until("a WARN for vanished TLS files", || warned(&agent) > 0);
-    // The last good pair is still served, to new connections too.
-    assert!(
-        https_client(&first.cert_pem(), None)
-            .get(&healthz)
-            .send()
-            .is_ok()
-    );
-    // Back again (a new pair): used; gone again: warned again.
-    let second = Ca::new("second");
-    second.loopback_serving().write(dir.path(), "tls");
-    agent.wait_until("the new certificate to be served", || {
-        https_client(&second.cert_pem(), None)
-            .get(&healthz)
-            .send()
-            .is_ok()
-    });
-    std::fs::remove_file(&cert).unwrap();
-    agent.wait_until("a second WARN", || warned(&agent) >= 2);
-    assert!(
-        https_client(&second.cert_pem(), None)
-            .get(&healthz)
-            .send()
-            .is_ok()
-    );
-}
-
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
-    let (_dir, mut agent) = offline_agent(SIMPLE_RULE, None);
+    let (_dir, mut agent) = offline_agent(IMAGE_RULE, None);
     let body = small_review("inflight", "prod").to_string();
     let mut stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     let head = format!(
@@ -777,7 +675,7 @@ fn exclude_reaching_below_a_scalar_does_not_hide_it() {
 /// rule with a likely mistake is admitted with a warning, anything else is admitted as it is.
 #[test]
 fn rule_config_maps_are_validated_before_they_are_stored() {
-    let (_dir, agent) = offline_agent(SIMPLE_RULE, None);
+    let (_dir, agent) = offline_agent(IMAGE_RULE, None);
     let url = format!("{}/validate-rule", agent.base);
     let review = |annotated: bool, spec: &str| {
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -840,7 +738,7 @@ fn rule_config_maps_are_validated_before_they_are_stored() {
         "{warnings:?}"
     );
 
-    let fine = send(review(true, SIMPLE_RULE));
+    let fine = send(review(true, IMAGE_RULE));
     assert_eq!(fine["allowed"], true);
     assert!(fine.get("warnings").is_none(), "{fine}");
     let not_a_rule = send(review(false, "not a rule at all"));

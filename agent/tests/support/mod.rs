@@ -51,6 +51,19 @@ pub fn plain_client() -> reqwest::blocking::Client {
         .expect("HTTP client")
 }
 
+/// An agent serving HTTPS with a pair of `ca`'s written into `dir` as `tls.crt`/`tls.key`,
+/// started with `args` before the TLS flags.
+pub fn https_agent(dir: &Path, ca: &drift_testkit::pki::Ca, args: &[&str]) -> Agent {
+    let (cert, key) = ca.loopback_serving().write(dir, "tls");
+    let tls = [
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+    ];
+    Agent::start(&[args, &tls].concat(), true)
+}
+
 /// A running agent.
 pub struct Agent {
     child: Child,
@@ -269,6 +282,9 @@ pub fn completed_run_records(channel: &Path) -> Vec<Value> {
         .filter(|r| r.get("eventType").is_some())
         .collect()
 }
+
+/// A rule's spec: every Deployment in every namespace, enforce, only its images mutable.
+pub const IMAGE_RULE: &str = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: ['spec.template.spec.containers[*].image']\n";
 
 /// A rule ConfigMap document.
 pub fn rule_config_map(namespace: &str, name: &str, spec: &str) -> String {
