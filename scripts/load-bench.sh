@@ -2,12 +2,14 @@
 # The side-by-side load benchmark of the webhook (issue 12; reference §5 "Bounded answers").
 #
 # The agent (`drift-sentinel serve`, 20 rule files with the matching rule tried last, TLS, INFO
-# log with its per-request line) against the reference (`drift-reference`: the agent's serving
-# stack, parse into serde_json::Value and answer allowed), both loaded with the same realistic
-# ~29 KB Deployment review by `wrk`, in alternating rounds (the order swaps every round). For
-# each review (image-only change: allowed; replicas change: denied) it prints the median
-# requests/sec of each, the ratio agent/reference, the median p50 and p99 of each, and each
-# server's peak RSS (VmHWM; a fresh pair of servers per review). Then the worst cases: a fresh
+# log with its per-request line) against two references on the agent's own serving stack (TLS,
+# timeouts, body limit): `drift-reference` parses the review into serde_json::Value and answers
+# allowed; `drift-floor` only finds the uid by a byte search and answers, so no decision can be
+# cheaper. All three are loaded with the same realistic ~29 KB Deployment review by `wrk`, in
+# alternating rounds (the order rotates every round). For each review (image-only change:
+# allowed; replicas change: denied) it prints the median requests/sec of each, the ratios
+# agent/reference and agent/floor, the median p50 and p99 of each with the p99 ratio
+# agent/floor, and each server's peak RSS (VmHWM; fresh servers per review). Then the worst cases: a fresh
 # agent per review, one POST of args-200k.json (200,000 changed args) and items-2m.json
 # (2,000,000 changed items, ~8 MB): HTTP status, wall time (and the agent's own logged latency),
 # response bytes, the largest log line, and the rise of VmHWM, against reference §5's bounds (peak +4×body+1 MiB, 0.5 s, 64 KiB).
@@ -20,7 +22,9 @@
 #                                                  connections, seconds of warm-up per server
 #   QUICK=1     a smoke run (2 rounds of 2 s, 1 s warm-up)
 #   BUILD=0     use the release binaries already in $CARGO_TARGET_DIR (or target/) as they are
-#   STRICT=1    exit 1 when a ratio is below 1.0 or a worst case exceeds a bound
+#   PLAIN=1     serve plain HTTP instead of TLS (the stack's floor without the cipher)
+#   STRICT=1    exit 1 when agent/reference is below 1.0, agent/floor below 0.50, the agent's p99
+#               above 1.5× the floor's, or a worst case exceeds a bound
 #   KEEP=1      keep the work directory (fixtures, wrk outputs, logs) and print its path
 #
 # Timings on a shared machine swing from run to run: compare the two servers side by side within
@@ -46,7 +50,7 @@ if [[ "${BUILD:-1}" == 1 ]]; then
   cargo build --release -p drift-sentinel -p drift-bench --quiet
 fi
 bin="${CARGO_TARGET_DIR:-target}/release"
-for b in drift-sentinel drift-reference drift-bench-fixtures; do
+for b in drift-sentinel drift-reference drift-floor drift-bench-fixtures; do
   [[ -x "$bin/$b" ]] || { echo "$bin/$b is missing: build with cargo build --release -p drift-sentinel -p drift-bench" >&2; exit 2; }
 done
 
@@ -94,22 +98,28 @@ free_port() {
   done
 }
 
-# Starts a server; sets $started_pid and $started_url. $1: agent or reference, $2: log file.
+scheme=https
+[[ "${PLAIN:-0}" == 1 ]] && scheme=http
+
+# Starts a server; sets $started_pid and $started_url. $1: agent, reference or floor, $2: log file.
 start_server() {
   local kind="$1" log="$2" port admin_port
   free_port
   admin_port=$port
   free_port
-  local tls=(--address "127.0.0.1:$port" --tls-cert-file "$fx/tls.crt" --tls-key-file "$fx/tls.key")
-  if [[ "$kind" == agent ]]; then
-    "$bin/drift-sentinel" serve "${tls[@]}" --rules "$fx/rules" \
-      --admin-address "127.0.0.1:$admin_port" --log-level INFO >"$log" 2>"$work/agent-$port.err" &
-  else
-    "$bin/drift-reference" "${tls[@]}" >"$log" 2>"$work/reference-$port.err" &
-  fi
+  local tls=(--address "127.0.0.1:$port")
+  [[ "$scheme" == https ]] && tls+=(--tls-cert-file "$fx/tls.crt" --tls-key-file "$fx/tls.key")
+  case "$kind" in
+    agent)
+      "$bin/drift-sentinel" serve "${tls[@]}" --rules "$fx/rules" \
+        --admin-address "127.0.0.1:$admin_port" --log-level INFO >"$log" 2>"$work/agent-$port.err" &
+      ;;
+    reference) "$bin/drift-reference" "${tls[@]}" >"$log" 2>"$work/reference-$port.err" & ;;
+    floor) "$bin/drift-floor" "${tls[@]}" >"$log" 2>"$work/floor-$port.err" & ;;
+  esac
   started_pid=$!
   pids+=("$started_pid")
-  started_url="https://127.0.0.1:$port"
+  started_url="$scheme://127.0.0.1:$port"
   local probe=(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" --max-time 2)
   if [[ "$kind" == agent ]]; then
     probe+=("$started_url/readyz")
@@ -198,53 +208,61 @@ verdict() { # name bool -> "ok" / "OVER"
 }
 
 over_bounds=0
-echo "load-bench: $ROUNDS alternating rounds of ${DURATION}s per server and review, wrk -t1 -c$CONNECTIONS, ${WARMUP}s warm-up; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load-bench: $ROUNDS rotating rounds of ${DURATION}s per server and review, wrk -t1 -c$CONNECTIONS over $scheme, ${WARMUP}s warm-up; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "fixtures: $(awk '{sub(".*/", "", $1); printf "%s%s %d B", sep, $1, $2; sep = ", "}' "$work/fixtures.txt"); 20 rules, the match last"
 echo
 
 declare -A allowed_of=([image.json]=true [replicas.json]=false)
+servers=(agent reference floor)
 for name in image.json replicas.json; do
   body="$fx/$name"
-  start_server agent /dev/null
-  agent_pid=$started_pid agent_url=$started_url
-  start_server reference /dev/null
-  reference_pid=$started_pid reference_url=$started_url
-  post_once "$agent_url" "$body" "$work/answer.json" >/dev/null
-  check_answer agent "$name" "$work/answer.json" "${allowed_of[$name]}"
-  post_once "$reference_url" "$body" "$work/answer.json" >/dev/null
-  check_answer reference "$name" "$work/answer.json" true
-  run_wrk "$agent_url" "$body" "$WARMUP" "$work/warmup.txt" >/dev/null
-  run_wrk "$reference_url" "$body" "$WARMUP" "$work/warmup.txt" >/dev/null
+  declare -A url_of=() pid_of=() rps_of=() p50_of=() p99_of=()
+  for who in "${servers[@]}"; do
+    start_server "$who" /dev/null
+    pid_of[$who]=$started_pid url_of[$who]=$started_url
+    post_once "$started_url" "$body" "$work/answer.json" >/dev/null
+    if [[ "$who" == agent ]]; then
+      check_answer agent "$name" "$work/answer.json" "${allowed_of[$name]}"
+    else
+      check_answer "$who" "$name" "$work/answer.json" true
+    fi
+    run_wrk "$started_url" "$body" "$WARMUP" "$work/warmup.txt" >/dev/null
+  done
 
-  a_rps=() a_p50=() a_p99=() r_rps=() r_p50=() r_p99=()
   for round in $(seq 1 "$ROUNDS"); do
-    if ((round % 2)); then order=(agent reference); else order=(reference agent); fi
+    # The order rotates: each server runs first, second and third as often as the others.
+    shift_by=$(((round - 1) % ${#servers[@]}))
+    order=("${servers[@]:shift_by}" "${servers[@]:0:shift_by}")
     line="  round $round:"
     for who in "${order[@]}"; do
-      if [[ "$who" == agent ]]; then url=$agent_url; else url=$reference_url; fi
-      read -r rps p50 p99 < <(run_wrk "$url" "$body" "$DURATION" "$work/wrk-$name-$round-$who.txt") \
+      read -r rps p50 p99 < <(run_wrk "${url_of[$who]}" "$body" "$DURATION" "$work/wrk-$name-$round-$who.txt") \
         || fail "wrk against the $who"
       [[ -n "${rps:-}" ]] || fail "wrk against the $who (round $round) gave no result"
-      if [[ "$who" == agent ]]; then
-        a_rps+=("$rps") a_p50+=("$p50") a_p99+=("$p99")
-      else
-        r_rps+=("$rps") r_p50+=("$p50") r_p99+=("$p99")
-      fi
+      rps_of[$who]+=" $rps" p50_of[$who]+=" $p50" p99_of[$who]+=" $p99"
       line+=" $who $rps rps p50 ${p50} ms p99 ${p99} ms;"
     done
     echo "$line"
   done
-  ma_rps="$(median "${a_rps[@]}")" mr_rps="$(median "${r_rps[@]}")"
-  ratio="$(awk -v a="$ma_rps" -v r="$mr_rps" 'BEGIN {printf "%.2f", a / r}')"
-  awk -v r="$ratio" 'BEGIN {exit !(r < 1.0)}' && over_bounds=1
-  printf '%s (%s): ratio agent/reference %s×\n' "$name" "$([[ ${allowed_of[$name]} == true ]] && echo allowed || echo denied)" "$ratio"
-  printf '  agent      %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
-    "$ma_rps" "$(median "${a_p50[@]}")" "$(median "${a_p99[@]}")" "$(mib "$(vmhwm_kb "$agent_pid")")"
-  printf '  reference  %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
-    "$mr_rps" "$(median "${r_p50[@]}")" "$(median "${r_p99[@]}")" "$(mib "$(vmhwm_kb "$reference_pid")")"
+  declare -A m_rps=() m_p50=() m_p99=()
+  for who in "${servers[@]}"; do
+    # shellcheck disable=SC2086 # the lists are words
+    m_rps[$who]="$(median ${rps_of[$who]})" m_p50[$who]="$(median ${p50_of[$who]})" m_p99[$who]="$(median ${p99_of[$who]})"
+  done
+  ratio() { awk -v a="$1" -v r="$2" 'BEGIN {printf "%.2f", a / r}'; }
+  to_reference="$(ratio "${m_rps[agent]}" "${m_rps[reference]}")"
+  to_floor="$(ratio "${m_rps[agent]}" "${m_rps[floor]}")"
+  p99_to_floor="$(ratio "${m_p99[agent]}" "${m_p99[floor]}")"
+  awk -v a="$to_reference" -v f="$to_floor" -v p="$p99_to_floor" 'BEGIN {exit !(a < 1.0 || f < 0.5 || p > 1.5)}' && over_bounds=1
+  printf '%s (%s): throughput agent/reference %s×, agent/floor %s× (goal ≥ 0.50×); p99 agent/floor %s× (goal ≤ 1.5×)\n' \
+    "$name" "$([[ ${allowed_of[$name]} == true ]] && echo allowed || echo denied)" "$to_reference" "$to_floor" "$p99_to_floor"
+  for who in "${servers[@]}"; do
+    printf '  %-10s %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
+      "$who" "${m_rps[$who]}" "${m_p50[$who]}" "${m_p99[$who]}" "$(mib "$(vmhwm_kb "${pid_of[$who]}")")"
+  done
   echo
-  stop_server "$agent_pid"
-  stop_server "$reference_pid"
+  for who in "${servers[@]}"; do
+    stop_server "${pid_of[$who]}"
+  done
 done
 
 echo "worst cases (one POST each to a fresh server; reference §5 bounds: peak +4×body+1 MiB, 0.5 s, answer ≤ 64 KiB):"
@@ -284,6 +302,6 @@ for name in args-200k.json items-2m.json; do
 done
 
 if [[ "${STRICT:-0}" == 1 && "$over_bounds" == 1 ]]; then
-  echo "load-bench: a ratio is below 1.0 or a worst case exceeds a bound (STRICT=1)" >&2
+  echo "load-bench: a ratio misses its goal or a worst case exceeds a bound (STRICT=1)" >&2
   exit 1
 fi

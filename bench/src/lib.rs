@@ -1,8 +1,11 @@
-//! The side-by-side load benchmark of the webhook (issue 12): the reference server
-//! ([`reference`], binary `drift-reference`) and the fixtures both servers are loaded with
-//! ([`fixtures`], binary `drift-bench-fixtures`). `scripts/load-bench.sh` runs the comparison.
+//! The side-by-side load benchmark of the webhook: two reference servers on the agent's own
+//! serving stack — [`reference`] (binary `drift-reference`) parses the review and answers,
+//! [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers — and the
+//! fixtures all of them are loaded with ([`fixtures`], binary `drift-bench-fixtures`).
+//! `scripts/load-bench.sh` runs the comparison.
 
 pub mod fixtures;
+pub mod floor;
 pub mod reference;
 
 use std::ffi::OsString;
@@ -29,10 +32,20 @@ pub fn parse_serve_args(
     }
 }
 
-/// Serves the reference on `listener` as the agent serves its webhook: `server::serve` with
+/// Which reference server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    /// Parses the review into a `serde_json::Value` ([`reference`]).
+    Parse,
+    /// Finds the uid by a byte search ([`floor`]).
+    Floor,
+}
+
+/// Serves a reference on `listener` as the agent serves its webhook: `server::serve` with
 /// the agent's reloading TLS (when a certificate is given) and connection timeouts, until
 /// `shutdown` turns true.
 pub async fn serve_reference(
+    which: Reference,
     listener: TcpListener,
     args: &ServeArgs,
     shutdown: watch::Receiver<bool>,
@@ -43,7 +56,45 @@ pub async fn serve_reference(
         idle: args.idle_timeout,
         shutdown: args.shutdown_timeout,
     };
-    let router = reference::router(&args.validate_path, args.read_timeout);
+    let router = match which {
+        Reference::Parse => reference::router(&args.validate_path, args.read_timeout),
+        Reference::Floor => floor::router(&args.validate_path, args.read_timeout),
+    };
     drift_sentinel::server::serve(listener, router, tls, timeouts, shutdown).await;
     Ok(())
+}
+
+/// The `main` of a reference binary: takes `drift-sentinel serve`'s flags (uses `--address`,
+/// the certificate flags, `--validate-path` and the timeouts; ignores the rest), prints
+/// `listening on ADDRESS` once it accepts connections, then serves until killed, on the
+/// agent's runtime (multi-threaded, one worker per core).
+pub fn reference_main(which: Reference, name: &str) -> std::process::ExitCode {
+    let args = match parse_serve_args(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("{name}: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let listener = TcpListener::bind(args.address).await?;
+        println!("listening on {}", listener.local_addr()?);
+        // Never sent: a reference stops when it is killed.
+        let (_stop, shutdown) = watch::channel(false);
+        serve_reference(which, listener, &args, shutdown).await
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! change each, every big list item changed) and it lists them with their true sizes, the 20
 //! rule files load through the agent's own file source with the matching rule last, the agent
 //! decides the two load reviews as stated (image allowed, replicas denied) over the fixtures'
-//! TLS, and `drift-reference` answers `allowed` with the uid.
+//! TLS, and both references (`drift-reference`, which parses, and `drift-floor`, which only
+//! searches the bytes) answer `allowed` with the uid behind the agent's own body checks.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -284,21 +285,27 @@ fn post(client: &reqwest::blocking::Client, url: &str, name: &str) -> Value {
     response.json().expect("an AdmissionReview")
 }
 
-/// A running `drift-reference`, killed when dropped.
+/// The two reference binaries.
+const REFERENCES: [&str; 2] = [
+    env!("CARGO_BIN_EXE_drift-reference"),
+    env!("CARGO_BIN_EXE_drift-floor"),
+];
+
+/// A running reference server, killed when dropped.
 struct Reference {
     child: Child,
     address: SocketAddr,
 }
 
 impl Reference {
-    /// Starts the binary and waits (at most 10 s) for its `listening on ADDRESS` line.
-    fn start(args: &[String]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_drift-reference"))
+    /// Starts the binary `bin` and waits (at most 10 s) for its `listening on ADDRESS` line.
+    fn start(bin: &str, args: &[String]) -> Self {
+        let mut child = Command::new(bin)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("drift-reference starts");
+            .unwrap_or_else(|e| panic!("{bin} starts: {e}"));
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -311,7 +318,7 @@ impl Reference {
             child,
             address: "0.0.0.0:0".parse().unwrap(),
         };
-        let line = line.expect("drift-reference printed nothing within 10 s");
+        let line = line.unwrap_or_else(|_| panic!("{bin} printed nothing within 10 s"));
         reference.address = line
             .trim_end()
             .strip_prefix("listening on ")
@@ -329,7 +336,7 @@ impl Drop for Reference {
 }
 
 #[test]
-fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
+fn the_agent_decides_as_stated_and_the_references_answer_allowed_over_tls() {
     let dir = fixture_dir();
     let tls = |address: SocketAddr| {
         vec![
@@ -357,9 +364,6 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(drift_sentinel::serve::run(agent_args))
     });
-
-    // The reference as the script runs it: its binary, on a port of its own choosing.
-    let reference = Reference::start(&tls("127.0.0.1:0".parse().unwrap()));
 
     let client = client();
     let agent = format!("https://{agent_address}");
@@ -394,25 +398,39 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
         "spec.replicas"
     );
 
+    for bin in REFERENCES {
+        references_answer_allowed_behind_the_agents_body_checks(&client, bin, &tls);
+    }
+}
+
+/// A reference as the script runs it (its binary, on a port of its own choosing) answers both
+/// load reviews `allowed` with their uid, and refuses what the agent's body checks refuse: not
+/// JSON is 415, over 8 MiB is 413 (declared by Content-Length and answered before the body is
+/// sent, or streamed in chunks without a length). The 413s over plain HTTP on raw sockets: a
+/// client still writing the body when the answer comes would see a broken pipe instead of the
+/// status.
+fn references_answer_allowed_behind_the_agents_body_checks(
+    client: &reqwest::blocking::Client,
+    bin: &str,
+    tls: &dyn Fn(SocketAddr) -> Vec<String>,
+) {
+    let reference = Reference::start(bin, &tls("127.0.0.1:0".parse().unwrap()));
     let reference = format!("https://{}/validate", reference.address);
     for (name, uid) in [
         ("image.json", "bench-image"),
         ("replicas.json", "bench-replicas"),
     ] {
-        let answer = post(&client, &reference, name);
+        let answer = post(client, &reference, name);
         assert_eq!(
             answer,
             json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                   "response": {"uid": uid, "allowed": true}})
+                   "response": {"uid": uid, "allowed": true}}),
+            "{bin}"
         );
     }
-    // The agent's body checks: not JSON is 415, over 8 MiB is 413 (declared by Content-Length
-    // and answered before the body is sent, or streamed in chunks without a length). The 413s
-    // over plain HTTP on raw sockets: a client still writing the body when the answer comes
-    // would see a broken pipe instead of the status.
     let status = client.post(&reference).body("{}").send().unwrap().status();
-    assert_eq!(status.as_u16(), 415);
-    let plain = Reference::start(&["--address".to_owned(), "127.0.0.1:0".to_owned()]);
+    assert_eq!(status.as_u16(), 415, "{bin}");
+    let plain = Reference::start(bin, &["--address".to_owned(), "127.0.0.1:0".to_owned()]);
     let declared = raw_exchange(
         plain.address,
         &format!(
@@ -421,7 +439,7 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
         ),
         &[],
     );
-    assert!(declared.starts_with("HTTP/1.1 413"), "{declared}");
+    assert!(declared.starts_with("HTTP/1.1 413"), "{bin}: {declared}");
     let chunk = format!("{:x}\r\n{}\r\n", 1024 * 1024, " ".repeat(1024 * 1024));
     let chunks = vec![chunk.as_bytes(); MAX_BODY_BYTES / (1024 * 1024) + 1];
     let streamed = raw_exchange(
@@ -429,7 +447,7 @@ fn the_agent_decides_as_stated_and_the_reference_answers_allowed_over_tls() {
         "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
         &chunks,
     );
-    assert!(streamed.starts_with("HTTP/1.1 413"), "{streamed}");
+    assert!(streamed.starts_with("HTTP/1.1 413"), "{bin}: {streamed}");
 }
 
 /// Writes `head` then `pieces` (stopping at the first write the server refuses) and reads the

@@ -1,0 +1,84 @@
+//! The floor of the serving stack: `POST /validate` reads the whole body with the agent's own
+//! `read_review_body` (JSON only, at most 8 MiB, within the read timeout), finds the request's
+//! uid by a byte search and answers `allowed` with it. No parse at all, so no decision can cost
+//! less: the agent's ratio to it is what deciding costs beyond receiving and answering.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+use drift_sentinel::webhook::{plain, read_review_body};
+
+#[derive(Clone, Copy)]
+struct Config {
+    read_timeout: Duration,
+}
+
+/// The floor's router: `validate_path` only.
+pub fn router(validate_path: &str, read_timeout: Duration) -> Router {
+    Router::new()
+        .route(validate_path, post(validate))
+        .with_state(Arc::new(Config { read_timeout }))
+}
+
+/// The text of the first `"uid":"…"` string in `body`, as it is written (escapes kept, so that
+/// it can be echoed into JSON unchanged). The API server writes `request.uid` before anything
+/// else of the request; a body without one has none.
+pub fn uid_text(body: &[u8]) -> Option<&[u8]> {
+    const KEY: &[u8] = b"\"uid\":\"";
+    let start = memchr::memmem::find(body, KEY)? + KEY.len();
+    let rest = &body[start..];
+    let mut at = 0;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', &rest[at..])?;
+        if rest[at] == b'"' {
+            return Some(&rest[..at]);
+        }
+        at += 2;
+    }
+}
+
+async fn validate(State(config): State<Arc<Config>>, request: Request) -> Response {
+    let body = match read_review_body(request, config.read_timeout).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let Some(uid) = uid_text(&body) else {
+        return plain(StatusCode::BAD_REQUEST, "no \"uid\":\"…\" in the body");
+    };
+    let mut answer = Vec::with_capacity(uid.len() + 96);
+    answer.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":""#,
+    );
+    answer.extend_from_slice(uid);
+    answer.extend_from_slice(br#"","allowed":true}}"#);
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        answer,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uid_text;
+
+    #[test]
+    fn the_uid_is_found_as_written() {
+        let cases: [(&[u8], Option<&[u8]>); 5] = [
+            (br#"{"request":{"uid":"abc","x":1}}"#, Some(b"abc")),
+            (br#"{"request":{"uid":"a\"b\\","x":1}}"#, Some(br#"a\"b\\"#)),
+            (br#"{"request":{"uid":""}}"#, Some(b"")),
+            (br#"{"request":{"name":"x"}}"#, None),
+            (br#"{"request":{"uid":"unterminated"#, None),
+        ];
+        for (body, want) in cases {
+            assert_eq!(uid_text(body), want, "{}", String::from_utf8_lossy(body));
+        }
+    }
+}
