@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::json::RawDocument;
+use std::ops::Range;
+
+use crate::json::{self, Document as _, RawDocument};
 use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
@@ -101,14 +103,11 @@ impl<O> AdmissionRequest<O> {
         self.sub_resource.as_deref().unwrap_or("")
     }
 
-    /// The same request, its objects converted by `convert`.
-    pub fn try_map_objects<P, E>(
-        self,
-        mut convert: impl FnMut(O) -> Result<P, E>,
-    ) -> Result<AdmissionRequest<P>, E> {
-        Ok(AdmissionRequest {
-            object: self.object.map(&mut convert).transpose()?,
-            old_object: self.old_object.map(&mut convert).transpose()?,
+    /// The same request with `object` and `old_object` in place of its own.
+    pub fn with_objects<P>(self, object: Option<P>, old_object: Option<P>) -> AdmissionRequest<P> {
+        AdmissionRequest {
+            object,
+            old_object,
             uid: self.uid,
             kind: self.kind,
             resource: self.resource,
@@ -118,7 +117,17 @@ impl<O> AdmissionRequest<O> {
             operation: self.operation,
             user_info: self.user_info,
             dry_run: self.dry_run,
-        })
+        }
+    }
+
+    /// The same request, its objects converted by `convert`.
+    pub fn try_map_objects<P, E>(
+        mut self,
+        mut convert: impl FnMut(O) -> Result<P, E>,
+    ) -> Result<AdmissionRequest<P>, E> {
+        let object = self.object.take().map(&mut convert).transpose()?;
+        let old_object = self.old_object.take().map(&mut convert).transpose()?;
+        Ok(self.with_objects(object, old_object))
     }
 
     /// The request's own fields, without its objects (for what outlives the body they are
@@ -198,8 +207,16 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, No
         serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
         return Err(not_an_object());
     }
-    // The common case costs one pass over the body; anything else is read again in parts, to
-    // say exactly what is wrong (the answers are the same either way).
+    // The common case costs one pass over the body; anything else is read again, by serde_json
+    // and then in parts, to say exactly what is wrong (the answers are the same either way).
+    if let Some(parsed) = parse_review_scanned(body) {
+        return parsed;
+    }
+    parse_review_serde(body)
+}
+
+/// [`parse_review_raw`] by serde_json: one pass for a well-formed review, then in parts.
+fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
     match serde_json::from_slice::<Envelope<'_, AdmissionRequest<RawDocument<'_>>>>(body) {
         Ok(Envelope {
             kind,
@@ -212,6 +229,73 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, No
         }),
         _ => parse_review_in_parts(body),
     }
+}
+
+/// [`parse_review_raw`] of a body [`json::scan`] accepts, in one pass over the body, or `None`
+/// to read it the longer way. The scan checks the body and indexes its brackets; the objects
+/// are taken from their place in the body with their share of the index, and what is left of
+/// the review (the objects replaced by `null`, a few hundred bytes) is read by serde_json into
+/// the same types as ever, so every field keeps its meaning, defaults and errors. Anything
+/// unusual — `request`, `object` or `oldObject` spelt twice, any key of the envelope or the
+/// request spelt with escapes, a review serde_json would refuse — takes the longer way.
+fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'_>>, NotAReview>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let brackets = json::scan(text)?;
+    // The review itself, without the white space around it (a Go encoder ends with a newline).
+    let end = text.trim_end_matches(is_json_whitespace).len();
+    let start = text.len() - text.trim_start_matches(is_json_whitespace).len();
+    let whole = RawDocument::indexed(text.get(..end)?, brackets);
+    let whole = if start == 0 {
+        whole
+    } else {
+        whole.part(start..end)
+    };
+    let request = whole.node().plain_entry("request")??;
+    let mut objects = [None, None];
+    for (slot, key) in objects.iter_mut().zip(["object", "oldObject"]) {
+        *slot = match request.plain_entry(key)? {
+            Some(value) => Some((whole.span_of(value)?, value.text() == "null")),
+            None => None,
+        };
+    }
+    // The review without its objects.
+    let mut spans: Vec<&(Range<usize>, bool)> = objects.iter().flatten().collect();
+    spans.sort_by_key(|(span, _)| span.start);
+    let review = whole.text();
+    let mut rest = String::with_capacity(review.len().min(4096));
+    let mut from = 0;
+    for (span, _) in spans {
+        rest.push_str(review.get(from..span.start)?);
+        rest.push_str("null");
+        from = span.end;
+    }
+    rest.push_str(review.get(from..)?);
+    let Ok(Envelope {
+        kind,
+        api_version,
+        request: Some(request),
+    }) = serde_json::from_str::<Envelope<'_, AdmissionRequest<IgnoredAny>>>(&rest)
+    else {
+        return None;
+    };
+    let version = match review_version(&raw_text(kind), &raw_text(api_version)) {
+        Ok(version) => version,
+        Err(e) => return Some(Err(e)),
+    };
+    let [object, old_object] = objects.map(|found| {
+        found
+            .filter(|(_, null)| !null)
+            .map(|(span, _)| whole.part(span))
+    });
+    Some(Ok(ParsedReview {
+        version,
+        uid: request.uid.clone(),
+        request: Ok(request.with_objects(object, old_object)),
+    }))
+}
+
+fn is_json_whitespace(c: char) -> bool {
+    matches!(c, ' ' | '\n' | '\r' | '\t')
 }
 
 /// The top level of a review: `request` read as `R` (the request, or its text to read on its
@@ -492,109 +576,5 @@ impl AdmissionResponse {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_v1_and_v1beta1() {
-        for (api, version) in [
-            ("admission.k8s.io/v1", ReviewVersion::V1),
-            ("admission.k8s.io/v1beta1", ReviewVersion::V1Beta1),
-        ] {
-            let body = serde_json::json!({
-                "apiVersion": api, "kind": "AdmissionReview",
-                "request": {"uid": "u1", "operation": "UPDATE",
-                    "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-                    "userInfo": {"username": "alice", "groups": ["g"]},
-                    "object": {"a": 1}, "oldObject": {"a": 2}, "dryRun": true}
-            });
-            let parsed = parse_review(body.to_string().as_bytes()).unwrap();
-            assert_eq!(parsed.version, version);
-            let request = parsed.request.unwrap();
-            assert_eq!(request.uid, "u1");
-            assert_eq!(request.kind.kind, "Deployment");
-            assert_eq!(request.user_info.username, "alice");
-            assert_eq!(request.dry_run, Some(true));
-        }
-    }
-
-    #[test]
-    fn rejects_what_is_not_a_review() {
-        let cases: &[(&str, &str)] = &[
-            ("not json", "not valid JSON"),
-            ("[1]", "expected a JSON object"),
-            (r#"{"kind": "Pod"}"#, "kind is \"Pod\""),
-            (
-                r#"{"kind": "AdmissionReview", "apiVersion": "v2"}"#,
-                "unsupported",
-            ),
-        ];
-        for (body, fragment) in cases {
-            let err = parse_review(body.as_bytes()).expect_err(body);
-            assert!(err.0.contains(fragment), "{body}: {err}");
-        }
-    }
-
-    #[test]
-    fn missing_or_malformed_request_is_reported_inside_the_review() {
-        let parsed =
-            parse_review(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#)
-                .unwrap();
-        assert_eq!(
-            parsed.request.unwrap_err(),
-            "AdmissionReview has no request"
-        );
-        let parsed = parse_review(
-            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"x","operation":7}}"#,
-        )
-        .unwrap();
-        assert_eq!(parsed.uid, "x");
-        assert!(parsed.request.unwrap_err().contains("malformed"));
-    }
-
-    /// The one-pass read of a well-formed review gives exactly what reading it in parts gives.
-    #[test]
-    fn one_pass_and_in_parts_agree() {
-        let bodies = [
-            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","operation":"UPDATE","kind":{"group":"apps","version":"v1","kind":"Deployment"},"object":{"a":[1,{"b":"]"}]},"oldObject":{"a":[2]},"dryRun":false}}"#,
-            r#" { "request" : { "uid" : "u2" , "operation" : "DELETE" } , "apiVersion" : "admission.k8s.io/v1beta1" , "kind" : "AdmissionReview" } "#,
-            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u3","operation":"UPDATE","object":null,"oldObject":{}},"extra":[1]}"#,
-        ];
-        for body in bodies {
-            let one_pass = parse_review_raw(body.as_bytes()).expect(body);
-            let in_parts = parse_review_in_parts(body.as_bytes()).expect(body);
-            assert_eq!(one_pass.version, in_parts.version, "{body}");
-            assert_eq!(one_pass.uid, in_parts.uid, "{body}");
-            assert_eq!(one_pass.request, in_parts.request, "{body}");
-            assert!(one_pass.request.is_ok(), "{body}");
-        }
-    }
-
-    #[test]
-    fn the_uid_is_read_without_the_rest() {
-        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-42","object":{"metadata":{"uid":"not-this"}}}}"#;
-        assert_eq!(peek_uid(body).as_deref(), Some("u-42"));
-        // Not even the rest of the body needs to be valid.
-        assert_eq!(
-            peek_uid(br#"{"kind":"AdmissionReview","request":{"uid":"u-1","object":{"#).as_deref(),
-            Some("u-1")
-        );
-        assert_eq!(peek_uid(br#"{"request":{"kind":{}}}"#), None);
-        assert_eq!(peek_uid(b"not json"), None);
-        assert_eq!(peek_uid(br#"{"request":{"uid":7}}"#), None);
-    }
-
-    #[test]
-    fn response_shape() {
-        let review =
-            AdmissionResponse::bad_request("u", "nope").into_review(ReviewVersion::V1Beta1);
-        assert_eq!(
-            review,
-            serde_json::json!({
-                "apiVersion": "admission.k8s.io/v1beta1",
-                "kind": "AdmissionReview",
-                "response": {"uid": "u", "allowed": false, "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": "nope"}}
-            })
-        );
-    }
-}
+#[path = "review_tests.rs"]
+mod tests;

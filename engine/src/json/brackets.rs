@@ -12,26 +12,28 @@
 //! that are not recorded and are found by scanning, as without an index.
 
 /// Text per recorded container, at most (the memory bound of the index).
-const BYTES_PER_ENTRY: usize = 16;
+pub(super) const BYTES_PER_ENTRY: usize = 16;
 /// Containers recorded whatever the text's size.
-const ALWAYS_RECORDED: usize = 64;
+pub(super) const ALWAYS_RECORDED: usize = 64;
 
 /// The end of every object and list of one text, in the order they open.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Brackets {
     /// (opening offset, closing offset) of each recorded container, sorted by opening offset.
     pairs: Vec<(u32, u32)>,
+    /// Every container opening before this offset is recorded (past it, the bound ran out).
+    recorded_until: u32,
 }
 
 /// Eight copies of a byte, for comparing eight bytes at a time.
-const fn splat(b: u8) -> u64 {
+pub(super) const fn splat(b: u8) -> u64 {
     u64::from_le_bytes([b; 8])
 }
 
 /// The bits marking bytes of `x` that are zero: the lowest marked byte is always the first
 /// zero byte (bytes above it may be marked falsely, which is never looked at).
 #[inline]
-fn zero_bytes(x: u64) -> u64 {
+pub(super) fn zero_bytes(x: u64) -> u64 {
     x.wrapping_sub(splat(0x01)) & !x & splat(0x80)
 }
 
@@ -61,7 +63,7 @@ pub(super) fn string_end_from(bytes: &[u8], mut i: usize) -> usize {
 }
 
 /// Marks a container opened past the entry bound on the stack of open containers.
-const UNRECORDED: u32 = u32::MAX;
+pub(super) const UNRECORDED: u32 = u32::MAX;
 
 impl Brackets {
     /// Indexes `text`, which serde_json validated (on other text the result is only
@@ -74,6 +76,7 @@ impl Brackets {
         }
         let limit = bytes.len() / BYTES_PER_ENTRY + ALWAYS_RECORDED;
         let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(limit.min(bytes.len() / 32 + 8));
+        let mut recorded_until = bytes.len() as u32;
         // Positions in `pairs` of the containers open at this point.
         let mut open: Vec<u32> = Vec::new();
         let mut i = 0;
@@ -87,6 +90,7 @@ impl Brackets {
                         open.push(pairs.len() as u32);
                         pairs.push((at, UNRECORDED));
                     } else {
+                        recorded_until = recorded_until.min(at);
                         open.push(UNRECORDED);
                     }
                 }
@@ -102,7 +106,39 @@ impl Brackets {
         }
         // Containers never closed (text that was not valid) are forgotten.
         pairs.retain(|&(_, close)| close != UNRECORDED);
-        Self { pairs }
+        Self {
+            pairs,
+            recorded_until,
+        }
+    }
+
+    /// An index of `pairs`, sorted by opening offset and each closed, complete before
+    /// `recorded_until` (see [`super::scan`]).
+    pub(super) fn from_pairs(pairs: Vec<(u32, u32)>, recorded_until: u32) -> Self {
+        Self {
+            pairs,
+            recorded_until,
+        }
+    }
+
+    /// The index of the value spanning `start..end` of the indexed text (the containers
+    /// opening there, offsets counted from `start`); `None` when one of them was not recorded.
+    pub(super) fn within(&self, start: usize, end: usize) -> Option<Self> {
+        let start = u32::try_from(start).ok()?;
+        let end = u32::try_from(end).ok()?;
+        if end > self.recorded_until || start > end {
+            return None;
+        }
+        let first = self.pairs.partition_point(|&(open, _)| open < start);
+        let last = self.pairs.partition_point(|&(open, _)| open < end);
+        let pairs = self.pairs[first..last]
+            .iter()
+            .map(|&(open, close)| (open - start, close - start))
+            .collect();
+        Some(Self {
+            pairs,
+            recorded_until: end - start,
+        })
     }
 
     /// The offset of the closing bracket of the container opening at `open`, when recorded.

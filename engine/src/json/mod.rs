@@ -11,9 +11,13 @@ mod brackets;
 mod deep;
 mod number;
 mod raw;
+mod scan;
 
+#[cfg(test)]
+pub(crate) use brackets::Brackets;
 pub use number::{numbers_eq, text_numbers_eq};
 pub use raw::{RawDocument, RawItems, RawJson, RawMap};
+pub(crate) use scan::scan;
 
 /// The JSON type of a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
