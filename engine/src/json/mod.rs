@@ -12,6 +12,7 @@ mod deep;
 mod number;
 mod raw;
 mod scan;
+mod string;
 
 #[cfg(test)]
 pub(crate) use brackets::Brackets;

@@ -406,10 +406,7 @@ fn decode_string(quoted: &str) -> Cow<'_, str> {
     if !inner.contains('\\') {
         return Cow::Borrowed(inner);
     }
-    match serde_json::from_str::<String>(quoted) {
-        Ok(decoded) => Cow::Owned(decoded),
-        Err(_) => Cow::Borrowed(inner),
-    }
+    super::string::decode(quoted).unwrap_or(Cow::Borrowed(inner))
 }
 
 /// Iterates an object's entries as `(quoted key, value)`.
@@ -623,7 +620,9 @@ impl<'a> Node<'a> for RawJson<'a> {
                 self.text == other.text
                     // Escapes can spell one string two ways.
                     || ((self.text.contains('\\') || other.text.contains('\\'))
-                        && decode_string(self.text) == decode_string(other.text))
+                        && super::string::contents_eq(self.text, other.text).unwrap_or_else(
+                            || decode_string(self.text) == decode_string(other.text),
+                        ))
             }
             (Shape::Number, Shape::Number) => text_numbers_eq(self.text, other.text),
             (Shape::Bool, Shape::Bool) | (Shape::Null, Shape::Null) => self.text == other.text,
@@ -638,6 +637,11 @@ impl<'a> Node<'a> for RawJson<'a> {
     fn to_value(self) -> Cow<'a, Value> {
         // A number that a `Value` cannot hold exactly (past 64 bits, past a double's precision,
         // beyond f64) is reported as its text, so that a change of it never reads `x → x`.
+        if self.shape() == Shape::String
+            && let Some(decoded) = super::string::decode(self.text)
+        {
+            return Cow::Owned(Value::String(decoded.into_owned()));
+        }
         let value = match serde_json::from_str(self.text) {
             Ok(Value::Number(n)) if !super::number::text_numbers_eq(self.text, &n.to_string()) => {
                 Value::String(self.text.into())
