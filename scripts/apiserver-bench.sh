@@ -3,10 +3,11 @@
 # (bench/examples/apiserver_bench): 40 realistic Deployments applied with kubectl apply, then
 # UPDATEs as client-side `kubectl apply` sends them (merge patches with the change and the new
 # last-applied-configuration; half image edits, allowed; half replicas edits, denied) at 50/s
-# and at the highest rate this machine sustains (0.8 × the closed-loop rate without a webhook),
-# from 8 keep-alive clients, in rotating rounds over three setups: no webhook; the agent
-# registered by URL over TLS; the agent with client authentication (--client-ca-file, the API
-# server presenting its webhook client certificate).
+# and at the highest rate this machine sustains (MAX_FRACTION, 0.5, × the closed-loop rate
+# without a webhook), from 8 keep-alive clients, in rotating rounds over four setups: no
+# webhook; the floor (drift-floor: reads the body, finds the uid, allows) by URL over TLS, what
+# any webhook costs at the least; the agent by URL over TLS; the agent with client
+# authentication (--client-ca-file, the API server presenting its webhook client certificate).
 #
 # Prints each phase, then a table of medians: client UPDATE p50/p99 (and the difference to no
 # webhook), the API server's own apiserver_admission_webhook_admission_duration_seconds p50/p99
@@ -14,7 +15,7 @@
 #
 #   scripts/apiserver-bench.sh
 #
-# Environment: ROUNDS=3 PHASE_SECONDS=12 CLIENTS=8 RATES=50,max DEPLOYMENTS=40 BUILD=1
+# Environment: ROUNDS=3 PHASE_SECONDS=12 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
 # Needs the control plane (`bash .ci/build-cluster`, built into .tools/cluster). Everything it
 # starts stops when it ends. Timings on a shared machine swing: compare within one run.
 set -euo pipefail
@@ -22,10 +23,10 @@ cd "$(dirname "$0")/.."
 [[ -x .tools/cluster/kube-apiserver ]] || { echo "the control plane is missing: run bash .ci/build-cluster" >&2; exit 2; }
 if [[ "${BUILD:-1}" == 1 ]]; then
   echo "building release binaries..." >&2
-  cargo build --release -p drift-sentinel -p drift-bench --example apiserver_bench --quiet
+  cargo build --release -p drift-sentinel -p drift-bench --bins --example apiserver_bench --quiet
 fi
 bin="${CARGO_TARGET_DIR:-target}/release"
 work="$(mktemp -d "${TMPDIR:-/tmp}/apiserver-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 echo "apiserver-bench: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/examples/apiserver_bench" "$bin/drift-sentinel" "$work"
+"$bin/examples/apiserver_bench" "$bin/drift-sentinel" "$bin/drift-floor" "$work"

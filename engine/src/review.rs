@@ -194,6 +194,12 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
+    // The common case costs one pass over the body, which also bounds its depth as the check
+    // below does; anything else is read again, by serde_json and then in parts, to say exactly
+    // what is wrong (the answers are the same either way).
+    if let Some(parsed) = parse_review_scanned(body) {
+        return parsed;
+    }
     // Before anything walks it: the objects are read lazily and recursively (reference §5).
     // The review holds its objects two levels down (`request`, `object`): an object the API
     // server accepted, at most MAX_NESTING deep, is answered.
@@ -206,11 +212,6 @@ pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, No
         // Valid JSON that is not an object says so (a derived struct would read a list).
         serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
         return Err(not_an_object());
-    }
-    // The common case costs one pass over the body; anything else is read again, by serde_json
-    // and then in parts, to say exactly what is wrong (the answers are the same either way).
-    if let Some(parsed) = parse_review_scanned(body) {
-        return parsed;
     }
     parse_review_serde(body)
 }
@@ -240,7 +241,8 @@ fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotA
 /// request spelt with escapes, a review serde_json would refuse — takes the longer way.
 fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'_>>, NotAReview>> {
     let text = std::str::from_utf8(body).ok()?;
-    let brackets = json::scan(text)?;
+    // As deep as the nesting check lets a review be.
+    let brackets = json::scan(text, crate::nesting::MAX_NESTING + REVIEW_LEVELS)?;
     // The review itself, without the white space around it (a Go encoder ends with a newline).
     let end = text.trim_end_matches(is_json_whitespace).len();
     let start = text.len() - text.trim_start_matches(is_json_whitespace).len();

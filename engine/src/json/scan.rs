@@ -14,10 +14,10 @@
 
 use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED, splat, zero_bytes};
 
-/// Checks that `text` is one JSON value (white space around it allowed) and indexes its
-/// containers within the bound of [`Brackets`]; `None` when it is not JSON, or is JSON this
-/// pass does not accept.
-pub(crate) fn scan(text: &str) -> Option<Brackets> {
+/// Checks that `text` is one JSON value (white space around it allowed), nested at most
+/// `max_depth` levels, and indexes its containers within the bound of [`Brackets`]; `None`
+/// when it is not JSON, nests deeper, or is JSON this pass does not accept.
+pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     let bytes = text.as_bytes();
     // Offsets are u32: the agent's bodies are at most 8 MiB.
     u32::try_from(bytes.len()).ok()?;
@@ -34,6 +34,9 @@ pub(crate) fn scan(text: &str) -> Option<Brackets> {
         match *bytes.get(i)? {
             b'"' => i = string_end(bytes, i + 1)?,
             opener @ (b'{' | b'[') => {
+                if open.len() >= max_depth {
+                    return None;
+                }
                 if pairs.len() < limit {
                     open.push(pairs.len() as u32);
                     pairs.push((i as u32, UNRECORDED));
@@ -111,7 +114,13 @@ fn after_key(bytes: &[u8], at: usize) -> Option<usize> {
     if bytes.get(at) != Some(&b'"') {
         return None;
     }
-    let colon = skip_whitespace(bytes, string_end(bytes, at + 1)?);
+    let end = string_end(bytes, at + 1)?;
+    // Compact JSON (what the API server sends): the colon right after the key.
+    let colon = if bytes.get(end) == Some(&b':') {
+        end
+    } else {
+        skip_whitespace(bytes, end)
+    };
     (bytes.get(colon) == Some(&b':')).then(|| skip_whitespace(bytes, colon + 1))
 }
 
@@ -125,13 +134,11 @@ fn control_bytes(x: u64) -> u64 {
 /// The end (exclusive) of the string whose content starts at `i`, checked: no control
 /// character, every escape one of JSON's. Eight bytes at a time until a quote, a backslash
 /// or a control character.
-#[inline]
+#[inline(always)]
 fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
     loop {
-        while let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let x = u64::from_le_bytes(word);
+        while let Some(word) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+            let x = u64::from_le_bytes(*word);
             let marks =
                 zero_bytes(x ^ splat(b'"')) | zero_bytes(x ^ splat(b'\\')) | control_bytes(x);
             if marks != 0 {

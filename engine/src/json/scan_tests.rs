@@ -7,6 +7,11 @@ use serde_json::Value;
 
 use super::*;
 
+/// The scan without a depth bound of its own.
+fn scan_any(text: &str) -> Option<Brackets> {
+    scan(text, usize::MAX)
+}
+
 fn serde_accepts(text: &str) -> bool {
     serde_json::from_str::<IgnoredAny>(text).is_ok()
 }
@@ -58,18 +63,27 @@ fn accepts_what_serde_json_accepts_and_refuses_the_rest() {
     ];
     for text in accepted {
         assert!(serde_accepts(text), "serde_json refuses {text:?}");
-        assert!(scan(text).is_some(), "refused {text:?}");
+        assert!(scan_any(text).is_some(), "refused {text:?}");
     }
     for text in refused {
         assert!(!serde_accepts(text), "serde_json accepts {text:?}");
-        assert!(scan(text).is_none(), "accepted {text:?}");
+        assert!(scan_any(text).is_none(), "accepted {text:?}");
     }
+}
+
+#[test]
+fn nesting_past_the_bound_is_refused() {
+    let nested = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+    assert!(scan(&nested(5), 5).is_some());
+    assert!(scan(&nested(6), 5).is_none());
+    assert!(scan(r#"{"a": [{"b": []}]}"#, 4).is_some());
+    assert!(scan(r#"{"a": [{"b": []}]}"#, 3).is_none());
 }
 
 #[test]
 fn a_part_gets_the_index_of_its_own_text() {
     let text = r#"{"a": {"b": [1, {"c": "]"}], "d": {}}, "e": [[], {}]}"#;
-    let all = scan(text).expect("JSON");
+    let all = scan_any(text).expect("JSON");
     assert_eq!(all, Brackets::of(text));
     for (start, end) in [(6, 37), (12, 27), (44, 52), (0, text.len())] {
         let part = all.within(start, end).expect("recorded");
@@ -87,7 +101,7 @@ fn a_part_past_the_bound_is_left_to_be_indexed_on_need() {
     // 10,000 empty lists: the bound (one container per 16 bytes, plus 64) runs out before the
     // last ones, which are not recorded; a part that holds one is not given an index.
     let text = format!("[{}]", vec!["[]"; 10_000].join(","));
-    let all = scan(&text).expect("JSON");
+    let all = scan_any(&text).expect("JSON");
     assert_eq!(all, Brackets::of(&text));
     assert_eq!(all.within(1, 3).map(|b| b.close_of(0)), Some(Some(1)));
     let last = text.len() - 3;
@@ -149,7 +163,7 @@ proptest! {
         } else {
             serde_json::to_string(&document).unwrap()
         };
-        let scanned = scan(&text);
+        let scanned = scan_any(&text);
         prop_assert_eq!(scanned, Some(Brackets::of(&text)));
     }
 
@@ -161,7 +175,7 @@ proptest! {
     ) {
         let text = serde_json::to_string(&document).unwrap();
         if let Some(edited) = apply(&text, &edits) {
-            prop_assert_eq!(scan(&edited).is_some(), serde_accepts(&edited), "{:?}", edited);
+            prop_assert_eq!(scan_any(&edited).is_some(), serde_accepts(&edited), "{:?}", edited);
         }
     }
 }
