@@ -3,28 +3,13 @@
 //! uid by a byte search and answers `allowed` with it. No parse at all, so no decision can cost
 //! less: the agent's ratio to it is what deciding costs beyond receiving and answering.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 
 use drift_sentinel::webhook::{plain, read_review_body};
 
-#[derive(Clone, Copy)]
-struct Config {
-    read_timeout: Duration,
-}
-
-/// The floor's router: `validate_path` only.
-pub fn router(validate_path: &str, read_timeout: Duration) -> Router {
-    Router::new()
-        .route(validate_path, post(validate))
-        .with_state(Arc::new(Config { read_timeout }))
-}
+use crate::ReadTimeout;
 
 /// The text of the first `"uid":"…"` string in `body`, as it is written (escapes kept, so that
 /// it can be echoed into JSON unchanged). The API server writes `request.uid` before anything
@@ -43,8 +28,12 @@ pub fn uid_text(body: &[u8]) -> Option<&[u8]> {
     }
 }
 
-async fn validate(State(config): State<Arc<Config>>, request: Request) -> Response {
-    let body = match read_review_body(request, config.read_timeout).await {
+/// `POST /validate` (see the module).
+pub async fn validate(
+    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
+    request: Request,
+) -> Response {
+    let body = match read_review_body(request, read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };

@@ -10,6 +10,7 @@ pub mod reference;
 
 use std::ffi::OsString;
 
+use axum::routing::post;
 use clap::Parser as _;
 use drift_sentinel::cli::{Cli, Command, ServeArgs};
 use drift_sentinel::server::ConnectionTimeouts;
@@ -31,6 +32,11 @@ pub fn parse_serve_args(
         _ => unreachable!("the subcommand is always serve"),
     }
 }
+
+/// The state of a reference's handler: how long it waits for the body (the agent's
+/// `--read-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadTimeout(pub std::time::Duration);
 
 /// Which reference server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,10 +62,13 @@ pub async fn serve_reference(
         idle: args.idle_timeout,
         shutdown: args.shutdown_timeout,
     };
-    let router = match which {
-        Reference::Parse => reference::router(&args.validate_path, args.read_timeout),
-        Reference::Floor => floor::router(&args.validate_path, args.read_timeout),
+    let validate = match which {
+        Reference::Parse => post(reference::validate),
+        Reference::Floor => post(floor::validate),
     };
+    let router = axum::Router::new()
+        .route(&args.validate_path, validate)
+        .with_state(ReadTimeout(args.read_timeout));
     drift_sentinel::server::serve(listener, router, tls, timeouts, shutdown).await;
     Ok(())
 }

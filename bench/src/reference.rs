@@ -4,33 +4,22 @@
 //! uid. No rules, no decision, no metrics, no log line: what the agent does beyond this is
 //! what the benchmark's ratio prices.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use axum::routing::post;
 use serde_json::{Value, json};
 
 use drift_sentinel::webhook::{plain, read_review_body};
 
-#[derive(Clone, Copy)]
-struct Config {
-    read_timeout: Duration,
-}
+use crate::ReadTimeout;
 
-/// The reference's router: `validate_path` only.
-pub fn router(validate_path: &str, read_timeout: Duration) -> Router {
-    Router::new()
-        .route(validate_path, post(validate))
-        .with_state(Arc::new(Config { read_timeout }))
-}
-
-async fn validate(State(config): State<Arc<Config>>, request: Request) -> Response {
-    let body = match read_review_body(request, config.read_timeout).await {
+/// `POST /validate` (see the module).
+pub async fn validate(
+    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
+    request: Request,
+) -> Response {
+    let body = match read_review_body(request, read_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
