@@ -110,6 +110,9 @@ struct Progress<'s> {
     published: u64,
     too_large: u64,
     print: bool,
+    /// The run's start: every object of a run is judged, and its record stamped, at this one
+    /// instant (a bypass ending mid-run does not split the run in two).
+    judged_at: SystemTime,
     now_seconds: i64,
     /// Namespaces whose invalid mode annotation was already logged this run.
     warned: std::collections::BTreeSet<String>,
@@ -125,7 +128,7 @@ impl Progress<'_> {
             &snapshot.namespaces,
             object,
             self.managers,
-            SystemTime::now(),
+            self.judged_at,
         ) else {
             return Ok(());
         };
@@ -157,7 +160,7 @@ impl Progress<'_> {
             let text = drift_text(&identity, &audit);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
+        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, self.judged_at)
             .and_then(|record| record.encode().ok());
         self.write(encoded)
     }
@@ -186,7 +189,7 @@ impl Progress<'_> {
         identity: &AuditedObject<'_>,
         audit: &drift_engine::Audit<'_>,
     ) -> Result<(), AuditFileError> {
-        let now = SystemTime::now();
+        let now = self.judged_at;
         if let Some(since) = audit
             .bypass
             .as_ref()
@@ -246,6 +249,7 @@ impl Auditor {
             published: 0,
             too_large: 0,
             print: self.print,
+            judged_at: start,
             now_seconds: start
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
