@@ -82,8 +82,11 @@ pub struct BypassFields<'a> {
     pub end: Option<Cow<'a, str>>,
     /// The annotation's value, cut to 64 characters.
     pub value: Cow<'a, str>,
-    /// The field manager that set it (managedFields name managers, not users), and since when.
-    pub set_by: Cow<'a, str>,
+    /// The field manager that set it (managedFields name managers, not users), and since when;
+    /// both absent where they are not known (an admission request carries no managedFields of
+    /// the old object's annotation worth trusting, so the webhook's record leaves them out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_by: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<Cow<'a, str>>,
 }
@@ -289,10 +292,7 @@ impl<'a> ViolationRecord<'a> {
                     .end_time()
                     .map(|end| Cow::Owned(drift_engine::time::format_rfc3339_seconds(end))),
                 value: Cow::Owned(drift_engine::truncate::truncate_chars(&finding.value, 64)),
-                set_by: finding
-                    .set_by
-                    .as_ref()
-                    .map_or(Cow::Borrowed(""), |edit| edit.manager.clone()),
+                set_by: finding.set_by.as_ref().map(|edit| edit.manager.clone()),
                 since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
             }),
             ..Self::of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
@@ -597,7 +597,7 @@ mod tests {
         let bypass = record.bypass.as_ref().unwrap();
         assert_eq!(bypass.end_state, "active");
         assert_eq!(bypass.end.as_deref(), Some("2026-12-04T16:00:00Z"));
-        assert_eq!(bypass.set_by, "kubectl-drift");
+        assert_eq!(bypass.set_by.as_deref(), Some("kubectl-drift"));
         assert_eq!(bypass.since.as_deref(), Some("2026-12-04T11:00:00Z"));
         let line = String::from_utf8(record.encode().unwrap()).unwrap();
         assert_eq!(ViolationRecord::parse(&line).unwrap(), record);

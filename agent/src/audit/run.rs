@@ -110,8 +110,9 @@ struct Progress<'s> {
     published: u64,
     too_large: u64,
     print: bool,
-    /// The run's start: every object of a run is judged, and its record stamped, at this one
-    /// instant (a bypass ending mid-run does not split the run in two).
+    /// The run's start: every object of a run is judged at this one instant (a bypass ending
+    /// mid-run does not split the run in two). Records keep the time they are written: with the
+    /// run's id, it tells the records of a run apart (`kubectl drift tail` deduplicates by both).
     judged_at: SystemTime,
     now_seconds: i64,
     /// Namespaces whose invalid mode annotation was already logged this run.
@@ -160,7 +161,7 @@ impl Progress<'_> {
             let text = drift_text(&identity, &audit);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, self.judged_at)
+        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
             .and_then(|record| record.encode().ok());
         self.write(encoded)
     }
@@ -189,7 +190,6 @@ impl Progress<'_> {
         identity: &AuditedObject<'_>,
         audit: &drift_engine::Audit<'_>,
     ) -> Result<(), AuditFileError> {
-        let now = self.judged_at;
         if let Some(since) = audit
             .bypass
             .as_ref()
@@ -197,7 +197,7 @@ impl Progress<'_> {
             .and_then(|b| b.set_by.as_ref()?.time.as_deref())
             .and_then(drift_api::violation::parse_rfc3339)
         {
-            let age = now.duration_since(since).unwrap_or_default();
+            let age = self.judged_at.duration_since(since).unwrap_or_default();
             self.oldest_bypass = self.oldest_bypass.max(age);
         }
         if self.print
@@ -205,7 +205,7 @@ impl Progress<'_> {
         {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = ViolationRecord::bypass_listed(&self.id, identity, audit, now)
+        let encoded = ViolationRecord::bypass_listed(&self.id, identity, audit, SystemTime::now())
             .and_then(|record| record.encode().ok());
         self.write(encoded)
     }

@@ -52,7 +52,7 @@ pub fn admission_record<'a, O: Document>(
                     matched.bypass_value.as_deref().unwrap_or(""),
                     64,
                 )),
-                set_by: Cow::Borrowed(""),
+                set_by: None,
                 since: None,
             };
             ("bypass", Details::default(), Some(fields))
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(record["eventType"], ADMISSION_EVENT);
         assert_eq!(
             record["bypass"],
-            json!({"endState": "active", "end": "2027-01-15T12:00:00Z", "value": "2027-01-15T12:00:00Z", "setBy": ""})
+            json!({"endState": "active", "end": "2027-01-15T12:00:00Z", "value": "2027-01-15T12:00:00Z"})
         );
         assert!(
             record["message"].as_str().unwrap().starts_with(

@@ -456,7 +456,7 @@ mod tests {
 
     #[test]
     fn an_edit_a_bypass_allowed_is_marked() {
-        let text = r#"{"eventType":"violation_admission","id":"2","timestamp":"2027-01-15T08:00:21Z","operation":"UPDATE","resourceNamespace":"prod","resourceName":"web","resourceKind":"Deployment","ruleName":"r","ruleNamespace":"ops","mode":"enforce","enforcementAction":"bypass","message":"Drift Sentinel: bypass until 2027-01-15T12:00:00Z, in 3h59m: rule ops/r","bypass":{"endState":"active","end":"2027-01-15T12:00:00Z","value":"2027-01-15T12:00:00Z","setBy":""}}"#;
+        let text = r#"{"eventType":"violation_admission","id":"2","timestamp":"2027-01-15T08:00:21Z","operation":"UPDATE","resourceNamespace":"prod","resourceName":"web","resourceKind":"Deployment","ruleName":"r","ruleNamespace":"ops","mode":"enforce","enforcementAction":"bypass","message":"Drift Sentinel: bypass until 2027-01-15T12:00:00Z, in 3h59m: rule ops/r","bypass":{"endState":"active","end":"2027-01-15T12:00:00Z","value":"2027-01-15T12:00:00Z"}}"#;
         let record = record::Record::parse(text).unwrap();
         let coloured = LinePrint {
             output: Output::Text,
