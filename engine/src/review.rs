@@ -244,8 +244,8 @@ fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'
     // As deep as the nesting check lets a review be.
     let brackets = json::scan(text, crate::nesting::MAX_NESTING + REVIEW_LEVELS)?;
     // The review itself, without the white space around it (a Go encoder ends with a newline).
-    let end = text.trim_end_matches(is_json_whitespace).len();
-    let start = text.len() - text.trim_start_matches(is_json_whitespace).len();
+    let end = text.trim_end_matches(json::is_whitespace_char).len();
+    let start = text.len() - text.trim_start_matches(json::is_whitespace_char).len();
     let whole = RawDocument::indexed(text.get(..end)?, brackets);
     let whole = if start == 0 {
         whole
@@ -294,10 +294,6 @@ fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'
         uid: request.uid.clone(),
         request: Ok(request.with_objects(object, old_object)),
     }))
-}
-
-fn is_json_whitespace(c: char) -> bool {
-    matches!(c, ' ' | '\n' | '\r' | '\t')
 }
 
 /// The top level of a review: `request` read as `R` (the request, or its text to read on its

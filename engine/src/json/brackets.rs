@@ -37,6 +37,15 @@ pub(super) fn zero_bytes(x: u64) -> u64 {
     x.wrapping_sub(splat(0x01)) & !x & splat(0x80)
 }
 
+/// The bits marking the bytes of `x` that stop a run of plain string content: a quote, a
+/// backslash or a control character (below 0x20, which a JSON string may not hold). As with
+/// [`zero_bytes`], the lowest mark is exact.
+#[inline]
+pub(super) fn string_stops(x: u64) -> u64 {
+    let controls = x.wrapping_sub(splat(0x20)) & !x & splat(0x80);
+    zero_bytes(x ^ splat(b'"')) | zero_bytes(x ^ splat(b'\\')) | controls
+}
+
 /// The end (exclusive) of the string whose content starts at `i` (just past its opening
 /// quote): eight bytes at a time until a quote or a backslash, then the byte itself.
 #[inline]

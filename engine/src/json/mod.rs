@@ -17,6 +17,7 @@ mod string;
 #[cfg(test)]
 pub(crate) use brackets::Brackets;
 pub use number::{numbers_eq, text_numbers_eq};
+pub(crate) use raw::is_whitespace_char;
 pub use raw::{RawDocument, RawItems, RawJson, RawMap};
 pub(crate) use scan::scan;
 

@@ -224,7 +224,8 @@ impl<'a> RawJson<'a> {
     }
 }
 
-fn is_whitespace_char(c: char) -> bool {
+/// JSON's white space (RFC 8259: space, tab, line feed, carriage return).
+pub(crate) fn is_whitespace_char(c: char) -> bool {
     matches!(c, ' ' | '\n' | '\r' | '\t')
 }
 

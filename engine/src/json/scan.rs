@@ -12,7 +12,7 @@
 //! so serde_json still says what is wrong, in its words, and a body it refused but serde_json
 //! accepts (never yet seen) is only slower, never answered differently.
 
-use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED, splat, zero_bytes};
+use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED, string_stops};
 
 /// Checks that `text` is one JSON value (white space around it allowed), nested at most
 /// `max_depth` levels, and indexes its containers within the bound of [`Brackets`]; `None`
@@ -124,13 +124,6 @@ fn after_key(bytes: &[u8], at: usize) -> Option<usize> {
     (bytes.get(colon) == Some(&b':')).then(|| skip_whitespace(bytes, colon + 1))
 }
 
-/// The bits marking bytes of `x` below 0x20 (control characters, which a JSON string may not
-/// hold); as with [`zero_bytes`], the lowest mark is exact.
-#[inline]
-fn control_bytes(x: u64) -> u64 {
-    x.wrapping_sub(splat(0x20)) & !x & splat(0x80)
-}
-
 /// The end (exclusive) of the string whose content starts at `i`, checked: no control
 /// character, every escape one of JSON's. Eight bytes at a time until a quote, a backslash
 /// or a control character.
@@ -139,8 +132,7 @@ fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
     loop {
         while let Some(word) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
             let x = u64::from_le_bytes(*word);
-            let marks =
-                zero_bytes(x ^ splat(b'"')) | zero_bytes(x ^ splat(b'\\')) | control_bytes(x);
+            let marks = string_stops(x);
             if marks != 0 {
                 i += (marks.trailing_zeros() / 8) as usize;
                 break;

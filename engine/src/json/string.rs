@@ -66,14 +66,8 @@ fn run_end(bytes: &[u8], mut at: usize) -> usize {
 /// [`run_end`], eight bytes at a time.
 #[inline]
 fn run_end_words(bytes: &[u8], mut at: usize) -> usize {
-    use super::brackets::{splat, zero_bytes};
-    while let Some(word) = bytes
-        .get(at..at + 8)
-        .and_then(|w| <[u8; 8]>::try_from(w).ok())
-    {
-        let x = u64::from_le_bytes(word);
-        let controls = x.wrapping_sub(splat(0x20)) & !x & splat(0x80);
-        let marks = zero_bytes(x ^ splat(b'\\')) | zero_bytes(x ^ splat(b'"')) | controls;
+    while let Some(word) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        let marks = super::brackets::string_stops(u64::from_le_bytes(*word));
         if marks != 0 {
             return at + (marks.trailing_zeros() / 8) as usize;
         }
@@ -87,7 +81,7 @@ fn run_end_words(bytes: &[u8], mut at: usize) -> usize {
 pub(crate) fn decode(quoted: &str) -> Option<Cow<'_, str>> {
     let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
     let bytes = inner.as_bytes();
-    let first = run_end(bytes, 0);
+    let first = run_end_words(bytes, 0);
     if first == bytes.len() {
         return Some(Cow::Borrowed(inner));
     }
@@ -96,30 +90,20 @@ pub(crate) fn decode(quoted: &str) -> Option<Cow<'_, str>> {
     // search, whose setup costs more than such a run.
     let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
     let mut at = 0;
+    let mut end = first;
     loop {
-        let end = run_end_words(bytes, at);
         out.extend_from_slice(&bytes[at..end]);
         let Some(&b) = bytes.get(end) else { break };
         if b != b'\\' {
             return None;
         }
-        let short = match bytes.get(end + 1) {
-            Some(b'"') => b'"',
-            Some(b'\\') => b'\\',
-            Some(b'/') => b'/',
-            Some(b'n') => b'\n',
-            Some(b't') => b'\t',
-            Some(b'r') => b'\r',
-            _ => 0,
-        };
-        if short != 0 {
-            out.push(short);
-            at = end + 2;
-        } else {
-            let (c, used) = escape(&bytes[end..])?;
-            out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
-            at = end + used;
+        let (c, used) = escape(&bytes[end..])?;
+        match u8::try_from(c) {
+            Ok(ascii) if ascii.is_ascii() => out.push(ascii),
+            _ => out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
         }
+        at = end + used;
+        end = run_end_words(bytes, at);
     }
     String::from_utf8(out).ok().map(Cow::Owned)
 }
