@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client_auth;
 mod cluster_source;
 mod connection_status;
+mod decisions;
 pub mod export;
 mod kube_client;
 mod last_good;

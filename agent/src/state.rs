@@ -90,6 +90,8 @@ pub struct ServeState {
     pub parents: Option<ParentLookup>,
     /// Violation export, when enabled.
     pub export: Option<ExportHandle>,
+    /// The threads decisions (and rule checks) run on.
+    pub decisions: crate::decisions::DecisionPool,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.

@@ -15,6 +15,7 @@ use crate::process::{LogTo, init_logging, wait_for_signal};
 use drift_api::status::RuleSourceKind;
 use drift_engine::rule::TierPolicy;
 
+use crate::decisions::DecisionPool;
 use crate::rules_source::{self, FileSource, FileState};
 use crate::server::{self, ConnectionTimeouts};
 use crate::state::{ServeState, Shared, Snapshot};
@@ -37,6 +38,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             parent_labels::ParentLookup::new(client.clone(), std::time::Duration::from_secs(2))
         }),
         export,
+        decisions: DecisionPool::for_this_machine().context("cannot start the decision threads")?,
     });
     let shared = Shared::new(metrics, tier_policy, initial);
     source.start(&args, &shared, &shutdown_rx);
@@ -161,6 +163,7 @@ async fn start_servers(
         admin_address = %server::local_address(&admin_listener),
         tls = tls.is_some(),
         client_authentication = tls.as_ref().is_some_and(|t| t.client_auth.is_some()),
+        decision_threads = serving.decisions.threads(),
         "listening"
     );
 

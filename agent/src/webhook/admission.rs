@@ -2,9 +2,9 @@
 //! snapshot, answered, and recorded (metrics, the decision log line, the export record) — all
 //! rendered from the engine's one [`Evaluation`].
 //!
-//! Decisions run on the blocking pool, never on the async workers that also answer `/healthz`
-//! and `/readyz` (reference §6: those answer within 100 ms whatever the decision load), under the
-//! write timeout for every body size (reference §5). When the timeout wins, the API server is told
+//! Decisions run on the decision threads ([`crate::decisions`]), never on the async workers
+//! that also answer `/healthz` and `/readyz` (reference §6: those answer within 100 ms whatever
+//! the decision load), under the write timeout for every body size (reference §5). When the timeout wins, the API server is told
 //! 500 and nothing is recorded as a decision: the late evaluation finds its request abandoned
 //! and records nothing, so log, metrics (`result="timeout"`) and export agree with the answer.
 
@@ -45,6 +45,11 @@ impl Race {
         self.state
             .compare_exchange(PENDING, DECIDED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    /// Whether the timeout already answered: then nothing is left to decide.
+    fn timed_out(&self) -> bool {
+        self.state.load(Ordering::Acquire) == TIMED_OUT
     }
 
     /// The timeout claims the answer; false when the evaluation already gave one.
@@ -116,7 +121,7 @@ pub(super) async fn answer(
     }
 }
 
-/// Parse, (for `/scale`, read the parent's labels,) evaluate, on the blocking pool.
+/// Parse, (for `/scale`, read the parent's labels,) evaluate, on the decision threads.
 async fn decide(
     shared: Arc<Shared>,
     serving: Arc<ServeState>,
@@ -128,64 +133,62 @@ async fn decide(
     let parse_serving = serving.clone();
     let parse_race = race.clone();
     let parse_body = body.clone();
-    let parsed = tokio::task::spawn_blocking(move || {
-        guarded(|| match parse_review_raw(&parse_body) {
-            Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
-            Ok(parsed) => {
-                let _ = parse_race.uid.set(parsed.uid.clone());
-                match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
-                    Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
-                    None => Parsed::Answered(evaluate_and_record(
-                        &parse_shared,
-                        &parse_serving,
-                        parsed,
-                        None,
-                        started,
-                        &parse_race,
-                    )),
+    let parsed = serving
+        .decisions
+        .run(move || {
+            if parse_race.timed_out() {
+                // It waited for a thread past the write timeout, which answered for it.
+                return Parsed::Answered(Answer::Abandoned);
+            }
+            match parse_review_raw(&parse_body) {
+                Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
+                Ok(parsed) => {
+                    let _ = parse_race.uid.set(parsed.uid.clone());
+                    match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
+                        Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
+                        None => Parsed::Answered(evaluate_and_record(
+                            &parse_shared,
+                            &parse_serving,
+                            parsed,
+                            None,
+                            started,
+                            &parse_race,
+                        )),
+                    }
                 }
             }
         })
-    })
-    .await;
-    let parsed = match parsed {
-        Ok(Ok(parsed)) => parsed,
-        Ok(Err(panic)) => return Answer::Internal(panic),
-        Err(_) => return Answer::Internal("the decision task failed".into()),
-    };
+        .await;
     let request = match parsed {
-        Parsed::Answered(answer) => return answer,
-        Parsed::NeedsParentLabels(request) => request,
+        Ok(Parsed::Answered(answer)) => return answer,
+        Ok(Parsed::NeedsParentLabels(request)) => request,
+        Err(failure) => return Answer::Internal(failure),
     };
     let labels = match &serving.parents {
         Some(lookup) => lookup.labels(&request).await,
         None => None,
     };
-    let task = tokio::task::spawn_blocking(move || {
-        guarded(|| match parse_review_raw(&body) {
-            Ok(parsed) => {
-                evaluate_and_record(&shared, &serving, parsed, labels.as_ref(), started, &race)
+    let evaluating = serving.clone();
+    serving
+        .decisions
+        .run(move || {
+            if race.timed_out() {
+                return Answer::Abandoned;
             }
-            Err(e) => Answer::NotAReview(e.0),
+            match parse_review_raw(&body) {
+                Ok(parsed) => evaluate_and_record(
+                    &shared,
+                    &evaluating,
+                    parsed,
+                    labels.as_ref(),
+                    started,
+                    &race,
+                ),
+                Err(e) => Answer::NotAReview(e.0),
+            }
         })
-    })
-    .await;
-    match task {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(panic)) => Answer::Internal(panic),
-        Err(_) => Answer::Internal("the decision task failed".into()),
-    }
-}
-
-/// Runs `f`; a panic becomes its message.
-fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic".into())
-    })
+        .await
+        .unwrap_or_else(Answer::Internal)
 }
 
 /// A `/scale` UPDATE needs the scaled object's labels when a rule selects by labels and the

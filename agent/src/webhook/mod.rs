@@ -112,11 +112,14 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
         Ok(body) => body,
         Err(response) => return response,
     };
-    // Compiling a rule reads YAML a tenant wrote: on the blocking pool, like a decision, so
-    // that the threads answering the probes never wait on it.
+    // Compiling a rule reads YAML a tenant wrote: on the decision threads, like a decision,
+    // so that the threads answering the probes never wait on it.
     let shared = state.shared.clone();
-    let answered =
-        tokio::task::spawn_blocking(move || crate::validate_rule::answer(&shared, &body)).await;
+    let answered = state
+        .serving
+        .decisions
+        .run(move || crate::validate_rule::answer(&shared, &body))
+        .await;
     match answered {
         Ok(Ok(review)) => json(Bytes::from(review.to_string())),
         Ok(Err(message)) => plain(StatusCode::BAD_REQUEST, message),
