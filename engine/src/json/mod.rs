@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 mod brackets;
+mod classify;
 mod deep;
 mod number;
 mod raw;

@@ -4,15 +4,18 @@
 //! The agent's parse used to pay for the body twice before any comparison: serde_json walked it
 //! to check it (skipping the objects as raw values), then each object that was read was walked
 //! again to index its brackets ([`Brackets::of`]). Those two passes were three quarters of the
-//! cost of a decision. This pass does both, at a few instructions per byte: strings eight bytes
-//! at a time, structure byte by byte.
+//! cost of a decision. This pass does both in two stages: [`super::classify`] finds, 64 bytes
+//! at a time, the bytes that matter (the structure, the strings' openings, the scalars'
+//! starts) and checks the strings' contents; the grammar then steps from one such byte to the
+//! next instead of reading every byte.
 //!
 //! It is at least as strict as serde_json reading a review: what it accepts, serde_json accepts
 //! (proved by a differential property test). Anything it refuses is read again the old way,
 //! so serde_json still says what is wrong, in its words, and a body it refused but serde_json
 //! accepts (never yet seen) is only slower, never answered differently.
 
-use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED, string_stops};
+use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED};
+use super::classify::{BLOCK, classify, escaped, prefix_xor};
 
 /// Checks that `text` is one JSON value (white space around it allowed), nested at most
 /// `max_depth` levels, and indexes its containers within the bound of [`Brackets`]; `None`
@@ -21,140 +24,318 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     let bytes = text.as_bytes();
     // Offsets are u32: the agent's bodies are at most 8 MiB.
     u32::try_from(bytes.len()).ok()?;
-    let limit = bytes.len() / BYTES_PER_ENTRY + ALWAYS_RECORDED;
-    let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(limit.min(bytes.len() / 32 + 8));
-    let mut recorded_until = bytes.len();
-    // The containers open at this point: their place in `pairs` (or UNRECORDED), and whether
-    // each is an object.
-    let mut open: Vec<u32> = Vec::new();
-    let mut in_object: Vec<bool> = Vec::new();
-    let mut i = skip_whitespace(bytes, 0);
-    'value: loop {
-        // A value starts at `i`.
-        match *bytes.get(i)? {
-            b'"' => i = string_end(bytes, i + 1)?,
-            opener @ (b'{' | b'[') => {
-                if open.len() >= max_depth {
-                    return None;
-                }
-                if pairs.len() < limit {
-                    open.push(pairs.len() as u32);
-                    pairs.push((i as u32, UNRECORDED));
-                } else {
-                    recorded_until = recorded_until.min(i);
-                    open.push(UNRECORDED);
-                }
-                let is_object = opener == b'{';
-                in_object.push(is_object);
-                i = skip_whitespace(bytes, i + 1);
-                let closer = if is_object { b'}' } else { b']' };
-                if bytes.get(i) == Some(&closer) {
-                    close(&mut pairs, &mut open, &mut in_object, i);
-                    i += 1;
-                } else {
-                    if is_object {
-                        i = after_key(bytes, i)?;
-                    }
-                    continue 'value;
-                }
-            }
-            b't' => i = literal_end(bytes, i, b"true")?,
-            b'f' => i = literal_end(bytes, i, b"false")?,
-            b'n' => i = literal_end(bytes, i, b"null")?,
-            b'-' | b'0'..=b'9' => i = number_end(bytes, i)?,
-            _ => return None,
-        }
-        // A value ended at `i`: the next entry or item, or the end of containers.
-        loop {
-            i = skip_whitespace(bytes, i);
-            let Some(&is_object) = in_object.last() else {
-                return (i == bytes.len())
-                    .then(|| Brackets::from_pairs(pairs, recorded_until as u32));
-            };
-            match (*bytes.get(i)?, is_object) {
-                (b',', _) => {
-                    i = skip_whitespace(bytes, i + 1);
-                    if is_object {
-                        i = after_key(bytes, i)?;
-                    }
-                    continue 'value;
-                }
-                (b'}', true) | (b']', false) => {
-                    close(&mut pairs, &mut open, &mut in_object, i);
-                    i += 1;
-                }
-                _ => return None,
-            }
-        }
-    }
-}
-
-/// Records the end of the innermost open container, which closes at `at`.
-#[inline]
-fn close(pairs: &mut [(u32, u32)], open: &mut Vec<u32>, in_object: &mut Vec<bool>, at: usize) {
-    in_object.pop();
-    if let Some(slot) = open.pop()
-        && slot != UNRECORDED
-    {
-        pairs[slot as usize].1 = at as u32;
-    }
-}
-
-#[inline]
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(at) {
-        at += 1;
-    }
-    at
-}
-
-/// Past a key and its colon, where its value starts: `at` must open the key's string.
-#[inline]
-fn after_key(bytes: &[u8], at: usize) -> Option<usize> {
-    if bytes.get(at) != Some(&b'"') {
-        return None;
-    }
-    let end = string_end(bytes, at + 1)?;
-    // Compact JSON (what the API server sends): the colon right after the key.
-    let colon = if bytes.get(end) == Some(&b':') {
-        end
-    } else {
-        skip_whitespace(bytes, end)
+    let mut index = Index::new(bytes.len(), max_depth);
+    let mut strings = Strings::default();
+    let mut grammar = Grammar {
+        expect: state::VALUE,
+        after_value: state::END,
     };
-    (bytes.get(colon) == Some(&b':')).then(|| skip_whitespace(bytes, colon + 1))
+    let mut blocks = bytes.chunks_exact(BLOCK);
+    for (n, block) in blocks.by_ref().enumerate() {
+        let block: &[u8; BLOCK] = block.try_into().ok()?;
+        let base = n * BLOCK;
+        let marks = strings.marks(bytes, base, block)?;
+        grammar.steps(bytes, base, block, marks, &mut index)?;
+    }
+    let rest = blocks.remainder();
+    if !rest.is_empty() {
+        // White space after the end changes nothing.
+        let mut padded = [b' '; BLOCK];
+        padded[..rest.len()].copy_from_slice(rest);
+        let base = bytes.len() - rest.len();
+        let marks = strings.marks(bytes, base, &padded)?;
+        grammar.steps(bytes, base, &padded, marks, &mut index)?;
+    }
+    (!strings.in_string && grammar.expect == state::END).then(|| index.into_brackets())
 }
 
-/// The end (exclusive) of the string whose content starts at `i`, checked: no control
-/// character, every escape one of JSON's. Eight bytes at a time until a quote, a backslash
-/// or a control character.
-#[inline(always)]
-fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
-    loop {
-        while let Some(word) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-            let x = u64::from_le_bytes(*word);
-            let marks = string_stops(x);
-            if marks != 0 {
-                i += (marks.trailing_zeros() / 8) as usize;
-                break;
-            }
-            i += 8;
+/// The first stage, block by block: where strings lie, their contents checked, and the bytes
+/// that matter to the grammar. Holds what one block leaves to the next.
+#[derive(Default)]
+struct Strings {
+    /// The next block's first byte is escaped.
+    escaped: bool,
+    /// The next block starts inside a string.
+    in_string: bool,
+    /// The block ended on a byte of a scalar (a number or a literal), which goes on.
+    scalar: bool,
+}
+
+impl Strings {
+    /// The bytes of the block at `base` that matter to the grammar: brackets, colons and
+    /// commas outside strings, the quotes that open strings, the first bytes of scalars.
+    /// `None` when a string in it holds a control character or an escape that is not JSON's.
+    #[inline]
+    fn marks(&mut self, bytes: &[u8], base: usize, block: &[u8; BLOCK]) -> Option<u64> {
+        let classes = classify(block);
+        let escaped = escaped(classes.backslash, &mut self.escaped);
+        let quotes = classes.quote & !escaped;
+        let in_string = prefix_xor(quotes) ^ if self.in_string { u64::MAX } else { 0 };
+        self.in_string = in_string >> 63 == 1;
+        // An escape outside a string follows a stray backslash, which is refused as a scalar.
+        if classes.control & in_string != 0 {
+            return None;
         }
-        match *bytes.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => match *bytes.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' => {
-                    let hex = bytes.get(i + 2..i + 6)?;
-                    if !hex.iter().all(u8::is_ascii_hexdigit) {
-                        return None;
-                    }
-                    i += 6;
+        // `\"` and `\\` are the common escapes (a `last-applied-configuration` annotation
+        // holds one every few bytes): only the others are looked at one by one.
+        let mut escapes = escaped & in_string & !(classes.quote | classes.backslash);
+        while escapes != 0 {
+            let at = base + escapes.trailing_zeros() as usize;
+            escapes &= escapes - 1;
+            if !escape_is_valid(bytes, at) {
+                return None;
+            }
+        }
+        let scalar = !(classes.structural | classes.whitespace | classes.quote | in_string);
+        let scalar_starts = scalar & !(scalar << 1 | u64::from(self.scalar));
+        self.scalar = scalar >> 63 == 1;
+        Some((classes.structural & !in_string) | (quotes & in_string) | scalar_starts)
+    }
+}
+
+/// The grammar's states (what the next byte that matters may be), and the other outcomes of
+/// a transition, as small numbers for the table.
+mod state {
+    /// A value (after a colon, a comma in a list, or at the start).
+    pub const VALUE: u8 = 0;
+    /// A value or `]` (just after `[`).
+    pub const VALUE_OR_CLOSE: u8 = 1;
+    /// A key (after a comma in an object).
+    pub const KEY: u8 = 2;
+    /// A key or `}` (just after `{`).
+    pub const KEY_OR_CLOSE: u8 = 3;
+    pub const COLON: u8 = 4;
+    /// A comma or `}`.
+    pub const NEXT_IN_OBJECT: u8 = 5;
+    /// A comma or `]`.
+    pub const NEXT_IN_LIST: u8 = 6;
+    /// Nothing: the one value is complete.
+    pub const END: u8 = 7;
+    /// Outcomes: a string value is complete; an object or a list opens; the innermost
+    /// container closes; a scalar starts; not JSON.
+    pub const STRING_VALUE: u8 = 8;
+    pub const OPEN_OBJECT: u8 = 9;
+    pub const OPEN_LIST: u8 = 10;
+    pub const CLOSE: u8 = 11;
+    pub const SCALAR: u8 = 12;
+    pub const REFUSED: u8 = 13;
+}
+
+/// The kinds of bytes that matter: a quote, `{`, `[`, `}`, `]`, `:`, `,`, anything else (the
+/// first byte of a scalar).
+const KINDS: usize = 8;
+const fn kind(byte: u8) -> usize {
+    match byte {
+        b'"' => 0,
+        b'{' => 1,
+        b'[' => 2,
+        b'}' => 3,
+        b']' => 4,
+        b':' => 5,
+        b',' => 6,
+        _ => 7,
+    }
+}
+const KIND: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = kind(byte as u8) as u8;
+        byte += 1;
+    }
+    table
+};
+
+/// `TRANSITION[state][kind]`: the next state, or an outcome that needs more than a new state.
+const TRANSITION: [[u8; KINDS]; 8] = {
+    use state::*;
+    let value = [
+        STRING_VALUE,
+        OPEN_OBJECT,
+        OPEN_LIST,
+        REFUSED,
+        REFUSED,
+        REFUSED,
+        REFUSED,
+        SCALAR,
+    ];
+    let mut value_or_close = value;
+    value_or_close[kind(b']')] = CLOSE;
+    let mut key = [REFUSED; KINDS];
+    key[kind(b'"')] = COLON;
+    let mut key_or_close = key;
+    key_or_close[kind(b'}')] = CLOSE;
+    let mut colon = [REFUSED; KINDS];
+    colon[kind(b':')] = VALUE;
+    let mut next_in_object = [REFUSED; KINDS];
+    next_in_object[kind(b',')] = KEY;
+    next_in_object[kind(b'}')] = CLOSE;
+    let mut next_in_list = [REFUSED; KINDS];
+    next_in_list[kind(b',')] = VALUE;
+    next_in_list[kind(b']')] = CLOSE;
+    [
+        value,
+        value_or_close,
+        key,
+        key_or_close,
+        colon,
+        next_in_object,
+        next_in_list,
+        [REFUSED; KINDS],
+    ]
+};
+
+/// The second stage: JSON's grammar, stepped from one byte that matters to the next.
+struct Grammar {
+    expect: u8,
+    /// The state once a value completes here: a comma or the close of the innermost
+    /// container, or the end.
+    after_value: u8,
+}
+
+impl Grammar {
+    /// Steps over the bytes of `marks` in the block at `base`.
+    #[inline]
+    fn steps(
+        &mut self,
+        bytes: &[u8],
+        base: usize,
+        block: &[u8; BLOCK],
+        mut marks: u64,
+        index: &mut Index,
+    ) -> Option<()> {
+        // In registers for the block, not behind `self`.
+        let mut expect = self.expect;
+        let mut after_value = self.after_value;
+        while marks != 0 {
+            let at = marks.trailing_zeros() as usize & (BLOCK - 1);
+            marks &= marks - 1;
+            let next = TRANSITION[expect as usize & 7][KIND[block[at] as usize] as usize];
+            // Keys, colons, commas and string values: only the state changes.
+            if next < state::STRING_VALUE {
+                expect = next;
+                continue;
+            }
+            expect = match next {
+                state::STRING_VALUE => after_value,
+                state::OPEN_OBJECT => {
+                    index.open(base + at, true)?;
+                    after_value = state::NEXT_IN_OBJECT;
+                    state::KEY_OR_CLOSE
+                }
+                state::OPEN_LIST => {
+                    index.open(base + at, false)?;
+                    after_value = state::NEXT_IN_LIST;
+                    state::VALUE_OR_CLOSE
+                }
+                state::CLOSE => {
+                    after_value = match index.close(base + at) {
+                        Some(true) => state::NEXT_IN_OBJECT,
+                        Some(false) => state::NEXT_IN_LIST,
+                        None => state::END,
+                    };
+                    after_value
+                }
+                state::SCALAR => {
+                    scalar_end(bytes, base + at)?;
+                    after_value
                 }
                 _ => return None,
-            },
-            0x00..=0x1f => return None,
-            _ => i += 1,
+            };
         }
+        self.expect = expect;
+        self.after_value = after_value;
+        Some(())
+    }
+}
+
+/// The containers open at a point of the text, and the index of those seen so far.
+struct Index {
+    max_depth: usize,
+    /// At most this many containers are recorded (the bound of [`Brackets`]).
+    limit: usize,
+    pairs: Vec<(u32, u32)>,
+    recorded_until: usize,
+    /// The open containers: their place in `pairs` (or UNRECORDED), and whether each is an
+    /// object.
+    open: Vec<(u32, bool)>,
+}
+
+impl Index {
+    fn new(len: usize, max_depth: usize) -> Self {
+        let limit = len / BYTES_PER_ENTRY + ALWAYS_RECORDED;
+        Self {
+            max_depth,
+            limit,
+            pairs: Vec::with_capacity(limit.min(len / 32 + 8)),
+            recorded_until: len,
+            open: Vec::new(),
+        }
+    }
+
+    /// A container opens at `at`; `None` past the depth bound.
+    #[inline]
+    fn open(&mut self, at: usize, is_object: bool) -> Option<()> {
+        if self.open.len() >= self.max_depth {
+            return None;
+        }
+        let slot = if self.pairs.len() < self.limit {
+            self.pairs.push((at as u32, UNRECORDED));
+            (self.pairs.len() - 1) as u32
+        } else {
+            self.recorded_until = self.recorded_until.min(at);
+            UNRECORDED
+        };
+        self.open.push((slot, is_object));
+        Some(())
+    }
+
+    /// The innermost container closes at `at`: whether the one now innermost is an object
+    /// (`None` when none is open).
+    #[inline]
+    fn close(&mut self, at: usize) -> Option<bool> {
+        if let Some((slot, _)) = self.open.pop()
+            && slot != UNRECORDED
+        {
+            self.pairs[slot as usize].1 = at as u32;
+        }
+        self.open.last().map(|&(_, is_object)| is_object)
+    }
+
+    fn into_brackets(self) -> Brackets {
+        Brackets::from_pairs(self.pairs, self.recorded_until as u32)
+    }
+}
+
+/// Checks the scalar that starts at `at`: a number or a literal that runs up to the next
+/// byte that matters (white space, structure, a quote, or the end).
+#[inline]
+fn scalar_end(bytes: &[u8], at: usize) -> Option<()> {
+    let end = match *bytes.get(at)? {
+        b't' => literal_end(bytes, at, b"true")?,
+        b'f' => literal_end(bytes, at, b"false")?,
+        b'n' => literal_end(bytes, at, b"null")?,
+        b'-' | b'0'..=b'9' => number_end(bytes, at)?,
+        _ => return None,
+    };
+    match bytes.get(end) {
+        None
+        | Some(b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'[' | b']' | b':' | b',' | b'"') => {
+            Some(())
+        }
+        Some(_) => None,
+    }
+}
+
+/// Whether the escape whose letter is at `at` (just past its backslash) is one of JSON's.
+#[inline]
+fn escape_is_valid(bytes: &[u8], at: usize) -> bool {
+    match bytes.get(at) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => true,
+        Some(b'u') => bytes
+            .get(at + 1..at + 5)
+            .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)),
+        _ => false,
     }
 }
 

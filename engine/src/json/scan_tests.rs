@@ -108,10 +108,53 @@ fn a_part_past_the_bound_is_left_to_be_indexed_on_need() {
     assert_eq!(all.within(last, last + 2), None);
 }
 
+/// Texts whose every byte that matters lands, at one shift or another, on each place of a
+/// 64-byte block and across the boundary between two: judged as serde_json judges them.
+#[test]
+fn every_shift_across_block_boundaries_is_judged_as_serde_json_judges_it() {
+    let snippets = [
+        r#"["abc\\", "\"", "x\\\"y", 12345, -0.5e-7, true, false, null]"#,
+        r#"{"k\u00e9y": {"l": [[], {}, ""]}, "m": "\\"}"#,
+        r#"["\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\"]"#,
+        r#"["a\"]"#,
+        r#"["a\u12"]"#,
+        r#"[12345678901234567890123456789012345678901234567890123456789012345678901234567890x]"#,
+        r#"[truex]"#,
+        r#"["tab	in a string"]"#,
+        r#"[1 2]"#,
+        r#"{"a" "b"}"#,
+        r#"["unclosed]"#,
+    ];
+    for snippet in snippets {
+        for shift in 0..=130 {
+            for pad in [" ", "\n"] {
+                let text = format!("{}{snippet}{}", pad.repeat(shift), pad.repeat(shift % 7));
+                assert_eq!(
+                    scan_any(&text).is_some(),
+                    serde_accepts(&text),
+                    "shift {shift}: {text:?}"
+                );
+                if let Some(brackets) = scan_any(&text) {
+                    assert_eq!(brackets, Brackets::of(&text), "{text:?}");
+                }
+            }
+        }
+    }
+}
+
 /// JSON documents with the strings that trip scanners: quotes, backslashes, control
 /// characters (escaped by serde_json), brackets, non-ASCII.
 fn document() -> impl Strategy<Value = Value> {
-    let text = "[a-c\"\\\\\u{1}\u{1f}{}\\[\\]:, é/]{0,6}";
+    document_with("[a-c\"\\\\\u{1}\u{1f}{}\\[\\]:, é/]{0,6}")
+}
+
+/// Documents as [`document`], with strings of up to 90 characters and runs of backslashes:
+/// strings, escapes and scalars that cross 64-byte blocks.
+fn long_document() -> impl Strategy<Value = Value> {
+    document_with("[a\"\\\\\\\\\\\\\u{1}{}\\[\\]:, é]{0,90}")
+}
+
+fn document_with(text: &'static str) -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
@@ -165,6 +208,27 @@ proptest! {
         };
         let scanned = scan_any(&text);
         prop_assert_eq!(scanned, Some(Brackets::of(&text)));
+    }
+
+    /// Long documents behind any amount of white space: accepted and indexed as
+    /// `Brackets::of` indexes them; a few edits away, judged as serde_json judges them.
+    #[test]
+    fn long_json_at_any_shift_is_judged_as_serde_json_judges_it(
+        document in long_document(),
+        pretty in any::<bool>(),
+        shift in prop::collection::vec(prop::sample::select(b" \n\t\r".to_vec()), 0..130),
+        edits in prop::collection::vec(edit(), 0..3),
+    ) {
+        let body = if pretty {
+            serde_json::to_string_pretty(&document).unwrap()
+        } else {
+            serde_json::to_string(&document).unwrap()
+        };
+        let text = format!("{}{body}", String::from_utf8(shift).unwrap());
+        prop_assert_eq!(scan_any(&text), Some(Brackets::of(&text)));
+        if let Some(edited) = apply(&text, &edits) {
+            prop_assert_eq!(scan_any(&edited).is_some(), serde_accepts(&edited), "{:?}", edited);
+        }
     }
 
     /// Text a few edits away from JSON: accepted exactly when serde_json accepts it.

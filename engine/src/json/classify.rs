@@ -1,0 +1,210 @@
+//! The first stage of [`super::scan`]: what each byte of a 64-byte block is, as bit masks
+//! (bit `i` for byte `i`), and which bytes lie inside strings.
+//!
+//! Sixty-four bytes are classified with a few vector compares where the target has SSE2 (every
+//! x86_64), byte by byte elsewhere; both give the same masks (tested). Which quotes open and
+//! close strings then follows from the masks alone, with a carry from block to block (the
+//! technique of simdjson, Langdale & Lemire 2019): a quote preceded by an odd run of
+//! backslashes is escaped, and the bytes between an opening and a closing quote are the
+//! prefix XOR of the other quotes.
+
+/// Bytes per block.
+pub(super) const BLOCK: usize = 64;
+
+/// What the bytes of one block are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Classes {
+    pub quote: u64,
+    pub backslash: u64,
+    /// Below 0x20 (none may stand unescaped in a string).
+    pub control: u64,
+    /// `{ } [ ] : ,`
+    pub structural: u64,
+    /// Space, tab, line feed, carriage return.
+    pub whitespace: u64,
+}
+
+/// Classifies one block.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+pub(super) fn classify(block: &[u8; BLOCK]) -> Classes {
+    // SAFETY: `classify_sse2` asks only that the CPU have SSE2; this is compiled only where
+    // SSE2 is enabled for the whole program (every x86_64 target). It reads no memory through
+    // a pointer.
+    unsafe { classify_sse2(block) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn classify_sse2(block: &[u8; BLOCK]) -> Classes {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
+        _mm_set1_epi8,
+    };
+    // The loads go through two u64 halves: no pointer, so nothing here can read out of bounds.
+    let splat = |b: u8| _mm_set1_epi8(b as i8);
+    let quote = splat(b'"');
+    let backslash = splat(b'\\');
+    let last_control = splat(0x1f);
+    let open_brace = splat(b'{');
+    let close_brace = splat(b'}');
+    let fold = splat(0x20);
+    let colon = splat(b':');
+    let comma = splat(b',');
+    let space = splat(b' ');
+    let tab = splat(b'\t');
+    let line_feed = splat(b'\n');
+    let carriage_return = splat(b'\r');
+    let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
+    let mut classes = Classes::default();
+    for (lane, chunk) in block.chunks_exact(16).enumerate() {
+        let half = |from: usize| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&chunk[from..from + 8]);
+            i64::from_le_bytes(word)
+        };
+        let v = _mm_set_epi64x(half(8), half(0));
+        let shift = 16 * lane as u32;
+        classes.quote |= mask(_mm_cmpeq_epi8(v, quote)) << shift;
+        classes.backslash |= mask(_mm_cmpeq_epi8(v, backslash)) << shift;
+        classes.control |= mask(_mm_cmpeq_epi8(_mm_min_epu8(v, last_control), v)) << shift;
+        // `[` and `]` are `{` and `}` without the 0x20 bit.
+        let folded = _mm_or_si128(v, fold);
+        let brackets = _mm_or_si128(
+            _mm_cmpeq_epi8(folded, open_brace),
+            _mm_cmpeq_epi8(folded, close_brace),
+        );
+        let separators = _mm_or_si128(_mm_cmpeq_epi8(v, colon), _mm_cmpeq_epi8(v, comma));
+        classes.structural |= mask(_mm_or_si128(brackets, separators)) << shift;
+        let blank = _mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab));
+        let newline = _mm_or_si128(
+            _mm_cmpeq_epi8(v, line_feed),
+            _mm_cmpeq_epi8(v, carriage_return),
+        );
+        classes.whitespace |= mask(_mm_or_si128(blank, newline)) << shift;
+    }
+    classes
+}
+
+/// Classifies one block (byte by byte, where no vector unit is assumed).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+pub(super) fn classify(block: &[u8; BLOCK]) -> Classes {
+    classify_bytes(block)
+}
+
+/// Classifies one block byte by byte: the portable classifier, and the one the vector
+/// classifier is tested against.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+pub(super) fn classify_bytes(block: &[u8; BLOCK]) -> Classes {
+    let mut classes = Classes::default();
+    for (i, &b) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match b {
+            b'"' => classes.quote |= bit,
+            b'\\' => classes.backslash |= bit,
+            b'{' | b'}' | b'[' | b']' | b':' | b',' => classes.structural |= bit,
+            _ => {}
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            classes.whitespace |= bit;
+        }
+        if b < 0x20 {
+            classes.control |= bit;
+        }
+    }
+    classes
+}
+
+/// The bytes escaped by a backslash (the byte after each backslash that is not itself
+/// escaped). `carry` says whether the block's first byte is escaped (the last block ended on
+/// an escaping backslash), and is set for the next block.
+///
+/// Without a branch per backslash (simdjson's method): in a run of backslashes every other one
+/// escapes, starting with the first; adding the odd-placed starts of runs to the backslashes
+/// carries out of each run, which tells apart the runs that start on an odd byte.
+#[inline]
+pub(super) fn escaped(backslash: u64, carry: &mut bool) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let before = u64::from(*carry);
+    // A backslash escaped by the last block's escapes nothing.
+    let backslash = backslash & !before;
+    let follows_backslash = backslash << 1 | before;
+    let odd_starts = backslash & !EVEN & !follows_backslash;
+    let (runs_from_even, overflowed) = odd_starts.overflowing_add(backslash);
+    *carry = overflowed;
+    (EVEN ^ (runs_from_even << 1)) & follows_backslash
+}
+
+/// Bit `i` set when an odd number of bits `0..=i` of `x` are set: with `x` the unescaped
+/// quotes, the bytes from each opening quote up to (not including) its closing quote.
+#[inline]
+pub(super) fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The escaped bytes by the definition: walking the text, each backslash not escaped
+    /// escapes the byte after it.
+    fn escaped_by_walking(bytes: &[u8]) -> Vec<bool> {
+        let mut escaped = vec![false; bytes.len() + 1];
+        for i in 0..bytes.len() {
+            if bytes[i] == b'\\' && !escaped[i] {
+                escaped[i + 1] = true;
+            }
+        }
+        escaped
+    }
+
+    #[test]
+    fn prefix_xor_spans_from_each_opening_quote() {
+        assert_eq!(prefix_xor(0), 0);
+        assert_eq!(prefix_xor(0b1), u64::MAX);
+        assert_eq!(prefix_xor(0b1001), 0b0111);
+        assert_eq!(prefix_xor(1 << 63), 1 << 63);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        /// The vector classifier and the byte-by-byte one agree on every block.
+        #[test]
+        fn classifiers_agree(block in prop::array::uniform32(any::<u8>()),
+                             tail in prop::array::uniform32(
+                                 prop::sample::select(b"\"\\{}[]:, \t\n\r\x00\x1f\x20\x7b\x7d\x5b\x5d\xff\x80a".to_vec()))) {
+            let mut whole = [0u8; BLOCK];
+            whole[..32].copy_from_slice(&block);
+            whole[32..].copy_from_slice(&tail);
+            prop_assert_eq!(classify(&whole), classify_bytes(&whole));
+        }
+
+        /// Escapes found block by block with the carry are the escapes of the whole text.
+        #[test]
+        fn escapes_carry_across_blocks(text in prop::collection::vec(
+            prop::sample::select(b"\\\\\\a\"".to_vec()), 0..300)) {
+            let expected = escaped_by_walking(&text);
+            let mut carry = false;
+            for (n, block) in text.chunks(BLOCK).enumerate() {
+                let mut padded = [b' '; BLOCK];
+                padded[..block.len()].copy_from_slice(block);
+                let found = escaped(classify_bytes(&padded).backslash, &mut carry);
+                for (i, _) in block.iter().enumerate() {
+                    prop_assert_eq!(found >> i & 1 == 1, expected[n * BLOCK + i], "byte {}", n * BLOCK + i);
+                }
+            }
+            prop_assert_eq!(carry, expected[text.len()] && text.len() % BLOCK == 0 && !text.is_empty());
+        }
+    }
+}
