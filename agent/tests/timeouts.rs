@@ -114,6 +114,49 @@ fn a_timed_out_request_is_answered_500_and_recorded_as_nothing_else() {
     assert_eq!(records, 0, "a timed-out request is never exported");
 }
 
+/// Decisions run on a few threads: more slow requests at once than there are threads leaves
+/// some waiting for one, and the write timeout answers for those too.
+#[test]
+fn requests_waiting_for_a_decision_thread_are_answered_by_the_write_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = offline(dir.path(), &["--write-timeout", "1ms"]);
+    let threads: usize = agent
+        .logs()
+        .iter()
+        .find(|l| l.contains("\"message\":\"listening\""))
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|l| l["decision_threads"].as_u64())
+        .expect("the listening line names the decision threads") as usize;
+    let callers = 3 * threads;
+    let url = format!("{}/validate", agent.base);
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..callers)
+            .map(|n| {
+                let url = &url;
+                scope.spawn(move || {
+                    post(
+                        &plain_client(),
+                        url,
+                        &big_review(&format!("queued-{n}"), 200_000),
+                    )
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for (n, (code, body)) in answers.iter().enumerate() {
+        assert_eq!(*code, 500, "{body}");
+        assert_eq!(body["response"]["uid"], format!("queued-{n}"), "{body}");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let text = metrics(&agent);
+    let timeouts = format!(
+        "drift_sentinel_admission_requests_total{{namespace=\"\",resource=\"\",result=\"timeout\"}} {callers}"
+    );
+    assert!(text.contains(&timeouts), "{text}");
+    assert!(!text.contains("result=\"denied\""), "{text}");
+}
+
 #[test]
 fn health_answers_quickly_while_decisions_run() {
     let dir = tempfile::tempdir().unwrap();

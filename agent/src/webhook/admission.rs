@@ -4,9 +4,11 @@
 //!
 //! Decisions run on the decision threads ([`crate::decisions`]), never on the async workers
 //! that also answer `/healthz` and `/readyz` (reference §6: those answer within 100 ms whatever
-//! the decision load), under the write timeout for every body size (reference §5). When the timeout wins, the API server is told
-//! 500 and nothing is recorded as a decision: the late evaluation finds its request abandoned
-//! and records nothing, so log, metrics (`result="timeout"`) and export agree with the answer.
+//! the decision load), under the write timeout for every body size and however long a request
+//! waited for a thread (reference §5). When the timeout wins, the API server is told 500 and
+//! nothing is recorded as a decision: the late evaluation finds its request abandoned and
+//! records nothing (one still waiting for a thread is not evaluated at all), so log, metrics
+//! (`result="timeout"`) and export agree with the answer.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU8, Ordering};

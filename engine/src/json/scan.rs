@@ -72,12 +72,12 @@ impl Strings {
         let quotes = classes.quote & !escaped;
         let in_string = prefix_xor(quotes) ^ if self.in_string { u64::MAX } else { 0 };
         self.in_string = in_string >> 63 == 1;
-        // An escape outside a string follows a stray backslash, which is refused as a scalar.
         if classes.control & in_string != 0 {
             return None;
         }
         // `\"` and `\\` are the common escapes (a `last-applied-configuration` annotation
-        // holds one every few bytes): only the others are looked at one by one.
+        // holds one every few bytes): only the others are looked at one by one. (An escape
+        // outside a string follows a stray backslash, which is refused below as a scalar.)
         let mut escapes = escaped & in_string & !(classes.quote | classes.backslash);
         while escapes != 0 {
             let at = base + escapes.trailing_zeros() as usize;
