@@ -8,17 +8,40 @@
 //! `docs/operations.md`). Here a request waits in the queue instead, and the write timeout
 //! still answers for it (`webhook::admission`); one that waited past it is never worked on.
 
+use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 type Job = Box<dyn FnOnce() + Send>;
 
 /// A fixed pool of decision threads; dropping it lets them end once the queue is empty.
 pub struct DecisionPool {
-    jobs: Sender<Job>,
+    queue: Arc<Queue>,
     threads: usize,
+}
+
+/// The jobs waiting, and the threads waiting for one. A job wakes one idle thread (a
+/// channel behind a mutex, as before, woke every idle thread for each job: one waited in
+/// `recv`, the others on the mutex it then released — a context switch per call for
+/// nothing, most of what a call cost at a low rate).
+struct Queue {
+    waiting: Mutex<Waiting>,
+    job_ready: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    jobs: VecDeque<Job>,
+    /// The pool was dropped: the threads end once `jobs` is empty.
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        // A job never runs under the lock, so a poisoned lock holds a consistent queue.
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl DecisionPool {
@@ -30,18 +53,22 @@ impl DecisionPool {
     }
 
     pub fn new(threads: usize) -> std::io::Result<Self> {
-        let (sender, receiver) = channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
+        let queue = Arc::new(Queue {
+            waiting: Mutex::new(Waiting::default()),
+            job_ready: Condvar::new(),
+        });
+        let pool = Self {
+            queue: queue.clone(),
+            threads,
+        };
         for n in 0..threads {
-            let receiver = receiver.clone();
+            let queue = queue.clone();
+            // On an error `pool` is dropped, which ends the threads already started.
             std::thread::Builder::new()
                 .name(format!("drift-decide-{n}"))
-                .spawn(move || work(&receiver))?;
+                .spawn(move || work(&queue))?;
         }
-        Ok(Self {
-            jobs: sender,
-            threads,
-        })
+        Ok(pool)
     }
 
     pub fn threads(&self) -> usize {
@@ -57,26 +84,37 @@ impl DecisionPool {
         let job: Job = Box::new(move || {
             let _ = answer.send(guarded(decide));
         });
-        if self.jobs.send(job).is_err() {
-            return Err("the decision threads have stopped".into());
-        }
+        self.queue.lock().jobs.push_back(job);
+        self.queue.job_ready.notify_one();
         answered
             .await
             .unwrap_or_else(|_| Err("the decision thread stopped".into()))
     }
 }
 
-/// One decision thread: takes the next job until the pool is dropped.
-fn work(receiver: &Mutex<Receiver<Job>>) {
+impl Drop for DecisionPool {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.job_ready.notify_all();
+    }
+}
+
+/// One decision thread: takes the next job until the pool is dropped and the queue is empty.
+fn work(queue: &Queue) {
+    let mut waiting = queue.lock();
     loop {
-        // The lock is held only while waiting for a job, never while running one.
-        let job = receiver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .recv();
-        match job {
-            Ok(job) => job(),
-            Err(_) => return,
+        if let Some(job) = waiting.jobs.pop_front() {
+            // Never run a job under the lock.
+            drop(waiting);
+            job();
+            waiting = queue.lock();
+        } else if waiting.closed {
+            return;
+        } else {
+            waiting = queue
+                .job_ready
+                .wait(waiting)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
@@ -111,6 +149,23 @@ mod tests {
         // The thread that caught the panic goes on deciding.
         for n in 0..4 {
             assert_eq!(pool.run(move || n).await, Ok(n));
+        }
+    }
+
+    #[tokio::test]
+    async fn dropping_the_pool_ends_its_threads() {
+        let pool = DecisionPool::new(3).unwrap();
+        assert_eq!(pool.run(|| 1).await, Ok(1));
+        // Each thread holds the queue while it runs.
+        let queue = Arc::downgrade(&pool.queue);
+        drop(pool);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while queue.upgrade().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the decision threads did not end"
+            );
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
