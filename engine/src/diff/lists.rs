@@ -417,12 +417,13 @@ fn same_keys_by_position<'a, N: Node<'a>, I: Iterator<Item = N>>(
     new: I,
 ) -> bool {
     match key {
-        MergeKey::Field(name) => old
-            .zip(new)
-            .all(|(a, b)| a.get(name).and_then(N::as_str) == b.get(name).and_then(N::as_str)),
+        // Elements of the same text hold the same key: most are not read at all.
+        MergeKey::Field(name) => old.zip(new).all(|(a, b)| {
+            a.identical(b) || a.get(name).and_then(N::as_str) == b.get(name).and_then(N::as_str)
+        }),
         MergeKey::Port(name) => old
             .zip(new)
-            .all(|(a, b)| port_key(a, name) == port_key(b, name)),
+            .all(|(a, b)| a.identical(b) || port_key(a, name) == port_key(b, name)),
     }
 }
 
