@@ -27,8 +27,7 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     let mut index = Index::new(bytes.len(), max_depth);
     let mut strings = Strings::default();
     let mut grammar = Grammar {
-        expect: state::VALUE,
-        after_value: state::END,
+        expect: state::VALUE_AT_TOP,
     };
     let mut blocks = bytes.chunks_exact(BLOCK);
     for (n, block) in blocks.by_ref().enumerate() {
@@ -94,31 +93,39 @@ impl Strings {
 }
 
 /// The grammar's states (what the next byte that matters may be), and the other outcomes of
-/// a transition, as small numbers for the table.
+/// a transition, as small numbers for the table. A value's state says where it stands, so
+/// that a string value — a third of the bytes that matter — is one step of the table.
 mod state {
-    /// A value (after a colon, a comma in a list, or at the start).
-    pub const VALUE: u8 = 0;
+    /// A value after a colon.
+    pub const VALUE_IN_OBJECT: u8 = 0;
+    /// A value after a comma in a list.
+    pub const VALUE_IN_LIST: u8 = 1;
     /// A value or `]` (just after `[`).
-    pub const VALUE_OR_CLOSE: u8 = 1;
+    pub const VALUE_OR_CLOSE: u8 = 2;
+    /// The one value of the text.
+    pub const VALUE_AT_TOP: u8 = 3;
     /// A key (after a comma in an object).
-    pub const KEY: u8 = 2;
+    pub const KEY: u8 = 4;
     /// A key or `}` (just after `{`).
-    pub const KEY_OR_CLOSE: u8 = 3;
-    pub const COLON: u8 = 4;
+    pub const KEY_OR_CLOSE: u8 = 5;
+    pub const COLON: u8 = 6;
     /// A comma or `}`.
-    pub const NEXT_IN_OBJECT: u8 = 5;
+    pub const NEXT_IN_OBJECT: u8 = 7;
     /// A comma or `]`.
-    pub const NEXT_IN_LIST: u8 = 6;
+    pub const NEXT_IN_LIST: u8 = 8;
     /// Nothing: the one value is complete.
-    pub const END: u8 = 7;
-    /// Outcomes: a string value is complete; an object or a list opens; the innermost
-    /// container closes; a scalar starts; not JSON.
-    pub const STRING_VALUE: u8 = 8;
-    pub const OPEN_OBJECT: u8 = 9;
-    pub const OPEN_LIST: u8 = 10;
-    pub const CLOSE: u8 = 11;
-    pub const SCALAR: u8 = 12;
-    pub const REFUSED: u8 = 13;
+    pub const END: u8 = 9;
+    /// How many states there are; what the table gives from here on are outcomes that need
+    /// more than a new state: an object or a list opens; the innermost container closes; a
+    /// scalar starts in an object, in a list, or as the one value; not JSON.
+    pub const STATES: u8 = 10;
+    pub const OPEN_OBJECT: u8 = 10;
+    pub const OPEN_LIST: u8 = 11;
+    pub const CLOSE: u8 = 12;
+    pub const SCALAR_IN_OBJECT: u8 = 13;
+    pub const SCALAR_IN_LIST: u8 = 14;
+    pub const SCALAR_AT_TOP: u8 = 15;
+    pub const REFUSED: u8 = 16;
 }
 
 /// The kinds of bytes that matter: a quote, `{`, `[`, `}`, `]`, `:`, `,`, anything else (the
@@ -146,51 +153,42 @@ const KIND: [u8; 256] = {
     table
 };
 
+/// Rows of [`TRANSITION`]: the states, padded to a power of two so that indexing needs no
+/// bounds check.
+const ROWS: usize = 16;
+
 /// `TRANSITION[state][kind]`: the next state, or an outcome that needs more than a new state.
-const TRANSITION: [[u8; KINDS]; 8] = {
+const TRANSITION: [[u8; KINDS]; ROWS] = {
     use state::*;
-    let value = [
-        STRING_VALUE,
-        OPEN_OBJECT,
-        OPEN_LIST,
-        REFUSED,
-        REFUSED,
-        REFUSED,
-        REFUSED,
-        SCALAR,
-    ];
-    let mut value_or_close = value;
-    value_or_close[kind(b']')] = CLOSE;
-    let mut key = [REFUSED; KINDS];
-    key[kind(b'"')] = COLON;
-    let mut key_or_close = key;
-    key_or_close[kind(b'}')] = CLOSE;
-    let mut colon = [REFUSED; KINDS];
-    colon[kind(b':')] = VALUE;
-    let mut next_in_object = [REFUSED; KINDS];
-    next_in_object[kind(b',')] = KEY;
-    next_in_object[kind(b'}')] = CLOSE;
-    let mut next_in_list = [REFUSED; KINDS];
-    next_in_list[kind(b',')] = VALUE;
-    next_in_list[kind(b']')] = CLOSE;
-    [
-        value,
-        value_or_close,
-        key,
-        key_or_close,
-        colon,
-        next_in_object,
-        next_in_list,
-        [REFUSED; KINDS],
-    ]
+    /// A value that, once complete, is followed by `then` (a string is complete at once).
+    const fn value(then: u8, scalar: u8) -> [u8; KINDS] {
+        let mut row = [REFUSED; KINDS];
+        row[kind(b'"')] = then;
+        row[kind(b'{')] = OPEN_OBJECT;
+        row[kind(b'[')] = OPEN_LIST;
+        row[kind(b'a')] = scalar;
+        row
+    }
+    let mut table = [[REFUSED; KINDS]; ROWS];
+    table[VALUE_IN_OBJECT as usize] = value(NEXT_IN_OBJECT, SCALAR_IN_OBJECT);
+    table[VALUE_IN_LIST as usize] = value(NEXT_IN_LIST, SCALAR_IN_LIST);
+    table[VALUE_OR_CLOSE as usize] = value(NEXT_IN_LIST, SCALAR_IN_LIST);
+    table[VALUE_OR_CLOSE as usize][kind(b']')] = CLOSE;
+    table[VALUE_AT_TOP as usize] = value(END, SCALAR_AT_TOP);
+    table[KEY as usize][kind(b'"')] = COLON;
+    table[KEY_OR_CLOSE as usize][kind(b'"')] = COLON;
+    table[KEY_OR_CLOSE as usize][kind(b'}')] = CLOSE;
+    table[COLON as usize][kind(b':')] = VALUE_IN_OBJECT;
+    table[NEXT_IN_OBJECT as usize][kind(b',')] = KEY;
+    table[NEXT_IN_OBJECT as usize][kind(b'}')] = CLOSE;
+    table[NEXT_IN_LIST as usize][kind(b',')] = VALUE_IN_LIST;
+    table[NEXT_IN_LIST as usize][kind(b']')] = CLOSE;
+    table
 };
 
 /// The second stage: JSON's grammar, stepped from one byte that matters to the next.
 struct Grammar {
     expect: u8,
-    /// The state once a value completes here: a comma or the close of the innermost
-    /// container, or the end.
-    after_value: u8,
 }
 
 impl Grammar {
@@ -204,47 +202,47 @@ impl Grammar {
         mut marks: u64,
         index: &mut Index,
     ) -> Option<()> {
-        // In registers for the block, not behind `self`.
+        // In a register for the block, not behind `self`.
         let mut expect = self.expect;
-        let mut after_value = self.after_value;
         while marks != 0 {
             let at = marks.trailing_zeros() as usize & (BLOCK - 1);
             marks &= marks - 1;
-            let next = TRANSITION[expect as usize & 7][KIND[block[at] as usize] as usize];
+            let next = TRANSITION[expect as usize & (ROWS - 1)][KIND[block[at] as usize] as usize];
             // Keys, colons, commas and string values: only the state changes.
-            if next < state::STRING_VALUE {
+            if next < state::STATES {
                 expect = next;
                 continue;
             }
             expect = match next {
-                state::STRING_VALUE => after_value,
                 state::OPEN_OBJECT => {
                     index.open(base + at, true)?;
-                    after_value = state::NEXT_IN_OBJECT;
                     state::KEY_OR_CLOSE
                 }
                 state::OPEN_LIST => {
                     index.open(base + at, false)?;
-                    after_value = state::NEXT_IN_LIST;
                     state::VALUE_OR_CLOSE
                 }
-                state::CLOSE => {
-                    after_value = match index.close(base + at) {
-                        Some(true) => state::NEXT_IN_OBJECT,
-                        Some(false) => state::NEXT_IN_LIST,
-                        None => state::END,
-                    };
-                    after_value
-                }
-                state::SCALAR => {
+                state::CLOSE => match index.close(base + at) {
+                    Some(true) => state::NEXT_IN_OBJECT,
+                    Some(false) => state::NEXT_IN_LIST,
+                    None => state::END,
+                },
+                state::SCALAR_IN_OBJECT => {
                     scalar_end(bytes, base + at)?;
-                    after_value
+                    state::NEXT_IN_OBJECT
+                }
+                state::SCALAR_IN_LIST => {
+                    scalar_end(bytes, base + at)?;
+                    state::NEXT_IN_LIST
+                }
+                state::SCALAR_AT_TOP => {
+                    scalar_end(bytes, base + at)?;
+                    state::END
                 }
                 _ => return None,
             };
         }
         self.expect = expect;
-        self.after_value = after_value;
         Some(())
     }
 }
