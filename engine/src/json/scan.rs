@@ -15,7 +15,7 @@
 //! accepts (never yet seen) is only slower, never answered differently.
 
 use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED};
-use super::classify::{BLOCK, classify, escaped, prefix_xor};
+use super::classify::{BLOCK, Classifier, escaped, prefix_xor};
 
 /// Checks that `text` is one JSON value (white space around it allowed), nested at most
 /// `max_depth` levels, and indexes its containers within the bound of [`Brackets`]; `None`
@@ -25,7 +25,12 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     // Offsets are u32: the agent's bodies are at most 8 MiB.
     u32::try_from(bytes.len()).ok()?;
     let mut index = Index::new(bytes.len(), max_depth);
-    let mut strings = Strings::default();
+    let mut strings = Strings {
+        classifier: Classifier::for_this_cpu(),
+        escaped: false,
+        in_string: false,
+        scalar: false,
+    };
     let mut grammar = Grammar {
         expect: state::VALUE_AT_TOP,
     };
@@ -50,8 +55,8 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
 
 /// The first stage, block by block: where strings lie, their contents checked, and the bytes
 /// that matter to the grammar. Holds what one block leaves to the next.
-#[derive(Default)]
 struct Strings {
+    classifier: Classifier,
     /// The next block's first byte is escaped.
     escaped: bool,
     /// The next block starts inside a string.
@@ -66,7 +71,7 @@ impl Strings {
     /// `None` when a string in it holds a control character or an escape that is not JSON's.
     #[inline]
     fn marks(&mut self, bytes: &[u8], base: usize, block: &[u8; BLOCK]) -> Option<u64> {
-        let classes = classify(block);
+        let classes = self.classifier.classify(block);
         let escaped = escaped(classes.backslash, &mut self.escaped);
         let quotes = classes.quote & !escaped;
         let in_string = prefix_xor(quotes) ^ if self.in_string { u64::MAX } else { 0 };
