@@ -54,8 +54,7 @@ fn main() -> anyhow::Result<()> {
                 );
                 evaluation
                     .response(&request.uid)
-                    .into_review(parsed.version)
-                    .to_string()
+                    .encode_review(parsed.version)
             }
             "reference" => {
                 let review: Value = serde_json::from_slice(&body)?;
@@ -63,6 +62,7 @@ fn main() -> anyhow::Result<()> {
                 json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                        "response": {"uid": uid, "allowed": true}})
                 .to_string()
+                .into_bytes()
             }
             other => bail!("unknown {other}"),
         };

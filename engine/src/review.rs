@@ -571,6 +571,25 @@ impl AdmissionResponse {
             "response": self,
         })
     }
+
+    /// [`Self::into_review`] as the text of the answer, written straight from the response
+    /// (the same bytes; no document is built on the way).
+    pub fn encode_review(&self, version: ReviewVersion) -> Vec<u8> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Review<'r> {
+            api_version: &'static str,
+            kind: &'static str,
+            response: &'r AdmissionResponse,
+        }
+        let review = Review {
+            api_version: version.api_version(),
+            kind: "AdmissionReview",
+            response: self,
+        };
+        // Strings, booleans, numbers and maps of strings: nothing here can fail to serialize.
+        serde_json::to_vec(&review).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

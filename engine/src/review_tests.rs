@@ -233,3 +233,24 @@ fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
         ]
     })
 }
+
+#[test]
+fn an_encoded_review_is_the_text_of_the_review_document() {
+    let mut denied =
+        AdmissionResponse::bad_request("u-1", "spec.replicas: \"quoted\" and ünïcode\n");
+    denied.warnings = vec!["a warning".into(), "another".into()];
+    denied
+        .audit_annotations
+        .insert("drift-sentinel.k8s.io/changed".into(), "spec".into());
+    let responses = [
+        denied,
+        AdmissionResponse::internal_error("u-2", "no decision within the write timeout"),
+    ];
+    for response in responses {
+        for version in [ReviewVersion::V1, ReviewVersion::V1Beta1] {
+            let encoded = response.encode_review(version);
+            let document = response.clone().into_review(version).to_string();
+            assert_eq!(String::from_utf8(encoded).unwrap(), document);
+        }
+    }
+}

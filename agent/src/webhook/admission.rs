@@ -243,8 +243,8 @@ fn evaluate_and_record(
             tracing::warn!(uid = %parsed.uid, reason = %reason, "malformed AdmissionReview");
             count_error(shared);
             let review =
-                AdmissionResponse::bad_request(&parsed.uid, reason).into_review(parsed.version);
-            return Answer::Review(Bytes::from(review.to_string()));
+                AdmissionResponse::bad_request(&parsed.uid, reason).encode_review(parsed.version);
+            return Answer::Review(Bytes::from(review));
         }
     };
     let snapshot = shared.snapshot();
@@ -258,10 +258,11 @@ fn evaluate_and_record(
         now: std::time::SystemTime::now(),
     };
     let evaluation = evaluate(&snapshot.rules, &request, &context, Detail::Verdict);
-    let review = evaluation
-        .response(&request.uid)
-        .into_review(parsed.version);
-    let encoded = Bytes::from(review.to_string());
+    let encoded = Bytes::from(
+        evaluation
+            .response(&request.uid)
+            .encode_review(parsed.version),
+    );
     // From here on the answer is this evaluation's — unless the timeout answered first, in
     // which case nothing of it is recorded.
     if !race.decide() {
