@@ -23,8 +23,8 @@ pub struct DecisionPool {
 
 /// The jobs waiting, and the threads waiting for one. A job wakes one idle thread (a
 /// channel behind a mutex, as before, woke every idle thread for each job: one waited in
-/// `recv`, the others on the mutex it then released — a context switch per call for
-/// nothing, most of what a call cost at a low rate).
+/// `recv`, the others on the mutex it then released — 3.0 context switches of these threads
+/// per call at 50 calls/s, now 1.4; the CPU per call did not measurably change).
 struct Queue {
     waiting: Mutex<Waiting>,
     job_ready: Condvar,
