@@ -565,31 +565,32 @@ impl AdmissionResponse {
 
     /// The whole AdmissionReview document carrying this response.
     pub fn into_review(self, version: ReviewVersion) -> Value {
-        serde_json::json!({
-            "apiVersion": version.api_version(),
-            "kind": "AdmissionReview",
-            "response": self,
-        })
+        // Strings, booleans, numbers and maps of strings: nothing here can fail to serialize.
+        serde_json::to_value(self.review(version)).unwrap_or_default()
     }
 
     /// [`Self::into_review`] as the text of the answer, written straight from the response
     /// (the same bytes; no document is built on the way).
     pub fn encode_review(&self, version: ReviewVersion) -> Vec<u8> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Review<'r> {
-            api_version: &'static str,
-            kind: &'static str,
-            response: &'r AdmissionResponse,
-        }
-        let review = Review {
+        serde_json::to_vec(&self.review(version)).unwrap_or_default()
+    }
+
+    fn review(&self, version: ReviewVersion) -> Review<'_> {
+        Review {
             api_version: version.api_version(),
             kind: "AdmissionReview",
             response: self,
-        };
-        // Strings, booleans, numbers and maps of strings: nothing here can fail to serialize.
-        serde_json::to_vec(&review).unwrap_or_default()
+        }
     }
+}
+
+/// An AdmissionReview carrying a response: what the webhook answers.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Review<'r> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: &'r AdmissionResponse,
 }
 
 #[cfg(test)]
