@@ -11,6 +11,7 @@ mod cluster_source;
 mod connection_status;
 mod decisions;
 pub mod export;
+mod json_lines;
 mod kube_client;
 mod last_good;
 mod metrics;

@@ -17,10 +17,7 @@ pub enum LogTo {
 /// changes nothing.
 pub fn init_logging(level: tracing::Level, to: LogTo) {
     let logs = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
+        .event_format(crate::json_lines::JsonLines)
         .with_max_level(level);
     let _ = match to {
         LogTo::Stdout => logs.with_writer(std::io::stdout).try_init(),
