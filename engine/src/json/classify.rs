@@ -3,7 +3,7 @@
 //!
 //! Sixty-four bytes are classified with a few vector compares where the target has SSE2 (every
 //! x86_64), with two nibble lookups where the CPU has AVX2 (found out once, at run time), byte
-//! by byte elsewhere; all give the same masks (tested). Which quotes open and
+//! by byte elsewhere; all give the same masks (tested). [`super::scan`] picks one per scan. Which quotes open and
 //! close strings then follows from the masks alone, with a carry from block to block (the
 //! technique of simdjson, Langdale & Lemire 2019): a quote preceded by an odd run of
 //! backslashes is escaped, and the bytes between an opening and a closing quote are the
@@ -88,40 +88,6 @@ fn classify_sse2(block: &[u8; BLOCK]) -> Classes {
     classes
 }
 
-/// Which classifier a scan uses: chosen once per scan, so that each block pays one predicted
-/// branch, not a feature test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Classifier {
-    /// [`classify`]: SSE2 where the target has it, byte by byte elsewhere.
-    Baseline,
-    /// AVX2, 32 bytes per compare (the CPU was asked).
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-}
-
-impl Classifier {
-    /// The widest classifier this CPU runs.
-    pub(super) fn for_this_cpu() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Classifier::Avx2;
-        }
-        Classifier::Baseline
-    }
-
-    #[inline]
-    pub(super) fn classify(self, block: &[u8; BLOCK]) -> Classes {
-        match self {
-            Classifier::Baseline => classify(block),
-            // SAFETY: `classify_avx2` asks only that the CPU have AVX2, and this variant is
-            // made only where `is_x86_feature_detected!("avx2")` said it has. It reads no
-            // memory through a pointer.
-            #[cfg(target_arch = "x86_64")]
-            Classifier::Avx2 => unsafe { classify_avx2(block) },
-        }
-    }
-}
-
 /// Classifies one block with AVX2: white space and structure each by one table lookup on the
 /// low nibble (the technique of simdjson): a byte is white space when the table holds that
 /// very byte at its low nibble, and structure when, with the 0x20 bit set (`[`, `]` become
@@ -129,7 +95,8 @@ impl Classifier {
 /// test (0x0c, 0x1a) are taken out with the controls.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn classify_avx2(block: &[u8; BLOCK]) -> Classes {
+#[inline]
+pub(super) fn classify_avx2(block: &[u8; BLOCK]) -> Classes {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_min_epu8, _mm256_movemask_epi8, _mm256_or_si256,
         _mm256_set_epi64x, _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8,
@@ -247,6 +214,16 @@ mod tests {
 
     use super::*;
 
+    /// The widest classifier this CPU runs (the baseline where it has no AVX2).
+    fn widest(block: &[u8; BLOCK]) -> Classes {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, as just asked.
+            return unsafe { classify_avx2(block) };
+        }
+        classify(block)
+    }
+
     /// The escaped bytes by the definition: walking the text, each backslash not escaped
     /// escapes the byte after it.
     fn escaped_by_walking(bytes: &[u8]) -> Vec<bool> {
@@ -280,11 +257,7 @@ mod tests {
                     expected,
                     "shift {shift} quarter {quarter}"
                 );
-                assert_eq!(
-                    Classifier::for_this_cpu().classify(&block),
-                    expected,
-                    "shift {shift} quarter {quarter}"
-                );
+                assert_eq!(widest(&block), expected, "shift {shift} quarter {quarter}");
             }
         }
     }
@@ -301,7 +274,7 @@ mod tests {
             whole[..32].copy_from_slice(&block);
             whole[32..].copy_from_slice(&tail);
             prop_assert_eq!(classify(&whole), classify_bytes(&whole));
-            prop_assert_eq!(Classifier::for_this_cpu().classify(&whole), classify_bytes(&whole));
+            prop_assert_eq!(widest(&whole), classify_bytes(&whole));
         }
 
         /// Escapes found block by block with the carry are the escapes of the whole text.

@@ -15,22 +15,42 @@
 //! accepts (never yet seen) is only slower, never answered differently.
 
 use super::brackets::{ALWAYS_RECORDED, BYTES_PER_ENTRY, Brackets, UNRECORDED};
-use super::classify::{BLOCK, Classifier, escaped, prefix_xor};
+use super::classify::{BLOCK, Classes, classify, escaped, prefix_xor};
 
 /// Checks that `text` is one JSON value (white space around it allowed), nested at most
 /// `max_depth` levels, and indexes its containers within the bound of [`Brackets`]; `None`
 /// when it is not JSON, nests deeper, or is JSON this pass does not accept.
 pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `scan_avx2` asks only that the CPU have AVX2, which it was just asked. It
+        // reads no memory through a pointer.
+        return unsafe { scan_avx2(text, max_depth) };
+    }
+    scan_with(text, max_depth, classify)
+}
+
+/// [`scan`] compiled for AVX2 as a whole, so that the classifier and both stages make one loop.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn scan_avx2(text: &str, max_depth: usize) -> Option<Brackets> {
+    scan_with(text, max_depth, |block| {
+        super::classify::classify_avx2(block)
+    })
+}
+
+/// [`scan`] with the given first-stage classifier.
+#[inline(always)]
+fn scan_with(
+    text: &str,
+    max_depth: usize,
+    classify: impl Fn(&[u8; BLOCK]) -> Classes,
+) -> Option<Brackets> {
     let bytes = text.as_bytes();
     // Offsets are u32: the agent's bodies are at most 8 MiB.
     u32::try_from(bytes.len()).ok()?;
     let mut index = Index::new(bytes.len(), max_depth);
-    let mut strings = Strings {
-        classifier: Classifier::for_this_cpu(),
-        escaped: false,
-        in_string: false,
-        scalar: false,
-    };
+    let mut strings = Strings::default();
     let mut grammar = Grammar {
         expect: state::VALUE_AT_TOP,
     };
@@ -38,7 +58,7 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     for (n, block) in blocks.by_ref().enumerate() {
         let block: &[u8; BLOCK] = block.try_into().ok()?;
         let base = n * BLOCK;
-        let marks = strings.marks(bytes, base, block)?;
+        let marks = strings.marks(bytes, base, classify(block))?;
         grammar.steps(bytes, base, block, marks, &mut index)?;
     }
     let rest = blocks.remainder();
@@ -47,7 +67,7 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
         let mut padded = [b' '; BLOCK];
         padded[..rest.len()].copy_from_slice(rest);
         let base = bytes.len() - rest.len();
-        let marks = strings.marks(bytes, base, &padded)?;
+        let marks = strings.marks(bytes, base, classify(&padded))?;
         grammar.steps(bytes, base, &padded, marks, &mut index)?;
     }
     (!strings.in_string && grammar.expect == state::END).then(|| index.into_brackets())
@@ -55,8 +75,8 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
 
 /// The first stage, block by block: where strings lie, their contents checked, and the bytes
 /// that matter to the grammar. Holds what one block leaves to the next.
+#[derive(Default)]
 struct Strings {
-    classifier: Classifier,
     /// The next block's first byte is escaped.
     escaped: bool,
     /// The next block starts inside a string.
@@ -69,9 +89,8 @@ impl Strings {
     /// The bytes of the block at `base` that matter to the grammar: brackets, colons and
     /// commas outside strings, the quotes that open strings, the first bytes of scalars.
     /// `None` when a string in it holds a control character or an escape that is not JSON's.
-    #[inline]
-    fn marks(&mut self, bytes: &[u8], base: usize, block: &[u8; BLOCK]) -> Option<u64> {
-        let classes = self.classifier.classify(block);
+    #[inline(always)]
+    fn marks(&mut self, bytes: &[u8], base: usize, classes: Classes) -> Option<u64> {
         let escaped = escaped(classes.backslash, &mut self.escaped);
         let quotes = classes.quote & !escaped;
         let in_string = prefix_xor(quotes) ^ if self.in_string { u64::MAX } else { 0 };
