@@ -410,6 +410,21 @@ fn decode_string(quoted: &str) -> Cow<'_, str> {
     super::string::decode(quoted).unwrap_or(Cow::Borrowed(inner))
 }
 
+/// Whether the quoted key `quoted` spells `key`. An escape always takes more bytes than the
+/// character it stands for, so a key spelt with fewer bytes than `key` never is it, and one
+/// spelt with as many is it only when spelt without escapes: most keys are settled by their
+/// length alone, without decoding.
+fn key_is(quoted: &str, key: &str) -> bool {
+    let spelt = quoted.len().saturating_sub(2);
+    match spelt.cmp(&key.len()) {
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => {
+            quoted.get(1..quoted.len() - 1) == Some(key) && !key.contains('\\')
+        }
+        std::cmp::Ordering::Greater => quoted.contains('\\') && decode_string(quoted) == key,
+    }
+}
+
 /// Iterates an object's entries as `(quoted key, value)`.
 #[derive(Clone)]
 struct RawEntries<'a> {
@@ -587,7 +602,7 @@ impl<'a> Node<'a> for RawJson<'a> {
     fn get(self, key: &str) -> Option<Self> {
         // The last of repeated keys counts, as in a parsed document.
         self.entries()
-            .filter(|(quoted, _)| decode_string(quoted) == key)
+            .filter(|(quoted, _)| key_is(quoted, key))
             .last()
             .map(|(_, value)| value)
     }

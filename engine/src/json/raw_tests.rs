@@ -180,3 +180,48 @@ fn numbers_compare_exactly_as_text() {
         assert_eq!(raw(text).to_value().as_ref(), &value, "{text}");
     }
 }
+
+#[test]
+fn keys_are_matched_by_what_they_spell() {
+    // (quoted key, key, is it)
+    let cases = [
+        (r#""name""#, "name", true),
+        (r#""name""#, "nam", false),
+        (r#""nam""#, "name", false),
+        (r#""n\u0061me""#, "name", true),
+        (r#""n\u0061me""#, "n\\u0061me", false),
+        // As many bytes as the key, but one of them starts an escape: the key is `"`.
+        (r#""\"""#, r#"\""#, false),
+        (r#""\"""#, "\"", true),
+        (r#""a\\b""#, r"a\b", true),
+        (r#""""#, "", true),
+    ];
+    for (quoted, key, is) in cases {
+        assert_eq!(key_is(quoted, key), is, "{quoted} against {key:?}");
+    }
+}
+
+/// A key spelt with every character as a `\u` escape (surrogate pairs past the first plane).
+fn spelt_with_escapes(key: &str) -> String {
+    let mut quoted = String::from("\"");
+    for unit in key.encode_utf16() {
+        quoted.push_str(&format!("\\u{unit:04x}"));
+    }
+    quoted.push('"');
+    quoted
+}
+
+proptest! {
+    /// A quoted key is a key exactly when it decodes to it, however it is spelt.
+    #[test]
+    fn a_key_is_matched_as_decoding_it_would(
+        key in "[ab\\\\\"é\\x01😀]{0,4}",
+        other in "[ab\\\\\"é\\x01😀]{0,4}",
+    ) {
+        for quoted in [serde_json::to_string(&key).unwrap(), spelt_with_escapes(&key)] {
+            prop_assert!(key_is(&quoted, &key), "{} is {:?}", quoted, key);
+            prop_assert_eq!(key_is(&quoted, &other), decode_string(&quoted) == other.as_str(),
+                "{} against {:?}", quoted, other);
+        }
+    }
+}
