@@ -33,6 +33,9 @@ struct Queue {
 #[derive(Default)]
 struct Waiting {
     jobs: VecDeque<Job>,
+    /// Threads waiting for a job: a job notifies only when one is (a notification is a system
+    /// call even when no thread waits, and under load every thread is busy).
+    idle: usize,
     /// The pool was dropped: the threads end once `jobs` is empty.
     closed: bool,
 }
@@ -41,6 +44,18 @@ impl Queue {
     fn lock(&self) -> MutexGuard<'_, Waiting> {
         // A job never runs under the lock, so a poisoned lock holds a consistent queue.
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `job`, waking a thread if one waits.
+    fn push(&self, job: Job) {
+        let idle = {
+            let mut waiting = self.lock();
+            waiting.jobs.push_back(job);
+            waiting.idle > 0
+        };
+        if idle {
+            self.job_ready.notify_one();
+        }
     }
 }
 
@@ -84,8 +99,7 @@ impl DecisionPool {
         let job: Job = Box::new(move || {
             let _ = answer.send(guarded(decide));
         });
-        self.queue.lock().jobs.push_back(job);
-        self.queue.job_ready.notify_one();
+        self.queue.push(job);
         answered
             .await
             .unwrap_or_else(|_| Err("the decision thread stopped".into()))
@@ -111,10 +125,12 @@ fn work(queue: &Queue) {
         } else if waiting.closed {
             return;
         } else {
+            waiting.idle += 1;
             waiting = queue
                 .job_ready
                 .wait(waiting)
                 .unwrap_or_else(PoisonError::into_inner);
+            waiting.idle -= 1;
         }
     }
 }
@@ -149,6 +165,26 @@ mod tests {
         // The thread that caught the panic goes on deciding.
         for n in 0..4 {
             assert_eq!(pool.run(move || n).await, Ok(n));
+        }
+    }
+
+    /// Jobs that arrive while the threads go idle and come back are never left waiting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn no_job_is_left_in_the_queue() {
+        let pool = Arc::new(DecisionPool::new(2).unwrap());
+        for round in 0..200u64 {
+            let tasks: Vec<_> = (0..(round % 7 + 1))
+                .map(|n| {
+                    let pool = pool.clone();
+                    tokio::spawn(async move { pool.run(move || round * 10 + n).await })
+                })
+                .collect();
+            for (n, task) in tasks.into_iter().enumerate() {
+                let answer = tokio::time::timeout(Duration::from_secs(5), task)
+                    .await
+                    .expect("a queued job was left waiting");
+                assert_eq!(answer.unwrap(), Ok(round * 10 + n as u64));
+            }
         }
     }
 
