@@ -29,23 +29,17 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let line = line_of(event, |timestamp| {
-            SystemTime.format_time(&mut Writer::new(timestamp))
-        })?;
-        writer.write_str(&line)
+        writer.write_str(&line_of(event)?)
     }
 }
 
-/// The line of `event` (with its newline), its timestamp written by `timestamp`.
-fn line_of(
-    event: &Event<'_>,
-    timestamp: impl FnOnce(&mut String) -> fmt::Result,
-) -> Result<String, fmt::Error> {
+/// The line of `event`, with its newline.
+fn line_of(event: &Event<'_>) -> Result<String, fmt::Error> {
     let meta = event.metadata();
     let mut line = String::with_capacity(512);
     line.push_str("{\"timestamp\":\"");
     let mut written = String::with_capacity(32);
-    timestamp(&mut written)?;
+    SystemTime.format_time(&mut Writer::new(&mut written))?;
     push_escaped(&mut line, &written);
     line.push_str("\",\"level\":\"");
     line.push_str(meta.level().as_str());
