@@ -16,7 +16,7 @@ mod kube_client;
 mod last_good;
 mod metrics;
 mod parent_labels;
-mod process;
+pub mod process;
 mod review_cmd;
 mod rule_files;
 mod rule_index;

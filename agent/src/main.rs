@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before any thread starts (the allocator's parameters are the process's).
+    drift_sentinel::process::keep_freed_memory();
     let cli = drift_sentinel::cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -76,12 +76,14 @@ pub async fn serve_reference(
 /// The `main` of a reference binary: takes `drift-sentinel serve`'s flags (uses `--address`,
 /// the certificate flags, `--validate-path` and the timeouts; ignores the rest), prints
 /// `listening on ADDRESS` once it accepts connections, then serves until killed, on the
-/// agent's runtime (multi-threaded, one worker per core).
+/// agent's runtime (multi-threaded, one worker per core) and allocator settings.
 pub fn reference_main(which: Reference, name: &str) -> std::process::ExitCode {
     let args = match parse_serve_args(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(e) => e.exit(),
     };
+    // As the agent's process does: a floor without it would pay page faults the agent does not.
+    drift_sentinel::process::keep_freed_memory();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
