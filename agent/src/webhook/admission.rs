@@ -88,18 +88,26 @@ pub(super) async fn answer(
 ) -> Response {
     let deadline = tokio::time::Instant::from_std(started + write_timeout);
     let race = Arc::new(Race::default());
-    // The uid first (a few microseconds whatever the body), so that even a request whose parse
-    // the timeout interrupts is answered with it.
-    if let Some(uid) = drift_engine::review::peek_uid(&body) {
-        let _ = race.uid.set(uid);
-    }
-    let work = decide(shared.clone(), serving.clone(), body, started, race.clone());
+    let work = decide(
+        shared.clone(),
+        serving.clone(),
+        body.clone(),
+        started,
+        race.clone(),
+    );
     tokio::pin!(work);
     let answer = tokio::select! {
         answer = &mut work => answer,
         _ = tokio::time::sleep_until(deadline) => {
             if race.time_out() {
-                let uid = race.uid.get().cloned().unwrap_or_default();
+                // The parse's uid, or else read without a parse (a few microseconds whatever
+                // the body): only a request the timeout answers pays for it.
+                let uid = race
+                    .uid
+                    .get()
+                    .cloned()
+                    .or_else(|| drift_engine::review::peek_uid(&body))
+                    .unwrap_or_default();
                 record_timeout(shared, &uid, started.elapsed());
                 return internal_error(&uid, "no decision within the write timeout");
             }
