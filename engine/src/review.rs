@@ -232,6 +232,19 @@ fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotA
     }
 }
 
+/// `body` as text, when it is UTF-8. A review is ASCII but for the odd name or message, and
+/// telling that takes a third of the instructions of validating UTF-8 (an OR of every byte,
+/// which the compiler vectorises), 12,600 instructions of a 29 KB review's decision.
+fn utf8(body: &[u8]) -> Option<&str> {
+    let all_ascii = body.iter().fold(0u8, |any, &b| any | b) < 0x80;
+    if all_ascii {
+        // SAFETY: every byte is below 0x80, and ASCII is UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(body) })
+    } else {
+        std::str::from_utf8(body).ok()
+    }
+}
+
 /// [`parse_review_raw`] of a body [`json::scan`] accepts, in one pass over the body, or `None`
 /// to read it the longer way. The scan checks the body and indexes its brackets; the objects
 /// are taken from their place in the body with their share of the index, and what is left of
@@ -240,7 +253,7 @@ fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotA
 /// unusual — `request`, `object` or `oldObject` spelt twice, any key of the envelope or the
 /// request spelt with escapes, a review serde_json would refuse — takes the longer way.
 fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'_>>, NotAReview>> {
-    let text = std::str::from_utf8(body).ok()?;
+    let text = utf8(body)?;
     // As deep as the nesting check lets a review be.
     let brackets = json::scan(text, crate::nesting::MAX_NESTING + REVIEW_LEVELS)?;
     // The review itself, without the white space around it (a Go encoder ends with a newline).

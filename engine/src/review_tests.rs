@@ -254,3 +254,32 @@ fn an_encoded_review_is_the_text_of_the_review_document() {
         }
     }
 }
+
+#[test]
+fn a_body_is_text_when_it_is_utf8() {
+    let cases: [(&[u8], Option<&str>); 7] = [
+        (b"", Some("")),
+        (b"{\"a\": 1}", Some("{\"a\": 1}")),
+        (
+            "{\"name\": \"caf\u{e9}\"}".as_bytes(),
+            Some("{\"name\": \"caf\u{e9}\"}"),
+        ),
+        (b"{\"a\": \"\xff\"}", None),
+        // A lead byte without its continuation, at the end.
+        (b"{\"a\": 1}\xc3", None),
+        // An encoded surrogate is not UTF-8.
+        (b"\xed\xa0\x80", None),
+        // The high bit in the last of a long run of ASCII.
+        (b"0123456789012345678901234567890123456789\x80", None),
+    ];
+    for (body, want) in cases {
+        assert_eq!(utf8(body), want, "{body:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn a_body_is_text_exactly_when_std_says_utf8(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        proptest::prop_assert_eq!(utf8(&body), std::str::from_utf8(&body).ok());
+    }
+}
