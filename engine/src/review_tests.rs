@@ -279,7 +279,21 @@ fn a_body_is_text_when_it_is_utf8() {
 
 proptest::proptest! {
     #[test]
-    fn a_body_is_text_exactly_when_std_says_utf8(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+    fn a_body_is_text_exactly_when_std_says_utf8(body in proptest::prop_oneof![
+        // All ASCII (the unchecked path), and any bytes (nearly never UTF-8).
+        proptest::collection::vec(0u8..0x80, 0..200),
+        proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        // A stray continuation byte among bytes below 0x40 (its OR with them stays below 0xc0).
+        proptest::strategy::Strategy::prop_map(
+            (proptest::collection::vec(0u8..0x40, 0..100), 0x80u8..0xc0, proptest::prelude::any::<proptest::sample::Index>()),
+            |(mut bytes, stray, at)| {
+                bytes.insert(at.index(bytes.len() + 1), stray);
+                bytes
+            },
+        ),
+        // Text with characters beyond ASCII (validated, and valid).
+        proptest::strategy::Strategy::prop_map("[a-z\u{e9}\u{4e2d}\u{1f600}\"{}]{0,40}", String::into_bytes),
+    ]) {
         proptest::prop_assert_eq!(utf8(&body), std::str::from_utf8(&body).ok());
     }
 }

@@ -502,8 +502,8 @@ const SCAN_LOOKUP_MAX: usize = 16;
 
 impl<'a> RawMap<'a> {
     fn read(object: RawJson<'a>) -> Self {
-        // Room for most maps of a Kubernetes object at once: growing from four entries was a
-        // tenth of a decision's instructions.
+        // Room for most maps of a Kubernetes object at once: growing from four entries cost
+        // 1.6 % of a decision's instructions.
         let mut entries: Vec<(Cow<'a, str>, RawJson<'a>)> = Vec::with_capacity(ENTRIES_AT_ONCE);
         entries.extend(
             object
