@@ -15,7 +15,7 @@
 //! phase (default 1000), LOAD_SECONDS per paced run (default 5), LOAD_REQUESTS per client in
 //! the saturation phase (default 1000), LOAD_ROUNDS (default 3).
 
-use std::net::TcpListener;
+use drift_testkit::free_port;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,13 +25,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 struct Agent(Child);

@@ -258,9 +258,7 @@ fn the_rule_directory_loads_through_the_agent_with_the_matching_rule_last() {
 }
 
 fn free_address() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+    SocketAddr::from(([127, 0, 0, 1], drift_testkit::free_port()))
 }
 
 fn client() -> reqwest::blocking::Client {

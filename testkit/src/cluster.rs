@@ -11,7 +11,6 @@
 //! [`Cluster::compact_etcd`].
 
 use std::fmt::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -20,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::free_port;
 use crate::pki::{self, Ca};
 
 /// What to start.
@@ -60,13 +60,6 @@ pub fn bin_dir() -> PathBuf {
 /// The `kubectl` built with the control plane (the machine's own may be another version).
 pub fn kubectl_path() -> PathBuf {
     bin_dir().join("kubectl")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";

@@ -100,11 +100,33 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// A loopback port nothing listens on, for a process a test starts and tells where to listen.
+///
+/// Ports come from below Linux's ephemeral range (32768–60999), one after another from a
+/// per-process starting point: a port the kernel handed to an outgoing connection or to a
+/// `bind(:0)` elsewhere in the run can never be given out here, which is the race that made an
+/// agent fail with "Address already in use" between the check and its own bind (CI, stop 32).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    // The first caller picks the starting point from the process id, so that two test
+    // binaries running at once start far apart.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id().wrapping_mul(7_919)) % COUNT,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..COUNT {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % COUNT;
+        let port = (FIRST + offset) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT)
 }
 
 /// Polls `check` every 50 ms until it returns something, for at most `limit`.
@@ -118,5 +140,31 @@ pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option
             return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_port;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!((20_000..32_000).contains(&port), "{port}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
+        }
+    }
+
+    #[test]
+    fn a_port_in_use_is_skipped() {
+        let first = free_port();
+        let _held = std::net::TcpListener::bind(("127.0.0.1", first + 1));
+        let second = free_port();
+        assert_ne!(second, first + 1, "a held port was given out");
     }
 }

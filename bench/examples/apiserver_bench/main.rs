@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use drift_testkit::cluster::{Cluster, ClusterOptions};
+use drift_testkit::free_port;
 use drift_testkit::objects::deployment_with;
 use drift_testkit::pki::Ca;
 use serde_json::{Value, json};
@@ -105,13 +106,6 @@ impl Agent {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
             .map_or(0.0, |kb| kb / 1024.0)
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn rule_file(dir: &Path, name: &str) -> anyhow::Result<()> {
