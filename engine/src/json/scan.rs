@@ -22,8 +22,8 @@ use super::classify::{BLOCK, Classes, classify, escaped, prefix_xor};
 /// when it is not JSON, nests deeper, or is JSON this pass does not accept.
 pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: `scan_avx2` asks only that the CPU have AVX2, which it was just asked. It
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2") {
+        // SAFETY: `scan_avx2` asks only that the CPU have AVX2 and BMI2, which it was just asked. It
         // reads no memory through a pointer.
         return unsafe { scan_avx2(text, max_depth) };
     }
@@ -32,7 +32,7 @@ pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
 
 /// [`scan`] compiled for AVX2 as a whole, so that the classifier and both stages make one loop.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,bmi2")]
 fn scan_avx2(text: &str, max_depth: usize) -> Option<Brackets> {
     scan_with(text, max_depth, |block| {
         super::classify::classify_avx2(block)
@@ -52,7 +52,7 @@ fn scan_with(
     let mut index = Index::new(bytes.len(), max_depth);
     let mut strings = Strings::default();
     let mut grammar = Grammar {
-        expect: state::VALUE_AT_TOP,
+        expect: column::of(state::VALUE_AT_TOP),
     };
     let mut blocks = bytes.chunks_exact(BLOCK);
     for (n, block) in blocks.by_ref().enumerate() {
@@ -70,7 +70,7 @@ fn scan_with(
         let marks = strings.marks(bytes, base, classify(&padded))?;
         grammar.steps(bytes, base, &padded, marks, &mut index)?;
     }
-    (!strings.in_string && grammar.expect == state::END).then(|| index.into_brackets())
+    (!strings.in_string && grammar.expect == column::of(state::END)).then(|| index.into_brackets())
 }
 
 /// The first stage, block by block: where strings lie, their contents checked, and the bytes
@@ -167,22 +167,9 @@ const fn kind(byte: u8) -> usize {
         _ => 7,
     }
 }
-const KIND: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        table[byte] = kind(byte as u8) as u8;
-        byte += 1;
-    }
-    table
-};
-
-/// Rows of [`TRANSITION`]: the states, padded to a power of two so that indexing needs no
-/// bounds check.
-const ROWS: usize = 16;
 
 /// `TRANSITION[state][kind]`: the next state, or an outcome that needs more than a new state.
-const TRANSITION: [[u8; KINDS]; ROWS] = {
+const TRANSITION: [[u8; KINDS]; state::STATES as usize] = {
     use state::*;
     /// A value that, once complete, is followed by `then` (a string is complete at once).
     const fn value(then: u8, scalar: u8) -> [u8; KINDS] {
@@ -193,7 +180,7 @@ const TRANSITION: [[u8; KINDS]; ROWS] = {
         row[kind(b'a')] = scalar;
         row
     }
-    let mut table = [[REFUSED; KINDS]; ROWS];
+    let mut table = [[REFUSED; KINDS]; STATES as usize];
     table[VALUE_IN_OBJECT as usize] = value(NEXT_IN_OBJECT, SCALAR_IN_OBJECT);
     table[VALUE_IN_LIST as usize] = value(NEXT_IN_LIST, SCALAR_IN_LIST);
     table[VALUE_OR_CLOSE as usize] = value(NEXT_IN_LIST, SCALAR_IN_LIST);
@@ -210,14 +197,68 @@ const TRANSITION: [[u8; KINDS]; ROWS] = {
     table
 };
 
+/// The grammar as the step runs it: a state is held as its column in a 64-bit row (six bits
+/// per state, ten states), and each byte has the row of [`TRANSITION`] for its kind. A step is
+/// then a shift of the byte's row by the state: the row's load depends only on the byte, so
+/// the chain from one state to the next is a shift and a mask, not a load from a table indexed
+/// by the state (which made each step wait for the one before).
+mod column {
+    use super::state;
+
+    /// Bits per state in a row.
+    pub const WIDTH: u32 = 6;
+    /// The column of a state.
+    pub const fn of(state: u8) -> u32 {
+        state as u32 * WIDTH
+    }
+    /// A column's value at or past this is an outcome, not a state: the outcomes take the
+    /// codes above the last state's column.
+    pub const OUTCOMES: u64 = of(state::STATES - 1) as u64 + 1;
+    /// The code of an outcome (`state::OPEN_OBJECT` and the rest) in a row.
+    pub const fn outcome(outcome: u8) -> u64 {
+        OUTCOMES + (outcome - state::STATES) as u64
+    }
+    pub const OPEN_OBJECT: u64 = outcome(state::OPEN_OBJECT);
+    pub const OPEN_LIST: u64 = outcome(state::OPEN_LIST);
+    pub const CLOSE: u64 = outcome(state::CLOSE);
+    pub const SCALAR_IN_OBJECT: u64 = outcome(state::SCALAR_IN_OBJECT);
+    pub const SCALAR_IN_LIST: u64 = outcome(state::SCALAR_IN_LIST);
+    pub const SCALAR_AT_TOP: u64 = outcome(state::SCALAR_AT_TOP);
+    const _: () = assert!(outcome(state::REFUSED) < 1 << WIDTH);
+    const _: () = assert!(of(state::STATES) <= 64);
+}
+
+/// `ROW[byte]`: for each state's column, what `byte` leads to from that state.
+const ROW: [u64; 256] = {
+    let mut rows = [0u64; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let kind = kind(byte as u8);
+        let mut from = 0;
+        while from < state::STATES {
+            let next = TRANSITION[from as usize][kind];
+            let code = if next < state::STATES {
+                column::of(next) as u64
+            } else {
+                column::outcome(next)
+            };
+            rows[byte] |= code << column::of(from);
+            from += 1;
+        }
+        byte += 1;
+    }
+    rows
+};
+
 /// The second stage: JSON's grammar, stepped from one byte that matters to the next.
 struct Grammar {
-    expect: u8,
+    /// The column ([`column::of`]) of the state: what the next byte that matters may be.
+    expect: u32,
 }
 
 impl Grammar {
     /// Steps over the bytes of `marks` in the block at `base`.
-    #[inline]
+    #[inline(always)]
     fn steps(
         &mut self,
         bytes: &[u8],
@@ -226,42 +267,43 @@ impl Grammar {
         mut marks: u64,
         index: &mut Index,
     ) -> Option<()> {
+        const MASK: u64 = (1 << column::WIDTH) - 1;
         // In a register for the block, not behind `self`.
         let mut expect = self.expect;
         while marks != 0 {
             let at = marks.trailing_zeros() as usize & (BLOCK - 1);
             marks &= marks - 1;
-            let next = TRANSITION[expect as usize & (ROWS - 1)][KIND[block[at] as usize] as usize];
+            let next = (ROW[block[at] as usize] >> (expect & 63)) & MASK;
             // Keys, colons, commas and string values: only the state changes.
-            if next < state::STATES {
-                expect = next;
+            if next < column::OUTCOMES {
+                expect = next as u32;
                 continue;
             }
             expect = match next {
-                state::OPEN_OBJECT => {
+                column::OPEN_OBJECT => {
                     index.open(base + at, true)?;
-                    state::KEY_OR_CLOSE
+                    column::of(state::KEY_OR_CLOSE)
                 }
-                state::OPEN_LIST => {
+                column::OPEN_LIST => {
                     index.open(base + at, false)?;
-                    state::VALUE_OR_CLOSE
+                    column::of(state::VALUE_OR_CLOSE)
                 }
-                state::CLOSE => match index.close(base + at) {
-                    Some(true) => state::NEXT_IN_OBJECT,
-                    Some(false) => state::NEXT_IN_LIST,
-                    None => state::END,
+                column::CLOSE => match index.close(base + at) {
+                    Some(true) => column::of(state::NEXT_IN_OBJECT),
+                    Some(false) => column::of(state::NEXT_IN_LIST),
+                    None => column::of(state::END),
                 },
-                state::SCALAR_IN_OBJECT => {
+                column::SCALAR_IN_OBJECT => {
                     scalar_end(bytes, base + at)?;
-                    state::NEXT_IN_OBJECT
+                    column::of(state::NEXT_IN_OBJECT)
                 }
-                state::SCALAR_IN_LIST => {
+                column::SCALAR_IN_LIST => {
                     scalar_end(bytes, base + at)?;
-                    state::NEXT_IN_LIST
+                    column::of(state::NEXT_IN_LIST)
                 }
-                state::SCALAR_AT_TOP => {
+                column::SCALAR_AT_TOP => {
                     scalar_end(bytes, base + at)?;
-                    state::END
+                    column::of(state::END)
                 }
                 _ => return None,
             };

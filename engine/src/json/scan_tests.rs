@@ -7,9 +7,16 @@ use serde_json::Value;
 
 use super::*;
 
-/// The scan without a depth bound of its own.
+/// The scan without a depth bound of its own. The portable path (first stage without AVX2,
+/// grammar without BMI2) must judge and index every text as the path this CPU takes does.
 fn scan_any(text: &str) -> Option<Brackets> {
-    scan(text, usize::MAX)
+    let scanned = scan(text, usize::MAX);
+    assert_eq!(
+        scan_with(text, usize::MAX, classify),
+        scanned,
+        "the portable scan differs on {text:?}"
+    );
+    scanned
 }
 
 fn serde_accepts(text: &str) -> bool {
