@@ -12,7 +12,7 @@
 //! anyway they stop early instead of panicking.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::ops::Range;
 
@@ -30,6 +30,8 @@ use super::{Document, MapView, Node, Shape};
 pub struct RawDocument<'a> {
     text: &'a str,
     brackets: OnceCell<Brackets>,
+    /// Where in `brackets` the next lookup starts (see [`Brackets::close_of_near`]).
+    cursor: Cell<u32>,
     /// Built only when a scan would go [`DEEP`] levels down.
     deep: OnceCell<DeepIndex>,
 }
@@ -40,6 +42,7 @@ impl<'a> RawDocument<'a> {
         Self {
             text: raw.get().trim_matches(is_whitespace_char),
             brackets: OnceCell::new(),
+            cursor: Cell::new(0),
             deep: OnceCell::new(),
         }
     }
@@ -49,6 +52,7 @@ impl<'a> RawDocument<'a> {
         Self {
             text,
             brackets: OnceCell::from(brackets),
+            cursor: Cell::new(0),
             deep: OnceCell::new(),
         }
     }
@@ -65,6 +69,7 @@ impl<'a> RawDocument<'a> {
         Self {
             text: self.text.get(range).unwrap_or_default(),
             brackets,
+            cursor: Cell::new(0),
             deep: OnceCell::new(),
         }
     }
@@ -91,7 +96,7 @@ impl<'a> RawDocument<'a> {
     fn container_end(&self, bytes: &[u8], at: usize) -> Option<usize> {
         let start = self.offset_of(bytes)?;
         let brackets = self.brackets.get_or_init(|| Brackets::of(self.text));
-        let close = brackets.close_of(start + at)?;
+        let close = brackets.close_of_near(start + at, &self.cursor)?;
         Some(close + 1 - start)
     }
 
