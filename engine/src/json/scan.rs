@@ -225,6 +225,8 @@ mod column {
     pub const SCALAR_IN_LIST: u64 = outcome(state::SCALAR_IN_LIST);
     pub const SCALAR_AT_TOP: u64 = outcome(state::SCALAR_AT_TOP);
     const _: () = assert!(outcome(state::REFUSED) < 1 << WIDTH);
+    // The step takes any outcome up to OPEN_LIST for an opening.
+    const _: () = assert!(OPEN_OBJECT == OUTCOMES && OPEN_LIST == OUTCOMES + 1);
     const _: () = assert!(of(state::STATES) <= 64);
 }
 
@@ -248,6 +250,22 @@ const ROW: [u64; 256] = {
         byte += 1;
     }
     rows
+};
+
+/// For each state's column where a value may start, the column of the state once that value
+/// is complete (what a string leads to there): a container records it when it opens, and its
+/// close goes there.
+const AFTER_VALUE: u64 = {
+    let mut row = 0u64;
+    let mut from = 0;
+    while from < state::STATES {
+        let then = TRANSITION[from as usize][kind(b'"')];
+        if then < state::STATES {
+            row |= (column::of(then) as u64) << column::of(from);
+        }
+        from += 1;
+    }
+    row
 };
 
 /// The second stage: JSON's grammar, stepped from one byte that matters to the next.
@@ -279,20 +297,23 @@ impl Grammar {
                 expect = next as u32;
                 continue;
             }
-            expect = match next {
-                column::OPEN_OBJECT => {
-                    index.open(base + at, true)?;
+            // Containers open and close at a fifth of the bytes that matter: one branch each
+            // (a jump table over every outcome mispredicted them).
+            if next == column::CLOSE {
+                expect = index.close(base + at)?;
+                continue;
+            }
+            if next <= column::OPEN_LIST {
+                let is_object = next == column::OPEN_OBJECT;
+                index.open(base + at, (AFTER_VALUE >> expect) as u32 & MASK as u32)?;
+                expect = if is_object {
                     column::of(state::KEY_OR_CLOSE)
-                }
-                column::OPEN_LIST => {
-                    index.open(base + at, false)?;
+                } else {
                     column::of(state::VALUE_OR_CLOSE)
-                }
-                column::CLOSE => match index.close(base + at) {
-                    Some(true) => column::of(state::NEXT_IN_OBJECT),
-                    Some(false) => column::of(state::NEXT_IN_LIST),
-                    None => column::of(state::END),
-                },
+                };
+                continue;
+            }
+            expect = match next {
                 column::SCALAR_IN_OBJECT => {
                     scalar_end(bytes, base + at)?;
                     column::of(state::NEXT_IN_OBJECT)
@@ -320,9 +341,9 @@ struct Index {
     limit: usize,
     pairs: Vec<(u32, u32)>,
     recorded_until: usize,
-    /// The open containers: their place in `pairs` (or UNRECORDED), and whether each is an
-    /// object.
-    open: Vec<(u32, bool)>,
+    /// The open containers: their place in `pairs` (or UNRECORDED), and the grammar's state
+    /// (its column) once each is closed.
+    open: Vec<(u32, u32)>,
 }
 
 impl Index {
@@ -337,9 +358,10 @@ impl Index {
         }
     }
 
-    /// A container opens at `at`; `None` past the depth bound.
+    /// A container opens at `at`, to be followed by the state `after`; `None` past the depth
+    /// bound.
     #[inline]
-    fn open(&mut self, at: usize, is_object: bool) -> Option<()> {
+    fn open(&mut self, at: usize, after: u32) -> Option<()> {
         if self.open.len() >= self.max_depth {
             return None;
         }
@@ -350,20 +372,19 @@ impl Index {
             self.recorded_until = self.recorded_until.min(at);
             UNRECORDED
         };
-        self.open.push((slot, is_object));
+        self.open.push((slot, after));
         Some(())
     }
 
-    /// The innermost container closes at `at`: whether the one now innermost is an object
-    /// (`None` when none is open).
+    /// The innermost container closes at `at`: the state that follows it (`None` when none
+    /// is open, which the grammar never asks).
     #[inline]
-    fn close(&mut self, at: usize) -> Option<bool> {
-        if let Some((slot, _)) = self.open.pop()
-            && slot != UNRECORDED
-        {
+    fn close(&mut self, at: usize) -> Option<u32> {
+        let (slot, after) = self.open.pop()?;
+        if slot != UNRECORDED {
             self.pairs[slot as usize].1 = at as u32;
         }
-        self.open.last().map(|&(_, is_object)| is_object)
+        Some(after)
     }
 
     fn into_brackets(self) -> Brackets {
