@@ -15,10 +15,11 @@
 //! phase (default 1000), LOAD_SECONDS per paced run (default 5), LOAD_REQUESTS per client in
 //! the saturation phase (default 1000), LOAD_ROUNDS (default 3).
 
-use drift_testkit::free_port;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use drift_testkit::free_port;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)

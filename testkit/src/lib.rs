@@ -102,31 +102,61 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
 
 /// A loopback port nothing listens on, for a process a test starts and tells where to listen.
 ///
-/// Ports come from below Linux's ephemeral range (32768–60999), one after another from a
-/// per-process starting point: a port the kernel handed to an outgoing connection or to a
-/// `bind(:0)` elsewhere in the run can never be given out here, which is the race that made an
-/// agent fail with "Address already in use" between the check and its own bind (CI, stop 32).
+/// Ports come from outside the kernel's ephemeral range, one after another from a per-process
+/// starting point: a port the kernel handed to an outgoing connection or to a `bind(:0)`
+/// elsewhere in the run can never be given out here, which is the race that made an agent fail
+/// with "Address already in use" between the check and its own bind (CI, stop 32).
 pub fn free_port() -> u16 {
+    use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU32, Ordering};
-    const FIRST: u32 = 20_000;
-    const COUNT: u32 = 12_000;
-    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
-    // The first caller picks the starting point from the process id, so that two test
-    // binaries running at once start far apart.
-    let _ = NEXT.compare_exchange(
-        u32::MAX,
-        (std::process::id().wrapping_mul(7_919)) % COUNT,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
-    for _ in 0..COUNT {
-        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % COUNT;
-        let port = (FIRST + offset) as u16;
+    static RANGE: OnceLock<(u32, u32)> = OnceLock::new();
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let &(first, count) = RANGE.get_or_init(|| {
+        // Two test binaries running at once start far apart.
+        let (first, count) = unassigned_ports(ephemeral_ports());
+        NEXT.store(
+            std::process::id().wrapping_mul(7_919) % count,
+            Ordering::Relaxed,
+        );
+        (first, count)
+    });
+    for _ in 0..count {
+        let port = (first + NEXT.fetch_add(1, Ordering::Relaxed) % count) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
-    panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT)
+    panic!("no free loopback port in {first}..{}", first + count)
+}
+
+/// The kernel's ephemeral ports (`net.ipv4.ip_local_port_range`), Linux's default where it
+/// cannot be read.
+fn ephemeral_ports() -> (u32, u32) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(str::parse::<u32>);
+            Some((bounds.next()?.ok()?, bounds.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// Up to 12,000 ports (first, count) just below the ephemeral range `(low, high)`, else just
+/// above it: where no port the kernel assigns by itself lies. A range that leaves no port
+/// unprivileged outside it leaves only the check that a port is free when given out.
+fn unassigned_ports((low, high): (u32, u32)) -> (u32, u32) {
+    const WANTED: u32 = 12_000;
+    const LOWEST: u32 = 1_024;
+    let below = low.saturating_sub(LOWEST);
+    let above = 65_535u32.saturating_sub(high);
+    if below == 0 && above == 0 {
+        (LOWEST, WANTED)
+    } else if below >= above {
+        let count = below.min(WANTED);
+        (low - count, count)
+    } else {
+        (high + 1, above.min(WANTED))
+    }
 }
 
 /// Polls `check` every 50 ms until it returns something, for at most `limit`.
@@ -145,18 +175,35 @@ pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option
 
 #[cfg(test)]
 mod tests {
-    use super::free_port;
+    use super::{ephemeral_ports, free_port, unassigned_ports};
 
     #[test]
     fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let (low, high) = ephemeral_ports();
         let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
         let mut distinct = ports.clone();
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
         for port in ports {
-            assert!((20_000..32_000).contains(&port), "{port}");
+            assert!(
+                !(low..=high).contains(&u32::from(port)),
+                "{port} in {low}-{high}"
+            );
             std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
+        }
+    }
+
+    #[test]
+    fn the_ports_lie_beside_any_ephemeral_range() {
+        let cases = [
+            ((32_768, 60_999), (20_768, 12_000)),
+            ((1_024, 65_535), (1_024, 12_000)),
+            ((1_024, 49_999), (50_000, 12_000)),
+            ((5_000, 65_000), (1_024, 3_976)),
+        ];
+        for (ephemeral, want) in cases {
+            assert_eq!(unassigned_ports(ephemeral), want, "{ephemeral:?}");
         }
     }
 

@@ -4,8 +4,9 @@
 //! compared; scanning a container for its closing bracket costs its whole length, and a walk
 //! down to a change asks that of every level on the way (and `get` of every sibling): the cost
 //! grows with depth × size. One pass over the text records every container's end instead, so
-//! each later question is a binary search. The pass runs only for a document that is actually
-//! read (two identical objects are settled by their bytes and never indexed).
+//! each later question is a lookup in a sorted list, starting where the last one ended
+//! ([`Brackets::close_of_near`]). The pass runs only for a document that is actually read (two
+//! identical objects are settled by their bytes and never indexed).
 //!
 //! Bounded: at most one entry per [`BYTES_PER_ENTRY`] bytes of text, plus [`ALWAYS_RECORDED`]
 //! (8 bytes each, so the index is at most half the text's size and 512 bytes); containers past
