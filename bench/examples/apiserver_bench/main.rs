@@ -16,6 +16,9 @@
 //!
 //!   cargo run --release -p drift-bench --example apiserver_bench -- AGENT FLOOR WORK_DIR
 //!
+//! After the medians of the rounds, a second table pools every round's UPDATEs and gives what each
+//! setup adds to no webhook and to the floor with a 90 % interval (rounds drawn again).
+//!
 //! Environment: ROUNDS=3 PHASE_SECONDS=12 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +34,7 @@ use drift_testkit::pki::Ca;
 use serde_json::{Value, json};
 
 mod support;
-use support::{Histogram, Quantiles, env_number, median, quantiles};
+use support::{Histogram, Quantiles, difference, env_number, median, quantiles};
 
 const NAMESPACE: &str = "bench";
 const WEBHOOK: &str = "drift-bench";
@@ -360,6 +363,8 @@ struct Phase {
     webhook: Quantiles,
     statuses: BTreeMap<u16, usize>,
     agent_cpu_us_per_request: Option<f64>,
+    /// Every UPDATE's client latency (ms), for the table pooled over rounds.
+    latencies: Vec<f64>,
 }
 
 /// Drives UPDATEs at `rate` per second for `seconds` from `clients` workers, each sending on
@@ -541,6 +546,7 @@ async fn main() -> anyhow::Result<()> {
                     webhook: after.since(&before).quantiles_ms(),
                     statuses,
                     agent_cpu_us_per_request: cpu.filter(|_| calls > 0.0).map(|c| c * 1e6 / calls),
+                    latencies,
                 };
                 println!(
                     "  round {} at {rate:.0}/s, {:<20} {} UPDATEs in {:.1} s: client p50 {:.2} ms p99 {:.2} ms; webhook p50 {:.2} ms p99 {:.2} ms; agent CPU {}; statuses {:?}",
@@ -613,11 +619,60 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    print_pooled(&results, &rates);
     drop(plain);
     drop(authenticated);
     drop(floor);
     drop(cluster);
     Ok(())
+}
+
+/// Every round's UPDATEs pooled per setup, and what each setup adds to no webhook and to the
+/// floor with a 90 % interval from drawing rounds again (`support::difference`): whether a
+/// difference is the setup's or the machine's.
+fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64]) {
+    println!();
+    println!(
+        "pooled over the rounds; differences in ms with 90 % intervals from drawing the rounds again:"
+    );
+    println!(
+        "| rate | setup | UPDATE p50 | UPDATE p99 | p50 − no webhook | p99 − no webhook | p50 − floor | p99 − floor |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let rounds_of = |rate: f64, setup: Setup| -> Vec<Vec<f64>> {
+        results
+            .get(&(rate as u64, setup))
+            .map(|phases| phases.iter().map(|p| p.latencies.clone()).collect())
+            .unwrap_or_default()
+    };
+    for &rate in rates {
+        let (none, floor) = (
+            rounds_of(rate, Setup::NoWebhook),
+            rounds_of(rate, Setup::Floor),
+        );
+        for setup in Setup::ALL {
+            let rounds = rounds_of(rate, setup);
+            let pooled = quantiles(&rounds.concat());
+            let [over_none_50, over_none_99] = difference(&rounds, &none);
+            let over_floor = match setup {
+                Setup::NoWebhook | Setup::Floor => "— | —".to_string(),
+                _ => {
+                    let [p50, p99] = difference(&rounds, &floor);
+                    format!("{p50} | {p99}")
+                }
+            };
+            let over_none = match setup {
+                Setup::NoWebhook => "— | —".to_string(),
+                _ => format!("{over_none_50} | {over_none_99}"),
+            };
+            println!(
+                "| {rate:.0}/s | {} | {:.2} ms | {:.2} ms | {over_none} | {over_floor} |",
+                setup.label(),
+                pooled.p50,
+                pooled.p99
+            );
+        }
+    }
 }
 
 /// UPDATEs per second that `clients` closed-loop workers sustain for `seconds`.

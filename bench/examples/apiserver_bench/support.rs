@@ -38,6 +38,81 @@ pub fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// An estimate with a 90 % interval.
+#[derive(Debug, Clone, Copy)]
+pub struct Interval {
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:+.2} [{:+.2}, {:+.2}]",
+            self.estimate, self.low, self.high
+        )
+    }
+}
+
+/// How many times the rounds are drawn again for an interval.
+const RESAMPLES: usize = 1000;
+
+/// How the p50 and the p99 of `setup`'s latencies differ from `base`'s, each given as rounds
+/// of samples: the estimate from every round pooled, and a 90 % interval from drawing each
+/// side's rounds again with replacement. Whole rounds are drawn, not single calls, because
+/// what moves on a shared machine is the state of a round (another process, the page
+/// cache), which the calls of one round share. NaN without samples on either side.
+pub fn difference(setup: &[Vec<f64>], base: &[Vec<f64>]) -> [Interval; 2] {
+    let pooled = |rounds: &[&Vec<f64>]| {
+        let all: Vec<f64> = rounds.iter().flat_map(|r| r.iter().copied()).collect();
+        let q = quantiles(&all);
+        [q.p50, q.p99]
+    };
+    let every = |rounds: &[Vec<f64>]| -> [f64; 2] { pooled(&rounds.iter().collect::<Vec<_>>()) };
+    let (a, b) = (every(setup), every(base));
+    let mut random = SplitMix(0x5eed);
+    let mut draws: [Vec<f64>; 2] = Default::default();
+    for _ in 0..RESAMPLES {
+        let mut draw = |rounds: &[Vec<f64>]| {
+            let picked: Vec<&Vec<f64>> = (0..rounds.len())
+                .map(|_| &rounds[random.below(rounds.len())])
+                .collect();
+            pooled(&picked)
+        };
+        let (x, y) = (draw(setup), draw(base));
+        for q in 0..2 {
+            draws[q].push(x[q] - y[q]);
+        }
+    }
+    std::array::from_fn(|q| {
+        let sorted = &mut draws[q];
+        sorted.sort_by(f64::total_cmp);
+        let at = |p: f64| sorted.get((p * sorted.len() as f64) as usize).copied();
+        Interval {
+            estimate: a[q] - b[q],
+            low: at(0.05).unwrap_or(f64::NAN),
+            high: at(0.95).unwrap_or(f64::NAN),
+        }
+    })
+}
+
+/// A small seeded generator (SplitMix64), so that a run's intervals can be drawn again.
+struct SplitMix(u64);
+
+impl SplitMix {
+    /// A number below `n` (0 for n = 0).
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if n == 0 { 0 } else { (z % n as u64) as usize }
+    }
+}
+
 /// A positive whole number from the environment, or `default`.
 pub fn env_number(name: &str, default: usize) -> anyhow::Result<usize> {
     match std::env::var(name) {
@@ -166,6 +241,37 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rounds of 300 calls at `offset` + 0..10 ms, each round shifted by its own `drift`.
+    fn rounds(offset: f64, drifts: &[f64]) -> Vec<Vec<f64>> {
+        drifts
+            .iter()
+            .map(|drift| {
+                (0..300)
+                    .map(|i| offset + drift + (i % 100) as f64 / 10.0)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_difference_has_an_interval_as_wide_as_the_rounds_disagree() {
+        // Steady rounds: the interval is the estimate itself.
+        let [p50, p99] = difference(&rounds(2.0, &[0.0; 6]), &rounds(0.0, &[0.0; 6]));
+        assert!(
+            (p50.estimate - 2.0).abs() < 1e-9 && p50.low == p50.high,
+            "{p50:?}"
+        );
+        assert!((p99.estimate - 2.0).abs() < 1e-9, "{p99:?}");
+        // Rounds that drift by up to 3 ms: the interval widens and still holds the truth.
+        let drifts = [0.0, 3.0, 1.0, 0.0, 2.0, 0.5];
+        let [p50, _] = difference(&rounds(2.0, &drifts), &rounds(0.0, &drifts));
+        assert!(p50.low < 2.0 && 2.0 < p50.high, "{p50:?}");
+        assert!(p50.high - p50.low > 0.5, "{p50:?}");
+        // No samples on one side: nothing to say.
+        let [p50, _] = difference(&rounds(2.0, &drifts), &[]);
+        assert!(p50.estimate.is_nan() && p50.low.is_nan(), "{p50:?}");
+    }
 
     #[test]
     fn a_histogram_is_read_and_interpolated() {
