@@ -11,11 +11,14 @@
 #
 # Prints each phase, then a table of medians: client UPDATE p50/p99 (and the difference to no
 # webhook), the API server's own apiserver_admission_webhook_admission_duration_seconds p50/p99
-# for the webhook, the agent's CPU per webhook call and its peak RSS.
+# for the webhook, the agent's CPU per webhook call and its peak RSS; then every round pooled,
+# with what each setup adds to no webhook and to the floor and a 90 % interval from drawing the
+# rounds again. Many short rounds narrow the intervals more than a few long ones (about 13
+# minutes with the defaults).
 #
 #   scripts/apiserver-bench.sh
 #
-# Environment: ROUNDS=3 PHASE_SECONDS=12 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
+# Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
 # Needs the control plane (`bash .ci/build-cluster`, built into .tools/cluster). Everything it
 # starts stops when it ends. Timings on a shared machine swing: compare within one run.
 set -euo pipefail

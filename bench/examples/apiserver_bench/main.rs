@@ -19,7 +19,7 @@
 //! After the medians of the rounds, a second table pools every round's UPDATEs and gives what each
 //! setup adds to no webhook and to the floor with a 90 % interval (rounds drawn again).
 //!
-//! Environment: ROUNDS=3 PHASE_SECONDS=12 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
+//! Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -437,8 +437,8 @@ async fn main() -> anyhow::Result<()> {
         .ok()
         .filter(|f: &f64| *f > 0.0 && *f <= 1.0)
         .context("MAX_FRACTION must be a number in (0, 1]")?;
-    let rounds = env_number("ROUNDS", 3)?;
-    let phase_seconds = env_number("PHASE_SECONDS", 12)? as f64;
+    let rounds = env_number("ROUNDS", 12)?;
+    let phase_seconds = env_number("PHASE_SECONDS", 6)? as f64;
     let clients = env_number("CLIENTS", 8)?;
     let deployments = env_number("DEPLOYMENTS", 40)?;
     let rates_spec = std::env::var("RATES").unwrap_or_else(|_| "50,max".into());
