@@ -653,17 +653,14 @@ fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64]) {
         for setup in Setup::ALL {
             let rounds = rounds_of(rate, setup);
             let pooled = quantiles(&rounds.concat());
-            let [over_none_50, over_none_99] = difference(&rounds, &none);
-            let over_floor = match setup {
-                Setup::NoWebhook | Setup::Floor => "— | —".to_string(),
-                _ => {
-                    let [p50, p99] = difference(&rounds, &floor);
-                    format!("{p50} | {p99}")
-                }
+            let over = |base: &[Vec<f64>]| {
+                let [p50, p99] = difference(&rounds, base);
+                format!("{p50} | {p99}")
             };
-            let over_none = match setup {
-                Setup::NoWebhook => "— | —".to_string(),
-                _ => format!("{over_none_50} | {over_none_99}"),
+            let (over_none, over_floor) = match setup {
+                Setup::NoWebhook => ("— | —".to_string(), "— | —".to_string()),
+                Setup::Floor => (over(&none), "— | —".to_string()),
+                Setup::Agent | Setup::AgentClientAuth => (over(&none), over(&floor)),
             };
             println!(
                 "| {rate:.0}/s | {} | {:.2} ms | {:.2} ms | {over_none} | {over_floor} |",
