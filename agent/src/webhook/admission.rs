@@ -363,26 +363,35 @@ fn record<O>(
         }
     }
     let listed = |paths: &mut dyn Iterator<Item = &str>| {
-        paths.take(MAX_LOGGED_FIELDS).collect::<Vec<_>>().join(", ")
+        let mut text = String::new();
+        for (n, path) in paths.take(MAX_LOGGED_FIELDS).enumerate() {
+            if n > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(path);
+        }
+        text
     };
     let denied = evaluation.denied_paths();
     let rule = evaluation.rule();
+    // Text fields as `&str`: the log line writes those as they are, where `%` would take each
+    // through the formatting machinery.
     tracing::info!(
-        uid = %request.uid,
-        operation = %request.operation,
+        uid = request.uid.as_str(),
+        operation = request.operation.as_str(),
         namespace = request.namespace(),
-        resource = %resource,
+        resource = resource.as_str(),
         name = request.name(),
-        user = %request.user_info.username,
+        user = request.user_info.username.as_str(),
         rule = rule.map(|r| r.id.to_string()).unwrap_or_default(),
         tier = rule.map(|r| r.tier.as_str()).unwrap_or(""),
         mode = evaluation.mode().map(|m| m.as_str()).unwrap_or(""),
         step = ?evaluation.step(),
         result = result,
-        reason = %evaluation.status_message(),
-        changed_fields = %listed(&mut changes.iter().map(|c| c.path.as_str())),
+        reason = evaluation.status_message().as_str(),
+        changed_fields = listed(&mut changes.iter().map(|c| c.path.as_str())).as_str(),
         changed_count = evaluation.comparison().map_or(0, |c| c.changed_count),
-        denied_fields = %listed(&mut denied.iter().map(String::as_str)),
+        denied_fields = listed(&mut denied.iter().map(String::as_str)).as_str(),
         denied_count = evaluation.violation().map_or(0, |v| v.denied_count),
         dry_run = request.dry_run.unwrap_or(false),
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
