@@ -9,7 +9,8 @@
 # alternating rounds (the order rotates every round). For each review (image-only change:
 # allowed; replicas change: denied) it prints the median requests/sec of each, the ratios
 # agent/reference and agent/floor, the median p50 and p99 of each with the p99 ratio
-# agent/floor, and each server's peak RSS (VmHWM; fresh servers per review). Then the worst cases: a fresh
+# agent/floor, the same two ratios round by round (each round's agent against its floor) as a
+# median with a 90 % interval, and each server's peak RSS (VmHWM; fresh servers per review). Then the worst cases: a fresh
 # agent per review, one POST of args-200k.json (200,000 changed args) and items-2m.json
 # (2,000,000 changed items, ~8 MB): HTTP status, wall time (and the agent's own logged latency),
 # response bytes, the largest log line, and the rise of VmHWM, against reference §5's bounds (peak +4×body+1 MiB, 0.5 s, 64 KiB).
@@ -203,6 +204,33 @@ median() {
     if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# Round by round: the median of agent/floor over the rounds and a 90 % interval for it, from
+# drawing the rounds again (with replacement) 2,000 times, seeded. The agent and the floor of
+# one round ran one after the other, so a round's ratio leaves out most of what the machine
+# did to both; how far the rounds' ratios disagree is what the interval shows.
+# $1: the agent's values, $2: the floor's, one list each, in round order.
+paired_ratio() {
+  awk -v a="$1" -v f="$2" '
+    function med(v, n,   i, j, t, s) {
+      for (i = 1; i <= n; i++) s[i] = v[i]
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+      return (n % 2) ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+    }
+    BEGIN {
+      n = split(a, av, " "); m = split(f, fv, " ")
+      if (n != m || n == 0) { print "paired_ratio: " n " agent rounds against " m " floor rounds" > "/dev/stderr"; exit 1 }
+      for (i = 1; i <= n; i++) r[i] = av[i] / fv[i]
+      srand(27)
+      for (b = 1; b <= 2000; b++) {
+        for (i = 1; i <= n; i++) d[i] = r[int(rand() * n) + 1]
+        est[b] = med(d, n)
+      }
+      # The 5th and 95th percentiles of the redrawn medians.
+      k = 2000; for (i = 2; i <= k; i++) for (j = i; j > 1 && est[j - 1] > est[j]; j--) { t = est[j]; est[j] = est[j - 1]; est[j - 1] = t }
+      printf "%.2f× [%.2f, %.2f]", med(r, n), est[int(0.05 * k) + 1], est[int(0.95 * k)]
+    }'
+}
+
 verdict() { # name bool -> "ok" / "OVER"
   if [[ "$1" == 1 ]]; then echo "ok"; else echo "OVER"; fi
 }
@@ -255,6 +283,8 @@ for name in image.json replicas.json; do
   awk -v a="$to_reference" -v f="$to_floor" -v p="$p99_to_floor" 'BEGIN {exit !(a < 1.0 || f < 0.5 || p > 1.5)}' && over_bounds=1
   printf '%s (%s): throughput agent/reference %s×, agent/floor %s× (goal ≥ 0.50×); p99 agent/floor %s× (goal ≤ 1.5×)\n' \
     "$name" "$([[ ${allowed_of[$name]} == true ]] && echo allowed || echo denied)" "$to_reference" "$to_floor" "$p99_to_floor"
+  printf '  round by round, median [90 %% interval]: throughput agent/floor %s, p99 agent/floor %s\n' \
+    "$(paired_ratio "${rps_of[agent]}" "${rps_of[floor]}")" "$(paired_ratio "${p99_of[agent]}" "${p99_of[floor]}")"
   for who in "${servers[@]}"; do
     printf '  %-10s %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
       "$who" "${m_rps[$who]}" "${m_p50[$who]}" "${m_p99[$who]}" "$(mib "$(vmhwm_kb "${pid_of[$who]}")")"
