@@ -11,12 +11,12 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Seconds from 1970-01-01 to 10000-01-01: past that a year has five digits, which
 /// [`push_timestamp`] leaves to tracing-subscriber's formatter.
 const YEAR_10000: u64 = 253_402_300_800;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::registry::LookupSpan;
 
 /// Formats each event as one JSON object on a line of its own.
 #[derive(Debug, Default, Clone, Copy)]
