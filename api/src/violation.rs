@@ -147,8 +147,8 @@ impl<'a> Details<'a> {
                 .map(|c| {
                     let mut record = ChangeRecord::new(
                         c.path.as_str(),
-                        c.change.old.as_deref(),
-                        c.change.new.as_deref(),
+                        c.change.old_value(),
+                        c.change.new_value(),
                     );
                     if let Some(edit) = &c.edit {
                         record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
@@ -188,8 +188,8 @@ impl<'a> ChangeRecord<'a> {
     /// A change with both sides encoded as the record format says.
     pub fn new(
         path: impl Into<Cow<'a, str>>,
-        old: Option<&'a Value>,
-        new: Option<&'a Value>,
+        old: Option<Cow<'a, Value>>,
+        new: Option<Cow<'a, Value>>,
     ) -> Self {
         let (old, old_cut) = record_value(old);
         let (new, new_cut) = record_value(new);
@@ -205,17 +205,17 @@ impl<'a> ChangeRecord<'a> {
 }
 
 /// A side of a change as a record holds it, and whether it was cut.
-fn record_value(value: Option<&Value>) -> (Option<Cow<'_, Value>>, bool) {
+fn record_value(value: Option<Cow<'_, Value>>) -> (Option<Cow<'_, Value>>, bool) {
     let Some(value) = value else {
         return (None, false);
     };
     // Numbers and booleans are always short; anything else is measured by its encoding.
-    if matches!(value, Value::Null | Value::Bool(_) | Value::Number(_)) {
-        return (Some(Cow::Borrowed(value)), false);
+    if matches!(*value, Value::Null | Value::Bool(_) | Value::Number(_)) {
+        return (Some(value), false);
     }
     let encoded = value.to_string();
     if encoded.len() <= MAX_CHANGE_VALUE_BYTES {
-        return (Some(Cow::Borrowed(value)), false);
+        return (Some(value), false);
     }
     let ellipsis = '…';
     let mut end = MAX_CHANGE_VALUE_BYTES - ellipsis.len_utf8();
@@ -656,7 +656,11 @@ mod tests {
         let mut record = admission();
         let two = json!(2);
         let five = json!(5);
-        record.details.changes = vec![ChangeRecord::new("spec.replicas", Some(&two), Some(&five))];
+        record.details.changes = vec![ChangeRecord::new(
+            "spec.replicas",
+            Some(Cow::Borrowed(&two)),
+            Some(Cow::Borrowed(&five)),
+        )];
         let line = String::from_utf8(record.encode().unwrap()).unwrap();
         let parsed = ViolationRecord::parse(&line).expect("parses");
         assert_eq!(parsed, record);
@@ -695,7 +699,7 @@ mod tests {
     #[test]
     fn large_values_are_cut_and_marked() {
         let big = json!({"args": vec!["x".repeat(50); 20]});
-        let change = ChangeRecord::new("spec.args", Some(&big), None);
+        let change = ChangeRecord::new("spec.args", Some(Cow::Borrowed(&big)), None);
         let Some(Cow::Owned(Value::String(cut))) = &change.old else {
             panic!("{change:?}");
         };
@@ -707,7 +711,14 @@ mod tests {
         assert!(change.truncated);
         assert!(change.new.is_none());
         let small = json!({"a": 1});
-        assert!(!ChangeRecord::new("a", Some(&small), Some(&small)).truncated);
+        assert!(
+            !ChangeRecord::new(
+                "a",
+                Some(Cow::Borrowed(&small)),
+                Some(Cow::Borrowed(&small))
+            )
+            .truncated
+        );
     }
 
     #[test]

@@ -52,6 +52,32 @@ pub fn replicas_review() -> String {
     .to_string()
 }
 
+/// `apply.json`: the image edit as a client-side `kubectl apply` sends it, with the
+/// `last-applied-configuration` annotation holding the whole manifest, rewritten with the
+/// image (as in `scripts/apiserver-bench.sh`): about 13 KB of escaped JSON on each side, 57 KB
+/// the review. Allowed: the rule makes images and the annotation mutable.
+pub fn apply_review() -> String {
+    let applied = |images| {
+        let mut object = deployment(images, 3);
+        let manifest = json!({
+            "apiVersion": object["apiVersion"],
+            "kind": object["kind"],
+            "metadata": {
+                "name": object["metadata"]["name"],
+                "namespace": object["metadata"]["namespace"],
+                "labels": object["metadata"]["labels"],
+            },
+            "spec": object["spec"],
+        });
+        object["metadata"]["annotations"][LAST_APPLIED] = json!(format!("{manifest}\n"));
+        object
+    };
+    review("bench-apply", &applied(IMAGES), &applied(NEW_IMAGES)).to_string()
+}
+
+/// The annotation a client-side `kubectl apply` keeps the applied manifest in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// A review of the realistic Deployment whose main container's `args` hold `count` items, all
 /// different between the two objects; `item(i, changed, out)` writes item `i` as JSON. The list
 /// is spliced into the serialised review, so that millions of items cost no DOM here.
@@ -161,15 +187,16 @@ impl Pki {
 }
 
 /// The review bodies, by file name.
-pub const REVIEWS: [&str; 4] = [
+pub const REVIEWS: [&str; 5] = [
     "image.json",
     "replicas.json",
+    "apply.json",
     "args-200k.json",
     "items-2m.json",
 ];
 
 /// Writes everything into `dir`: `ca.crt`, `tls.crt`, `tls.key`, `clients-ca.crt`,
-/// `client.pem`, `rules/` and the four reviews. Returns each written review's path and size.
+/// `client.pem`, `rules/` and the five reviews. Returns each written review's path and size.
 pub fn write_all(dir: &Path) -> anyhow::Result<Vec<(PathBuf, usize)>> {
     use anyhow::Context as _;
     let write = |path: PathBuf, text: &str| {
@@ -192,6 +219,7 @@ pub fn write_all(dir: &Path) -> anyhow::Result<Vec<(PathBuf, usize)>> {
         let text = match name {
             "image.json" => image_review(),
             "replicas.json" => replicas_review(),
+            "apply.json" => apply_review(),
             "args-200k.json" => args_review(),
             _ => items_review(),
         };

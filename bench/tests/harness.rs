@@ -168,6 +168,32 @@ fn the_load_reviews_are_realistic_29_kb_deployments_with_one_change() {
     });
     assert_eq!(replicas["request"]["oldObject"]["spec"]["replicas"], 3);
     assert_eq!(replicas["request"]["object"]["spec"]["replicas"], 5);
+
+    // The image edit as a client-side apply sends it: the annotation holds the manifest.
+    let (size, apply) = read_review("apply.json");
+    assert!(
+        (52_000..=62_000).contains(&size),
+        "apply.json is {size} bytes"
+    );
+    let annotation = "kubectl.kubernetes.io/last-applied-configuration";
+    let applied = |object: &str| -> Value {
+        let text = apply["request"][object]["metadata"]["annotations"][annotation]
+            .as_str()
+            .unwrap();
+        serde_json::from_str(text).unwrap()
+    };
+    assert_eq!(
+        applied("object")["spec"],
+        apply["request"]["object"]["spec"]
+    );
+    only_change(&apply, |old| {
+        old["spec"]["template"]["spec"]["containers"][0]["image"] = json!(fixtures::NEW_IMAGES[0]);
+        let manifest = old["metadata"]["annotations"][annotation]
+            .as_str()
+            .unwrap()
+            .replace(fixtures::IMAGES[0], fixtures::NEW_IMAGES[0]);
+        old["metadata"]["annotations"][annotation] = json!(manifest);
+    });
 }
 
 /// Takes the main container's `args` out of both objects and checks them: `count` items each,
@@ -386,6 +412,9 @@ fn the_agent_decides_as_stated_and_the_references_answer_allowed_over_tls() {
         response["auditAnnotations"]["rule"],
         "drift-sentinel/production"
     );
+    let apply = post(&client, &format!("{agent}/validate"), "apply.json");
+    assert_eq!(apply["response"]["uid"], "bench-apply");
+    assert_eq!(apply["response"]["allowed"], true, "{apply:#}");
     let replicas = post(&client, &format!("{agent}/validate"), "replicas.json");
     let response = &replicas["response"];
     assert_eq!(response["uid"], "bench-replicas");

@@ -58,6 +58,7 @@ use crate::evaluation::{
     self, Comparison, Considered, Detail, ImperativeEdit, JudgedChange, Labels, Settled, Subject,
     Violation, Winner,
 };
+use crate::json::LazyValue;
 use crate::managed::{self, OwnedField};
 use crate::manifests::Namespaces;
 use crate::path::{FieldPath, PathSegment};
@@ -601,7 +602,7 @@ fn owned_change<'a>(
         path: FieldPath::from(path.to_vec()),
         kind: ChangeKind::Added,
         old: None,
-        new: Some(Cow::Owned(scoped)),
+        new: Some(LazyValue::from(scoped)),
     });
     change.edit = latest_edit(owned, path, |owned, wanted| owned == wanted);
     Some(change)

@@ -101,8 +101,8 @@ fn drift_from_the_baseline_names_the_manager() {
         audit.reason()
     );
     let change = &audit.changes()[0];
-    assert_eq!(change.change.old.as_deref(), Some(&json!("web:1")));
-    assert_eq!(change.change.new.as_deref(), Some(&json!("web:2")));
+    assert_eq!(change.change.old, Some(LazyValue::from(json!("web:1"))));
+    assert_eq!(change.change.new, Some(LazyValue::from(json!("web:2"))));
     assert_eq!(change.edit.as_ref().unwrap().manager, "kubectl-set");
 }
 

@@ -13,7 +13,6 @@
 //! own scope (system fields, `include`, `exclude`) and its `mutable` descent — reports exactly the
 //! declared fields that differ, at the live object's paths.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
@@ -133,12 +132,7 @@ pub fn changes(
     let expected = expected(declared, live);
     diff::diff(&expected, live, scope, descend)
         .into_iter()
-        .map(|change| Change {
-            path: change.path,
-            kind: change.kind,
-            old: change.old.map(|v| Cow::Owned(v.into_owned())),
-            new: change.new.map(|v| Cow::Owned(v.into_owned())),
-        })
+        .map(Change::into_owned)
         .collect()
 }
 

@@ -369,8 +369,8 @@ impl<'r, 'a, N: Node<'a>> Judging<'r, 'a, N> {
                 change: Change {
                     path: k.path,
                     kind: k.kind,
-                    old: k.old.map(Side::into_value),
-                    new: k.new.map(Side::into_value),
+                    old: k.old.map(Side::into_lazy_value),
+                    new: k.new.map(Side::into_lazy_value),
                 },
                 path: k.rendered,
                 mutable: k.mutable,

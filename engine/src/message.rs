@@ -195,14 +195,14 @@ impl JudgedChange<'_> {
     /// audit's text and the plugin show one change. Values are cut to
     /// [`MAX_VALUE_CHARS`] characters.
     pub fn text(&self) -> String {
-        let old = match self.change.old.as_deref() {
+        let old = match self.change.old_value() {
             None if self.declared_unknown => "<unknown>".to_owned(),
-            old => display_value(old),
+            old => display_value(old.as_deref()),
         };
         let mut text = format!(
             "{}: {old} → {}",
             self.path,
-            display_value(self.change.new.as_deref())
+            display_value(self.change.new_value().as_deref())
         );
         if let Some(edit) = &self.edit {
             use std::fmt::Write as _;

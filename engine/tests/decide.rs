@@ -1,5 +1,6 @@
 //! The decision of reference §3, table-driven through the public API.
 
+use drift_engine::diff::Change;
 use drift_engine::evaluation::{Mismatch, target_of};
 use drift_engine::review::AdmissionRequest;
 use drift_engine::{Context, Detail, Evaluation, RuleSet, Step, Verdict, evaluate};
@@ -786,4 +787,89 @@ fn namespace_rules_cannot_weaken_cluster_rules() {
     let request = in_namespace("prod-eu");
     let evaluation = decide(&all, &request);
     assert_eq!(evaluation.step(), Step::ModeOff);
+}
+
+/// A client-side `kubectl apply` rewrites the `last-applied-configuration` annotation on every
+/// edit: a long string of escaped JSON on each side. The agent's raw parse keeps such values
+/// as the body's text, read only when an answer shows them, and the evaluation is the same as
+/// over parsed documents.
+#[test]
+fn values_of_a_body_are_read_only_when_shown() {
+    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+    let spec = IMAGE_ONLY.replace(
+        "mutable: [",
+        &format!("mutable: [\"metadata.annotations['{LAST_APPLIED}']\", "),
+    );
+    let rules = ops_rule(&spec);
+    assert!(rules.invalid().is_empty(), "{:?}", rules.invalid());
+    let applied = |image: &str, replicas: i64| {
+        let mut object = deployment(image, replicas);
+        let manifest = object.to_string().repeat(8);
+        object["metadata"]["annotations"] = json!({ LAST_APPLIED: manifest });
+        object
+    };
+    for (name, new, allowed) in [
+        ("image edit", applied("web:2", 3), true),
+        ("replicas edit", applied("web:1", 5), false),
+    ] {
+        let request = json!({
+            "uid": "req-1",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": "web",
+            "namespace": "prod",
+            "operation": "UPDATE",
+            "userInfo": {"username": "alice"},
+            "object": new,
+            "oldObject": applied("web:1", 3),
+        });
+        let parsed_request: AdmissionRequest = serde_json::from_value(request.clone()).expect(name);
+        let body = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": request,
+        })
+        .to_string();
+        let raw = drift_engine::review::parse_review_raw(body.as_bytes()).expect(name);
+        let raw_request = raw.request.expect(name);
+        let context = Context::at(SystemTime::UNIX_EPOCH);
+        let from_text = evaluate(&rules, &raw_request, &context, Detail::Verdict);
+        let from_values = decide(&rules, &parsed_request);
+        assert_eq!(from_text.allowed(), allowed, "{name}");
+        fn judged(e: &Evaluation<'_>) -> Vec<(String, Change<'static>, bool)> {
+            e.changes()
+                .iter()
+                .map(|c| (c.path.clone(), c.change.clone().into_owned(), c.mutable))
+                .collect()
+        }
+        assert_eq!(judged(&from_text), judged(&from_values), "{name}");
+        assert_eq!(
+            from_text
+                .response("u")
+                .encode_review(drift_engine::ReviewVersion::V1),
+            from_values
+                .response("u")
+                .encode_review(drift_engine::ReviewVersion::V1),
+            "{name}"
+        );
+        let annotation = from_text
+            .changes()
+            .iter()
+            .find(|c| c.path.contains(LAST_APPLIED))
+            .unwrap_or_else(|| panic!("{name}: the annotation's change"));
+        assert!(annotation.mutable, "{name}");
+        // Kept as the body's text, not decoded.
+        let Some(drift_engine::json::LazyValue::Text(text)) = &annotation.change.new else {
+            panic!("{name}: {:?}", annotation.change.new);
+        };
+        assert!(text.starts_with('"') && text.contains("\\\""), "{name}");
+        assert_eq!(
+            annotation.change.new_value().as_deref(),
+            Some(
+                &parsed_request.object.as_ref().expect(name)["metadata"]["annotations"]
+                    [LAST_APPLIED]
+            ),
+            "{name}"
+        );
+    }
 }

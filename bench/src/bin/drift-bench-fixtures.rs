@@ -1,7 +1,7 @@
 //! `drift-bench-fixtures DIR`: writes the load benchmark's fixtures into DIR (see
 //! `drift_bench::fixtures::write_all`): `ca.crt`, `tls.crt`, `tls.key`, `rules/` (20 rule
 //! ConfigMaps, the matching one tried last) and `image.json`, `replicas.json`,
-//! `args-200k.json`, `items-2m.json`. Prints each review's path and size in bytes.
+//! `apply.json`, `args-200k.json`, `items-2m.json`. Prints each review's path and size in bytes.
 
 use std::process::ExitCode;
 

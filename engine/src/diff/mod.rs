@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::json::{MapView, Node, Shape};
+use crate::json::{LazyValue, MapView, Node, Shape};
 use crate::path::{AsSegment, FieldPath, PathPattern, PathSegment, SegmentRef};
 
 mod lists;
@@ -105,13 +105,36 @@ pub enum ChangeKind {
     Reordered,
 }
 
-/// One changed path with the values on each side (absent sides are `None`).
+/// One changed path with the values on each side (absent sides are `None`). A value from a
+/// request's body stays its text until shown (see [`LazyValue`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change<'a> {
     pub path: FieldPath,
     pub kind: ChangeKind,
-    pub old: Option<Cow<'a, Value>>,
-    pub new: Option<Cow<'a, Value>>,
+    pub old: Option<LazyValue<'a>>,
+    pub new: Option<LazyValue<'a>>,
+}
+
+impl Change<'_> {
+    /// The same change, borrowing nothing.
+    pub fn into_owned(self) -> Change<'static> {
+        Change {
+            path: self.path,
+            kind: self.kind,
+            old: self.old.map(LazyValue::into_owned),
+            new: self.new.map(LazyValue::into_owned),
+        }
+    }
+
+    /// The old value, read from the body's text if it is text.
+    pub fn old_value(&self) -> Option<Cow<'_, Value>> {
+        self.old.as_ref().map(LazyValue::value)
+    }
+
+    /// The new value, read from the body's text if it is text.
+    pub fn new_value(&self) -> Option<Cow<'_, Value>> {
+        self.new.as_ref().map(LazyValue::value)
+    }
 }
 
 /// One step of the path the walk is at: keys borrowed from the documents where they can be.
@@ -155,6 +178,14 @@ impl<'a, N: Node<'a>> Side<N> {
             Side::Projected(value) => Cow::Owned(value),
         }
     }
+
+    /// The side as a change holds it: a node of a body stays its text.
+    pub fn into_lazy_value(self) -> LazyValue<'a> {
+        match self {
+            Side::Node(node) => node.to_lazy_value(),
+            Side::Projected(value) => LazyValue::from(value),
+        }
+    }
 }
 
 /// A change the diff found, as it hands it to a [`Sink`].
@@ -189,8 +220,8 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Vec<Change<'a>> {
         self.push(Change {
             path: found.field_path(),
             kind: found.kind,
-            old: found.old.map(Side::into_value),
-            new: found.new.map(Side::into_value),
+            old: found.old.map(Side::into_lazy_value),
+            new: found.new.map(Side::into_lazy_value),
         });
     }
 }

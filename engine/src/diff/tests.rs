@@ -399,8 +399,8 @@ fn change_values_are_reported() {
     let changes = diff(&old, &new, &Scope::everything(), &[]);
     assert_eq!(changes.len(), 1);
     assert_eq!(changes[0].kind, ChangeKind::Modified);
-    assert_eq!(changes[0].old.as_deref(), Some(&json!(3)));
-    assert_eq!(changes[0].new.as_deref(), Some(&json!(5)));
+    assert_eq!(changes[0].old, Some(LazyValue::from(json!(3))));
+    assert_eq!(changes[0].new, Some(LazyValue::from(json!(5))));
 }
 
 pub(crate) fn arb_value() -> impl Strategy<Value = Value> {

@@ -14,6 +14,8 @@
 
 use std::cell::Cell;
 
+use super::classify::{BLOCK, escaped, quotes_and_backslashes};
+
 /// Text per recorded container, at most (the memory bound of the index).
 pub(super) const BYTES_PER_ENTRY: usize = 16;
 /// Containers recorded whatever the text's size.
@@ -50,7 +52,8 @@ pub(super) fn string_stops(x: u64) -> u64 {
 }
 
 /// The end (exclusive) of the string whose content starts at `i` (just past its opening
-/// quote): eight bytes at a time until a quote or a backslash, then the byte itself.
+/// quote): eight bytes at a time until a quote or a backslash, then the byte itself; from the
+/// first escape on, a block at a time ([`blocks_to_string_end`]).
 #[inline]
 pub(super) fn string_end_from(bytes: &[u8], mut i: usize) -> usize {
     loop {
@@ -67,11 +70,39 @@ pub(super) fn string_end_from(bytes: &[u8], mut i: usize) -> usize {
         }
         match bytes.get(i) {
             Some(b'"') => return i + 1,
-            Some(b'\\') => i += 2,
+            Some(b'\\') => match blocks_to_string_end(bytes, i) {
+                Ok(end) => return end,
+                // What is left after the blocks, byte by byte (its first byte escaped or not).
+                Err((at, escaped_first)) if at > i => i = at + usize::from(escaped_first),
+                Err(_) => i += 2,
+            },
             Some(_) => i += 1,
             None => return bytes.len(),
         }
     }
+}
+
+/// From `i`, an unescaped backslash inside a string, to the string's end, [`BLOCK`] bytes at a
+/// time while that many are left. A string with one escape usually holds many (the JSON of a
+/// `last-applied-configuration` annotation has `\"` every few bytes), and stopping at each
+/// costs more than classifying the block: the quotes that no odd run of backslashes escapes
+/// end the string. `Err` with where the blocks ended and whether the byte there is escaped.
+// Out of line: the common string, short and without escapes, stays a small inlined loop.
+#[inline(never)]
+fn blocks_to_string_end(bytes: &[u8], mut i: usize) -> Result<usize, (usize, bool)> {
+    let mut escaped_first = false;
+    while let Some(block) = bytes
+        .get(i..i + BLOCK)
+        .and_then(|b| <&[u8; BLOCK]>::try_from(b).ok())
+    {
+        let (quotes, backslashes) = quotes_and_backslashes(block);
+        let quotes = quotes & !escaped(backslashes, &mut escaped_first);
+        if quotes != 0 {
+            return Ok(i + quotes.trailing_zeros() as usize + 1);
+        }
+        i += BLOCK;
+    }
+    Err((i, escaped_first))
 }
 
 /// Marks a container opened past the entry bound on the stack of open containers.
@@ -282,7 +313,72 @@ mod tests {
         })
     }
 
+    /// The end of the string whose content starts at `i`, byte by byte.
+    fn string_end_bytewise(bytes: &[u8], mut i: usize) -> usize {
+        while let Some(&b) = bytes.get(i) {
+            match b {
+                b'"' => return i + 1,
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        bytes.len()
+    }
+
+    /// String contents dense with escapes (runs of backslashes of any length, escaped quotes,
+    /// `\u` escapes) and of any length around the block size, text after the string included.
+    fn escaped_contents() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("a".to_owned()),
+            Just("ab cd".to_owned()),
+            Just("\\\"".to_owned()),
+            Just("\\\\".to_owned()),
+            Just("\\\\\\\\".to_owned()),
+            Just("\\u00e9".to_owned()),
+            Just("é".to_owned()),
+            "[a-z]{0,70}",
+        ];
+        prop::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
+    }
+
+    #[test]
+    fn string_ends_around_block_edges() {
+        // An escaped quote, or a run of backslashes, at each offset around one block.
+        for offset in 0..2 * BLOCK + 3 {
+            for (escape, tail) in [("\\\"", "x"), ("\\\\", ""), ("\\\\\\", "")] {
+                // Text after the string, so that a block can reach past its end.
+                let text = format!(
+                    "\"{}{escape}{tail}\", \"{}\"]",
+                    "y".repeat(offset),
+                    "z".repeat(BLOCK)
+                );
+                let bytes = text.as_bytes();
+                assert_eq!(
+                    string_end_from(bytes, 1),
+                    string_end_bytewise(bytes, 1),
+                    "{text}"
+                );
+            }
+        }
+    }
+
     proptest! {
+        /// Whether found 8 bytes or a block at a time, a string ends where reading it byte by
+        /// byte ends it; also when the text is cut inside it.
+        #[test]
+        fn string_ends_are_those_of_reading_byte_by_byte(
+            content in escaped_contents(),
+            after in "[a-z\\\\\",]{0,80}",
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let text = format!("\"{content}\"{after}");
+            let bytes = text.as_bytes();
+            prop_assert_eq!(string_end_from(bytes, 1), string_end_bytewise(bytes, 1));
+            prop_assert_eq!(string_end_from(bytes, 1), content.len() + 2);
+            let cut = &bytes[..cut.index(bytes.len() + 1)];
+            prop_assert_eq!(string_end_from(cut, 1.min(cut.len())), string_end_bytewise(cut, 1.min(cut.len())));
+        }
+
         /// Lookups from a cursor answer as lookups of the whole index do, whatever their
         /// order: forward as a walk reads, backward, or anywhere, on or off a container.
         #[test]

@@ -40,10 +40,8 @@ pub(super) fn classify(block: &[u8; BLOCK]) -> Classes {
 #[target_feature(enable = "sse2")]
 fn classify_sse2(block: &[u8; BLOCK]) -> Classes {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
-        _mm_set1_epi8,
+        __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
-    // The loads go through two u64 halves: no pointer, so nothing here can read out of bounds.
     let splat = |b: u8| _mm_set1_epi8(b as i8);
     let quote = splat(b'"');
     let backslash = splat(b'\\');
@@ -60,12 +58,7 @@ fn classify_sse2(block: &[u8; BLOCK]) -> Classes {
     let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
     let mut classes = Classes::default();
     for (lane, chunk) in block.chunks_exact(16).enumerate() {
-        let half = |from: usize| {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&chunk[from..from + 8]);
-            i64::from_le_bytes(word)
-        };
-        let v = _mm_set_epi64x(half(8), half(0));
+        let v = load_sse2(chunk);
         let shift = 16 * lane as u32;
         classes.quote |= mask(_mm_cmpeq_epi8(v, quote)) << shift;
         classes.backslash |= mask(_mm_cmpeq_epi8(v, backslash)) << shift;
@@ -143,6 +136,54 @@ pub(super) fn classify_avx2(block: &[u8; BLOCK]) -> Classes {
     }
     classes.structural &= !classes.control;
     classes
+}
+
+/// Sixteen bytes of a block as a vector. The load goes through two u64 halves: no pointer, so
+/// nothing here can read out of bounds (a shorter `chunk` panics).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn load_sse2(chunk: &[u8]) -> std::arch::x86_64::__m128i {
+    let half = |from: usize| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&chunk[from..from + 8]);
+        i64::from_le_bytes(word)
+    };
+    std::arch::x86_64::_mm_set_epi64x(half(8), half(0))
+}
+
+/// The quotes and the backslashes of one block, as [`Classes`] has them: all that finding a
+/// string's end needs (see [`super::brackets`]), at a quarter of a whole classification.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u64, u64) {
+    // SAFETY: as for `classify`: SSE2 is enabled for every x86_64 target; no pointer is read.
+    unsafe { quotes_and_backslashes_sse2(block) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn quotes_and_backslashes_sse2(block: &[u8; BLOCK]) -> (u64, u64) {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8};
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    let (mut quotes, mut backslashes) = (0, 0);
+    for (lane, chunk) in block.chunks_exact(16).enumerate() {
+        let v = load_sse2(chunk);
+        let shift = 16 * lane as u32;
+        quotes |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) as u16) << shift;
+        backslashes |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)) as u16) << shift;
+    }
+    (quotes, backslashes)
+}
+
+/// The quotes and the backslashes of one block (byte by byte, where no vector unit is assumed).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+pub(super) fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u64, u64) {
+    let classes = classify_bytes(block);
+    (classes.quote, classes.backslash)
 }
 
 /// Classifies one block (byte by byte, where no vector unit is assumed).
@@ -258,6 +299,11 @@ mod tests {
                     "shift {shift} quarter {quarter}"
                 );
                 assert_eq!(widest(&block), expected, "shift {shift} quarter {quarter}");
+                assert_eq!(
+                    quotes_and_backslashes(&block),
+                    (expected.quote, expected.backslash),
+                    "shift {shift} quarter {quarter}"
+                );
             }
         }
     }
@@ -275,6 +321,8 @@ mod tests {
             whole[32..].copy_from_slice(&tail);
             prop_assert_eq!(classify(&whole), classify_bytes(&whole));
             prop_assert_eq!(widest(&whole), classify_bytes(&whole));
+            let expected = classify_bytes(&whole);
+            prop_assert_eq!(quotes_and_backslashes(&whole), (expected.quote, expected.backslash));
         }
 
         /// Escapes found block by block with the carry are the escapes of the whole text.

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 mod brackets;
 mod classify;
 mod deep;
+mod lazy;
 mod number;
 mod raw;
 mod scan;
@@ -17,6 +18,7 @@ mod string;
 
 #[cfg(test)]
 pub(crate) use brackets::Brackets;
+pub use lazy::LazyValue;
 pub use number::{numbers_eq, text_numbers_eq};
 pub(crate) use raw::is_whitespace_char;
 pub use raw::{RawDocument, RawItems, RawJson, RawMap};
@@ -65,6 +67,10 @@ pub trait Node<'a>: Copy + std::fmt::Debug {
     fn identical(self, other: Self) -> bool;
     /// The value as a document (borrowed when it is one already).
     fn to_value(self) -> Cow<'a, Value>;
+    /// The value for a change to hold: as a document, or as text read only when shown.
+    fn to_lazy_value(self) -> LazyValue<'a> {
+        LazyValue::Value(self.to_value())
+    }
 }
 
 /// What an admission request carries its objects as: a parsed document, or the raw text of

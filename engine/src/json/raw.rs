@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 use super::brackets::{Brackets, string_end_from};
 use super::deep::{DEEP, DeepIndex};
 use super::number::text_numbers_eq;
-use super::{Document, MapView, Node, Shape};
+use super::{Document, LazyValue, MapView, Node, Shape};
 
 /// One object of a request as the body's text, with the index of its brackets built on first
 /// need (see [`Brackets`]): what the agent's parse gives for `object` and `oldObject`.
@@ -275,6 +275,7 @@ fn find_from(
 }
 
 /// The end (exclusive) of the string whose opening quote is at `at`.
+#[inline]
 fn string_end(bytes: &[u8], at: usize) -> usize {
     string_end_from(bytes, at + 1)
 }
@@ -663,21 +664,29 @@ impl<'a> Node<'a> for RawJson<'a> {
     }
 
     fn to_value(self) -> Cow<'a, Value> {
-        // A number that a `Value` cannot hold exactly (past 64 bits, past a double's precision,
-        // beyond f64) is reported as its text, so that a change of it never reads `x → x`.
-        if self.shape() == Shape::String
-            && let Some(decoded) = super::string::decode(self.text)
-        {
-            return Cow::Owned(Value::String(decoded.into_owned()));
+        Cow::Owned(value_of_text(self.text))
+    }
+
+    fn to_lazy_value(self) -> LazyValue<'a> {
+        LazyValue::Text(self.text)
+    }
+}
+
+/// The value that `text`, the JSON text of one value, stands for.
+pub(super) fn value_of_text(text: &str) -> Value {
+    // A number that a `Value` cannot hold exactly (past 64 bits, past a double's precision,
+    // beyond f64) is reported as its text, so that a change of it never reads `x → x`.
+    if text.starts_with('"')
+        && let Some(decoded) = super::string::decode(text)
+    {
+        return Value::String(decoded.into_owned());
+    }
+    match serde_json::from_str(text) {
+        Ok(Value::Number(n)) if !text_numbers_eq(text, &n.to_string()) => {
+            Value::String(text.into())
         }
-        let value = match serde_json::from_str(self.text) {
-            Ok(Value::Number(n)) if !super::number::text_numbers_eq(self.text, &n.to_string()) => {
-                Value::String(self.text.into())
-            }
-            Ok(value) => value,
-            Err(_) => Value::String(self.text.into()),
-        };
-        Cow::Owned(value)
+        Ok(value) => value,
+        Err(_) => Value::String(text.into()),
     }
 }
 

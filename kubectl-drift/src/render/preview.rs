@@ -55,15 +55,15 @@ pub(crate) fn preview_parts(
         .map(|c| {
             json!({
                 "path": c.path,
-                "old": c.change.old.as_deref(),
-                "new": c.change.new.as_deref(),
+                "old": c.change.old,
+                "new": c.change.new,
                 "status": if c.mutable { "mutable" } else { "denied" },
             })
         })
         .collect();
-    changes.extend(excluded(evaluation).iter().map(|c| {
-        json!({"path": c.path.to_string(), "old": c.old.as_deref(), "new": c.new.as_deref(), "status": "excluded"})
-    }));
+    changes.extend(excluded(evaluation).iter().map(
+        |c| json!({"path": c.path.to_string(), "old": c.old, "new": c.new, "status": "excluded"}),
+    ));
     let document = json!({
         "object": object_summary(request),
         "user": request.user_info.username,
@@ -192,14 +192,17 @@ fn changes_table(evaluation: &Evaluation<'_>, style: &Style) -> String {
             };
             (
                 c.path.clone(),
-                arrow(c.change.old.as_deref(), c.change.new.as_deref()),
+                arrow(
+                    c.change.old_value().as_deref(),
+                    c.change.new_value().as_deref(),
+                ),
                 status,
             )
         })
         .chain(excluded(evaluation).iter().map(|c| {
             (
                 c.path.to_string(),
-                arrow(c.old.as_deref(), c.new.as_deref()),
+                arrow(c.old_value().as_deref(), c.new_value().as_deref()),
                 style.yellow("excluded"),
             )
         }))
