@@ -13,12 +13,16 @@
 # webhook), the API server's own apiserver_admission_webhook_admission_duration_seconds p50/p99
 # for the webhook, the agent's CPU per webhook call and its peak RSS; then every round pooled,
 # with what each setup adds to no webhook and to the floor and a 90 % interval from drawing the
-# rounds again. Many short rounds narrow the intervals more than a few long ones (about 13
+# rounds again, and each server's CPU per call over all its rounds (finer than one round's). Many short rounds narrow the intervals more than a few long ones (about 13
 # minutes with the defaults).
 #
 #   scripts/apiserver-bench.sh
 #
+# BASELINE=PATH adds a fifth setup: another build of the agent (say, of the commit before a
+# change), run as the agent is; the pooled table then ends with what the agent adds over it.
+#
 # Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
+# BASELINE=
 # Needs the control plane (`bash .ci/build-cluster`, built into .tools/cluster). Everything it
 # starts stops when it ends. Timings on a shared machine swing: compare within one run.
 set -euo pipefail

@@ -7,7 +7,8 @@
 # allowed; `drift-floor` only finds the uid by a byte search and answers, so no decision can be
 # cheaper. All three are loaded with the same realistic ~29 KB Deployment review by `wrk`, in
 # alternating rounds (the order rotates every round). For each review (image-only change:
-# allowed; replicas change: denied) it prints the median requests/sec of each, the ratios
+# allowed; replicas change: denied; the image change as a client-side `kubectl apply` sends it,
+# with a 13 KB last-applied annotation on each side, 57 KB: allowed) it prints the median requests/sec of each, the ratios
 # agent/reference and agent/floor, the median p50 and p99 of each with the p99 ratio
 # agent/floor, the same two ratios round by round (each round's agent against its floor) as a
 # median with a 90 % interval, and each server's peak RSS (VmHWM; fresh servers per review). Then the worst cases: a fresh
@@ -22,6 +23,7 @@
 #   ROUNDS=5 DURATION=10 CONNECTIONS=16 WARMUP=2   rounds per review, seconds per wrk run, wrk
 #                                                  connections, seconds of warm-up per server
 #   QUICK=1     a smoke run (2 rounds of 2 s, 1 s warm-up)
+#   REVIEWS="image.json replicas.json apply.json"   the reviews loaded, in this order
 #   BUILD=0     use the release binaries already in $CARGO_TARGET_DIR (or target/) as they are
 #   PLAIN=1     serve plain HTTP instead of TLS (the stack's floor without the cipher)
 #   STRICT=1    exit 1 when agent/reference is below 1.0, agent/floor below 0.50, the agent's p99
@@ -240,9 +242,13 @@ echo "load-bench: $ROUNDS rotating rounds of ${DURATION}s per server and review,
 echo "fixtures: $(awk '{sub(".*/", "", $1); printf "%s%s %d B", sep, $1, $2; sep = ", "}' "$work/fixtures.txt"); 20 rules, the match last"
 echo
 
-declare -A allowed_of=([image.json]=true [replicas.json]=false)
+declare -A allowed_of=([image.json]=true [replicas.json]=false [apply.json]=true)
+read -r -a reviews <<<"${REVIEWS:-image.json replicas.json apply.json}"
+for name in "${reviews[@]}"; do
+  [[ -n "${allowed_of[$name]:-}" ]] || fail "REVIEWS: $name is not one of ${!allowed_of[*]}"
+done
 servers=(agent reference floor)
-for name in image.json replicas.json; do
+for name in "${reviews[@]}"; do
   body="$fx/$name"
   declare -A url_of=() pid_of=() rps_of=() p50_of=() p99_of=()
   for who in "${servers[@]}"; do

@@ -19,7 +19,11 @@
 //! After the medians of the rounds, a second table pools every round's UPDATEs and gives what each
 //! setup adds to no webhook and to the floor with a 90 % interval (rounds drawn again).
 //!
+//! With `BASELINE=PATH` (another build of the agent, say of the commit before a change), a fifth
+//! setup runs it like the agent, and the pooled table gives what the agent adds over it.
+//!
 //! Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
+//! BASELINE=
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -46,14 +50,17 @@ enum Setup {
     Floor,
     Agent,
     AgentClientAuth,
+    /// The `BASELINE` build of the agent, run as [`Setup::Agent`] is.
+    Baseline,
 }
 
 impl Setup {
-    const ALL: [Setup; 4] = [
+    const ALL: [Setup; 5] = [
         Setup::NoWebhook,
         Setup::Floor,
         Setup::Agent,
         Setup::AgentClientAuth,
+        Setup::Baseline,
     ];
 
     fn label(self) -> &'static str {
@@ -62,6 +69,7 @@ impl Setup {
             Setup::Floor => "floor (uid only, TLS)",
             Setup::Agent => "agent (URL, TLS)",
             Setup::AgentClientAuth => "agent + client auth",
+            Setup::Baseline => "baseline agent (URL, TLS)",
         }
     }
 }
@@ -130,6 +138,7 @@ fn start_agent(
 ) -> anyhow::Result<Agent> {
     let name = match setup {
         Setup::AgentClientAuth => "bench-client-auth",
+        Setup::Baseline => "bench-baseline",
         _ => "bench-plain",
     };
     let dir = work.join(name);
@@ -363,6 +372,10 @@ struct Phase {
     webhook: Quantiles,
     statuses: BTreeMap<u16, usize>,
     agent_cpu_us_per_request: Option<f64>,
+    /// The webhook server's CPU seconds in the phase and the API server's calls to it: summed
+    /// over rounds, a CPU per call finer than one round's (the kernel counts CPU in 10 ms ticks,
+    /// a few per cent of a 6 s round at 50/s).
+    agent_cpu_and_calls: Option<(f64, f64)>,
     /// Every UPDATE's client latency (ms), for the table pooled over rounds.
     latencies: Vec<f64>,
 }
@@ -482,10 +495,26 @@ async fn main() -> anyhow::Result<()> {
     let plain = start_agent(&binary, &work, Setup::Agent, None)?;
     let authenticated = start_agent(&binary, &work, Setup::AgentClientAuth, Some(&client_ca))?;
     let floor = start_floor(Path::new(floor_binary), &work)?;
+    let baseline = match std::env::var_os("BASELINE") {
+        Some(path) => Some(start_agent(Path::new(&path), &work, Setup::Baseline, None)?),
+        None => None,
+    };
+    let setups: Vec<Setup> = Setup::ALL
+        .into_iter()
+        .filter(|s| *s != Setup::Baseline || baseline.is_some())
+        .collect();
+    let server_of = |setup: Setup| match setup {
+        Setup::NoWebhook => None,
+        Setup::Floor => Some(&floor),
+        Setup::Agent => Some(&plain),
+        Setup::AgentClientAuth => Some(&authenticated),
+        Setup::Baseline => baseline.as_ref(),
+    };
     let ca_of = |setup: Setup| {
         std::fs::read_to_string(work.join(match setup {
             Setup::AgentClientAuth => "bench-client-auth/ca.crt",
             Setup::Floor => "bench-floor/ca.crt",
+            Setup::Baseline => "bench-baseline/ca.crt",
             _ => "bench-plain/ca.crt",
         }))
     };
@@ -515,16 +544,10 @@ async fn main() -> anyhow::Result<()> {
     let mut results: BTreeMap<(u64, Setup), Vec<Phase>> = BTreeMap::new();
     for round in 0..rounds {
         for &rate in &rates {
-            let mut order = Setup::ALL.to_vec();
-            let setups = order.len();
-            order.rotate_left(round % setups);
+            let mut order = setups.clone();
+            order.rotate_left(round % setups.len());
             for setup in order {
-                let agent = match setup {
-                    Setup::NoWebhook => None,
-                    Setup::Floor => Some(&floor),
-                    Setup::Agent => Some(&plain),
-                    Setup::AgentClientAuth => Some(&authenticated),
-                };
+                let agent = server_of(setup);
                 let ca = match setup {
                     Setup::NoWebhook => None,
                     s => Some(ca_of(s)?),
@@ -546,6 +569,7 @@ async fn main() -> anyhow::Result<()> {
                     webhook: after.since(&before).quantiles_ms(),
                     statuses,
                     agent_cpu_us_per_request: cpu.filter(|_| calls > 0.0).map(|c| c * 1e6 / calls),
+                    agent_cpu_and_calls: cpu.map(|c| (c, calls)),
                     latencies,
                 };
                 println!(
@@ -584,7 +608,7 @@ async fn main() -> anyhow::Result<()> {
             median(base.iter().map(|p| p.client.p50)),
             median(base.iter().map(|p| p.client.p99)),
         );
-        for setup in Setup::ALL {
+        for &setup in &setups {
             let phases = results
                 .get(&(rate as u64, setup))
                 .cloned()
@@ -596,12 +620,7 @@ async fn main() -> anyhow::Result<()> {
                 median(phases.iter().map(|p| p.webhook.p99)),
             );
             let cpu = median(phases.iter().filter_map(|p| p.agent_cpu_us_per_request));
-            let rss = match setup {
-                Setup::NoWebhook => None,
-                Setup::Floor => Some(floor.peak_rss_mib()),
-                Setup::Agent => Some(plain.peak_rss_mib()),
-                Setup::AgentClientAuth => Some(authenticated.peak_rss_mib()),
-            };
+            let rss = server_of(setup).map(Agent::peak_rss_mib);
             if setup == Setup::NoWebhook {
                 println!(
                     "| {rate:.0}/s | {} | {p50:.2} ms | {p99:.2} ms | — | — | — | — |",
@@ -619,7 +638,8 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
-    print_pooled(&results, &rates);
+    print_pooled(&results, &rates, &setups);
+    drop(baseline);
     drop(plain);
     drop(authenticated);
     drop(floor);
@@ -630,15 +650,15 @@ async fn main() -> anyhow::Result<()> {
 /// Every round's UPDATEs pooled per setup, and what each setup adds to no webhook and to the
 /// floor with a 90 % interval from drawing rounds again (`support::difference`): whether a
 /// difference is the setup's or the machine's.
-fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64]) {
+fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64], setups: &[Setup]) {
     println!();
     println!(
         "pooled over the rounds; differences in ms with 90 % intervals from drawing the rounds again:"
     );
     println!(
-        "| rate | setup | UPDATE p50 | UPDATE p99 | p50 − no webhook | p99 − no webhook | p50 − floor | p99 − floor |"
+        "| rate | setup | UPDATE p50 | UPDATE p99 | p50 − no webhook | p99 − no webhook | p50 − floor | p99 − floor | server CPU per call |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let rounds_of = |rate: f64, setup: Setup| -> Vec<Vec<f64>> {
         results
             .get(&(rate as u64, setup))
@@ -650,7 +670,7 @@ fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64]) {
             rounds_of(rate, Setup::NoWebhook),
             rounds_of(rate, Setup::Floor),
         );
-        for setup in Setup::ALL {
+        for &setup in setups {
             let rounds = rounds_of(rate, setup);
             let pooled = quantiles(&rounds.concat());
             let over = |base: &[Vec<f64>]| {
@@ -660,14 +680,38 @@ fn print_pooled(results: &BTreeMap<(u64, Setup), Vec<Phase>>, rates: &[f64]) {
             let (over_none, over_floor) = match setup {
                 Setup::NoWebhook => ("— | —".to_string(), "— | —".to_string()),
                 Setup::Floor => (over(&none), "— | —".to_string()),
-                Setup::Agent | Setup::AgentClientAuth => (over(&none), over(&floor)),
+                Setup::Agent | Setup::AgentClientAuth | Setup::Baseline => {
+                    (over(&none), over(&floor))
+                }
+            };
+            let (cpu, calls) = results
+                .get(&(rate as u64, setup))
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.agent_cpu_and_calls)
+                .fold((0.0, 0.0), |(c, n), (pc, pn)| (c + pc, n + pn));
+            let cpu = if calls > 0.0 {
+                format!("{:.0} µs", cpu * 1e6 / calls)
+            } else {
+                "—".to_owned()
             };
             println!(
-                "| {rate:.0}/s | {} | {:.2} ms | {:.2} ms | {over_none} | {over_floor} |",
+                "| {rate:.0}/s | {} | {:.2} ms | {:.2} ms | {over_none} | {over_floor} | {cpu} |",
                 setup.label(),
                 pooled.p50,
                 pooled.p99
             );
+        }
+    }
+    if setups.contains(&Setup::Baseline) {
+        println!();
+        println!("the agent against the baseline build (ms, 90 % intervals):");
+        for &rate in rates {
+            let [p50, p99] = difference(
+                &rounds_of(rate, Setup::Agent),
+                &rounds_of(rate, Setup::Baseline),
+            );
+            println!("  at {rate:.0}/s: p50 agent − baseline {p50}, p99 {p99}");
         }
     }
 }
