@@ -23,7 +23,9 @@ pub const LIST_ITEMS: usize = 2_000_000;
 /// How many rule files; only the last one tried matches the reviews.
 pub const RULE_COUNT: usize = 20;
 
-pub use drift_testkit::objects::{IMAGES, NAMESPACE, NEW_IMAGES, deployment_with, review};
+pub use drift_testkit::objects::{
+    IMAGES, NAMESPACE, NEW_IMAGES, deployment_with, review, with_last_applied,
+};
 
 /// The realistic Deployment of the load rounds: [`ENV_COUNT`] variables in its main container.
 pub fn deployment(images: [&str; 3], replicas: i64) -> Value {
@@ -57,26 +59,13 @@ pub fn replicas_review() -> String {
 /// image (as in `scripts/apiserver-bench.sh`): about 13 KB of escaped JSON on each side, 57 KB
 /// the review. Allowed: the rule makes images and the annotation mutable.
 pub fn apply_review() -> String {
-    let applied = |images| {
-        let mut object = deployment(images, 3);
-        let manifest = json!({
-            "apiVersion": object["apiVersion"],
-            "kind": object["kind"],
-            "metadata": {
-                "name": object["metadata"]["name"],
-                "namespace": object["metadata"]["namespace"],
-                "labels": object["metadata"]["labels"],
-            },
-            "spec": object["spec"],
-        });
-        object["metadata"]["annotations"][LAST_APPLIED] = json!(format!("{manifest}\n"));
-        object
-    };
-    review("bench-apply", &applied(IMAGES), &applied(NEW_IMAGES)).to_string()
+    review(
+        "bench-apply",
+        &with_last_applied(deployment(IMAGES, 3)),
+        &with_last_applied(deployment(NEW_IMAGES, 3)),
+    )
+    .to_string()
 }
-
-/// The annotation a client-side `kubectl apply` keeps the applied manifest in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A review of the realistic Deployment whose main container's `args` hold `count` items, all
 /// different between the two objects; `item(i, changed, out)` writes item `i` as JSON. The list

@@ -15,7 +15,7 @@ use drift_engine::review::{ParsedReview, parse_review, parse_review_raw};
 use drift_engine::{
     AdmissionRequest, Context, Detail, RuleId, RuleSet, RuleSource, SpecText, Step, evaluate,
 };
-use fixtures::{image_change, replicas_change, sidecar_insert};
+use fixtures::{apply_change, image_change, replicas_change, sidecar_insert};
 use serde_json::{Value, json};
 
 fn rules(specs: &[(String, String)]) -> RuleSet {
@@ -140,6 +140,7 @@ fn body_to_answer(c: &mut Criterion) {
         ("image_50_rules", &fifty_rules, body(image_change())),
         ("replicas_50_rules", &fifty_rules, body(replicas_change())),
         ("sidecar_200_env", &one_rule, body(sidecar_insert())),
+        ("apply_image_one_rule", &one_rule, body(apply_change())),
     ];
     let mut group = c.benchmark_group("body_to_answer");
     for (name, rules, body) in &cases {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 // Each file that includes this module uses its own part of it (drift-bench only the rules).
 #[allow(unused_imports)]
-pub use drift_testkit::objects::{IMAGES, NEW_IMAGES, deployment_with, review};
+pub use drift_testkit::objects::{IMAGES, NEW_IMAGES, deployment_with, review, with_last_applied};
 
 /// The realistic Deployment: 36 variables in its main container (~10 KB of JSON).
 pub fn deployment(images: [&str; 3], replicas: i64) -> Value {
@@ -18,6 +18,15 @@ pub fn deployment(images: [&str; 3], replicas: i64) -> Value {
 /// (a) an image-only change of the realistic Deployment.
 pub fn image_change() -> (Value, Value) {
     (deployment(IMAGES, 3), deployment(NEW_IMAGES, 3))
+}
+
+/// The image-only change as a client-side `kubectl apply` sends it: the last-applied
+/// annotation, the manifest as escaped JSON, rewritten with the image on each side.
+pub fn apply_change() -> (Value, Value) {
+    (
+        with_last_applied(deployment(IMAGES, 3)),
+        with_last_applied(deployment(NEW_IMAGES, 3)),
+    )
 }
 
 /// (b) a `spec.replicas` change of the realistic Deployment (the last-applied annotation

@@ -154,6 +154,25 @@ pub fn deployment_with(images: [&str; 3], replicas: i64, env_count: usize) -> Va
     })
 }
 
+/// `object` as a client-side `kubectl apply` leaves it: its
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation holds the manifest (kind, name,
+/// namespace, labels and spec) as JSON text, about as long as the spec.
+pub fn with_last_applied(mut object: Value) -> Value {
+    let manifest = json!({
+        "apiVersion": object["apiVersion"],
+        "kind": object["kind"],
+        "metadata": {
+            "name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"],
+            "labels": object["metadata"]["labels"],
+        },
+        "spec": object["spec"],
+    });
+    object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+        json!(format!("{manifest}\n"));
+    object
+}
+
 /// An AdmissionReview for an UPDATE of `old` into `new` (a Deployment).
 pub fn review(uid: &str, old: &Value, new: &Value) -> Value {
     json!({
