@@ -22,7 +22,7 @@
 # change), run as the agent is; the pooled table then ends with what the agent adds over it.
 #
 # Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
-# BASELINE=
+# BASELINE (unset: no fifth setup)
 # Needs the control plane (`bash .ci/build-cluster`, built into .tools/cluster). Everything it
 # starts stops when it ends. Timings on a shared machine swing: compare within one run.
 set -euo pipefail

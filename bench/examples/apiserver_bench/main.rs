@@ -23,7 +23,7 @@
 //! setup runs it like the agent, and the pooled table gives what the agent adds over it.
 //!
 //! Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
-//! BASELINE=
+//! BASELINE (unset: no fifth setup)
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -496,7 +496,10 @@ async fn main() -> anyhow::Result<()> {
     let authenticated = start_agent(&binary, &work, Setup::AgentClientAuth, Some(&client_ca))?;
     let floor = start_floor(Path::new(floor_binary), &work)?;
     let baseline = match std::env::var_os("BASELINE") {
-        Some(path) => Some(start_agent(Path::new(&path), &work, Setup::Baseline, None)?),
+        Some(path) => Some(
+            start_agent(Path::new(&path), &work, Setup::Baseline, None)
+                .with_context(|| format!("BASELINE={}", Path::new(&path).display()))?,
+        ),
         None => None,
     };
     let setups: Vec<Setup> = Setup::ALL

@@ -7,7 +7,8 @@
 //! close strings then follows from the masks alone, with a carry from block to block (the
 //! technique of simdjson, Langdale & Lemire 2019): a quote preceded by an odd run of
 //! backslashes is escaped, and the bytes between an opening and a closing quote are the
-//! prefix XOR of the other quotes.
+//! prefix XOR of the other quotes. Finding where one string ends (`super::brackets`) needs only
+//! the quotes and the backslashes: [`quotes_and_backslashes`].
 
 /// Bytes per block.
 pub(super) const BLOCK: usize = 64;
