@@ -22,7 +22,9 @@
 # change), run as the agent is; the pooled table then ends with what the agent adds over it.
 #
 # Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40 BUILD=1
-# BASELINE (unset: no fifth setup)
+# BASELINE (unset: no fifth setup) WEBHOOK_HOST (unset: this machine's address on its default
+# route, where the API server calls webhooks over HTTP/1.1 as in a cluster; at a loopback
+# address it calls them over HTTP/2)
 # Needs the control plane (`bash .ci/build-cluster`, built into .tools/cluster). Everything it
 # starts stops when it ends. Timings on a shared machine swing: compare within one run.
 set -euo pipefail

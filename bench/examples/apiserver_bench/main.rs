@@ -23,7 +23,9 @@
 //! setup runs it like the agent, and the pooled table gives what the agent adds over it.
 //!
 //! Environment: ROUNDS=12 PHASE_SECONDS=6 CLIENTS=8 RATES=50,max MAX_FRACTION=0.5 DEPLOYMENTS=40
-//! BASELINE (unset: no fifth setup)
+//! BASELINE (unset: no fifth setup) WEBHOOK_HOST (the address the webhooks listen on and are
+//! registered at; unset: this machine's address on its default route, so that the API server
+//! calls them over HTTP/1.1 as in a cluster; at a loopback address it uses HTTP/2)
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -133,6 +135,7 @@ fn rule_file(dir: &Path, name: &str) -> anyhow::Result<()> {
 fn start_agent(
     binary: &Path,
     work: &Path,
+    host: &str,
     setup: Setup,
     client_ca: Option<&Path>,
 ) -> anyhow::Result<Agent> {
@@ -144,12 +147,12 @@ fn start_agent(
     let dir = work.join(name);
     rule_file(&dir.join("rules"), name)?;
     let serving = Ca::new(name);
-    let (cert, key) = serving.loopback_serving().write(&dir, "tls");
+    let (cert, key) = serving.serving(&[host]).write(&dir, "tls");
     std::fs::write(dir.join("ca.crt"), serving.cert_pem())?;
     let port = free_port();
     let mut command = Command::new(binary);
     command
-        .args(["serve", "--address", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--address", &format!("{host}:{port}")])
         .arg("--tls-cert-file")
         .arg(&cert)
         .arg("--tls-key-file")
@@ -166,22 +169,22 @@ fn start_agent(
     let child = command.spawn().context("start the agent")?;
     Ok(Agent {
         child,
-        url: format!("https://127.0.0.1:{port}/validate"),
+        url: format!("https://{host}:{port}/validate"),
         rule: Some(format!("drift-sentinel/{name}")),
     })
 }
 
 /// The floor of the serving stack (`drift-floor`: reads the body, finds the uid, answers
 /// allowed) as a webhook: what any webhook on this stack costs an UPDATE at the least.
-fn start_floor(binary: &Path, work: &Path) -> anyhow::Result<Agent> {
+fn start_floor(binary: &Path, work: &Path, host: &str) -> anyhow::Result<Agent> {
     let dir = work.join("bench-floor");
     std::fs::create_dir_all(&dir)?;
     let serving = Ca::new("bench-floor");
-    let (cert, key) = serving.loopback_serving().write(&dir, "tls");
+    let (cert, key) = serving.serving(&[host]).write(&dir, "tls");
     std::fs::write(dir.join("ca.crt"), serving.cert_pem())?;
     let port = free_port();
     let child = Command::new(binary)
-        .args(["--address", &format!("127.0.0.1:{port}")])
+        .args(["--address", &format!("{host}:{port}")])
         .arg("--tls-cert-file")
         .arg(&cert)
         .arg("--tls-key-file")
@@ -192,9 +195,37 @@ fn start_floor(binary: &Path, work: &Path) -> anyhow::Result<Agent> {
         .context("start the floor")?;
     Ok(Agent {
         child,
-        url: format!("https://127.0.0.1:{port}/validate"),
+        url: format!("https://{host}:{port}/validate"),
         rule: None,
     })
+}
+
+/// The address the webhooks listen on and are registered at: `WEBHOOK_HOST`, or this machine's
+/// address on its default route. The API server calls admission webhooks over HTTP/1.1 only,
+/// as in a cluster, except those at a loopback URL, which it calls over HTTP/2
+/// (`k8s.io/apiserver` `pkg/util/webhook`, v0.37.2): a loopback registration would measure a
+/// protocol that clusters do not use. Falls back to loopback, saying so, when there is no
+/// other address.
+fn webhook_host() -> String {
+    if let Ok(host) = std::env::var("WEBHOOK_HOST") {
+        return host;
+    }
+    // Connecting a UDP socket sends nothing; it only picks the route's source address.
+    let routed = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|socket| {
+            socket.connect("203.0.113.1:9")?;
+            socket.local_addr()
+        })
+        .map(|address| address.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    match routed {
+        Some(ip) => ip.to_string(),
+        None => {
+            println!("no address besides loopback: the webhooks listen on 127.0.0.1");
+            "127.0.0.1".to_owned()
+        }
+    }
 }
 
 /// The manifest of Deployment `i` as a user keeps it: the testkit's realistic Deployment
@@ -492,12 +523,25 @@ async fn main() -> anyhow::Result<()> {
 
     let client_ca = work.join("webhook-client-ca.crt");
     std::fs::write(&client_ca, cluster.webhook_client_ca().cert_pem())?;
-    let plain = start_agent(&binary, &work, Setup::Agent, None)?;
-    let authenticated = start_agent(&binary, &work, Setup::AgentClientAuth, Some(&client_ca))?;
-    let floor = start_floor(Path::new(floor_binary), &work)?;
+    let host = webhook_host();
+    let protocol = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_loopback() => "HTTP/2",
+        _ if host == "localhost" => "HTTP/2",
+        _ => "HTTP/1.1",
+    };
+    println!("webhooks listen on {host}: the API server calls them over {protocol}");
+    let plain = start_agent(&binary, &work, &host, Setup::Agent, None)?;
+    let authenticated = start_agent(
+        &binary,
+        &work,
+        &host,
+        Setup::AgentClientAuth,
+        Some(&client_ca),
+    )?;
+    let floor = start_floor(Path::new(floor_binary), &work, &host)?;
     let baseline = match std::env::var_os("BASELINE") {
         Some(path) => Some(
-            start_agent(Path::new(&path), &work, Setup::Baseline, None)
+            start_agent(Path::new(&path), &work, &host, Setup::Baseline, None)
                 .with_context(|| format!("BASELINE={}", Path::new(&path).display()))?,
         ),
         None => None,
