@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 #[path = "common/requests.rs"]
 mod requests;
-use requests::{deployment, rule, update};
+use requests::{deployment, rule, update, update_json};
 
 const IMAGE_ONLY: &str = r#"
 mode: enforce
@@ -803,26 +803,13 @@ fn values_of_a_body_are_read_only_when_shown() {
     let rules = ops_rule(&spec);
     assert!(rules.invalid().is_empty(), "{:?}", rules.invalid());
     let applied = |image: &str, replicas: i64| {
-        let mut object = deployment(image, replicas);
-        let manifest = object.to_string().repeat(8);
-        object["metadata"]["annotations"] = json!({ LAST_APPLIED: manifest });
-        object
+        drift_testkit::objects::with_last_applied(deployment(image, replicas))
     };
     for (name, new, allowed) in [
         ("image edit", applied("web:2", 3), true),
         ("replicas edit", applied("web:1", 5), false),
     ] {
-        let request = json!({
-            "uid": "req-1",
-            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-            "name": "web",
-            "namespace": "prod",
-            "operation": "UPDATE",
-            "userInfo": {"username": "alice"},
-            "object": new,
-            "oldObject": applied("web:1", 3),
-        });
+        let request = update_json(applied("web:1", 3), new);
         let parsed_request: AdmissionRequest = serde_json::from_value(request.clone()).expect(name);
         let body = json!({
             "apiVersion": "admission.k8s.io/v1",

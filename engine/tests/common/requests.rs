@@ -41,11 +41,16 @@ pub fn deployment(image: &str, replicas: i64) -> Value {
 
 /// An UPDATE from `old` to `new` by user `alice`.
 pub fn update(old: Value, new: Value) -> AdmissionRequest {
+    serde_json::from_value(update_json(old, new)).expect("test request")
+}
+
+/// The request of [`update`] as JSON, as an AdmissionReview carries it.
+pub fn update_json(old: Value, new: Value) -> Value {
     let namespace = new["metadata"]["namespace"]
         .as_str()
         .unwrap_or("")
         .to_owned();
-    serde_json::from_value(json!({
+    json!({
         "uid": "req-1",
         "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
         "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
@@ -55,6 +60,5 @@ pub fn update(old: Value, new: Value) -> AdmissionRequest {
         "userInfo": {"username": "alice"},
         "object": new,
         "oldObject": old,
-    }))
-    .expect("test request")
+    })
 }
