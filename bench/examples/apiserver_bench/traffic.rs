@@ -129,12 +129,12 @@ impl Api {
     }
 }
 
-/// Registers the webhook at `agent` (or none), and waits until a dry-run replicas change is
+/// Registers the webhook at `server` (or none), and waits until a dry-run replicas change is
 /// settled by it: denied naming its rule, or allowed with no webhook.
 pub async fn register(
     cluster: &Cluster,
     api: &Api,
-    agent: Option<&WebhookServer>,
+    server: Option<&WebhookServer>,
     ca: Option<&str>,
 ) -> anyhow::Result<()> {
     let _ = cluster.kubectl(&[
@@ -143,7 +143,7 @@ pub async fn register(
         WEBHOOK,
         "--ignore-not-found",
     ]);
-    if let (Some(agent), Some(ca)) = (agent, ca) {
+    if let (Some(server), Some(ca)) = (server, ca) {
         use base64::Engine as _;
         let config = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -151,7 +151,7 @@ pub async fn register(
             "metadata": {"name": WEBHOOK},
             "webhooks": [{
                 "name": format!("{WEBHOOK}.drift-sentinel.k8s.io"),
-                "clientConfig": {"url": agent.url, "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)},
+                "clientConfig": {"url": server.url, "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)},
                 "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments"]}],
                 "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
             }]
@@ -165,7 +165,7 @@ pub async fn register(
             .patch("api-00", &json!({"spec": {"replicas": 99}}), true)
             .await?;
         let called = api.webhook_histogram().await?.count() > calls_before;
-        let settled = match agent.map(|a| a.rule.as_deref()) {
+        let settled = match server.map(|s| s.rule.as_deref()) {
             Some(Some(rule)) => status == 403 && body.contains(rule),
             // The floor allows everything: settled once the edit reaches a webhook and passes.
             Some(None) => status == 200 && called,
