@@ -22,29 +22,36 @@ use super::classify::{BLOCK, Classes, classify, escaped, prefix_xor};
 /// when it is not JSON, nests deeper, or is JSON this pass does not accept.
 pub(crate) fn scan(text: &str, max_depth: usize) -> Option<Brackets> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2") {
-        // SAFETY: `scan_avx2` asks only that the CPU have AVX2 and BMI2, which it was just asked. It
-        // reads no memory through a pointer.
+    if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("pclmulqdq")
+    {
+        // SAFETY: `scan_avx2` asks only that the CPU have AVX2, BMI2 and PCLMULQDQ, which it
+        // was just asked.
         return unsafe { scan_avx2(text, max_depth) };
     }
-    scan_with(text, max_depth, classify)
+    scan_with(text, max_depth, classify, prefix_xor)
 }
 
 /// [`scan`] compiled for AVX2 as a whole, so that the classifier and both stages make one loop.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi2")]
+#[target_feature(enable = "avx2,bmi2,pclmulqdq")]
 fn scan_avx2(text: &str, max_depth: usize) -> Option<Brackets> {
-    scan_with(text, max_depth, |block| {
-        super::classify::classify_avx2(block)
-    })
+    scan_with(
+        text,
+        max_depth,
+        |block| super::classify::classify_avx2(block),
+        |quotes| super::classify::prefix_xor_clmul(quotes),
+    )
 }
 
-/// [`scan`] with the given first-stage classifier.
+/// [`scan`] with the given first-stage classifier and prefix XOR.
 #[inline(always)]
 fn scan_with(
     text: &str,
     max_depth: usize,
     classify: impl Fn(&[u8; BLOCK]) -> Classes,
+    prefix_xor: impl Fn(u64) -> u64,
 ) -> Option<Brackets> {
     let bytes = text.as_bytes();
     // Offsets are u32: the agent's bodies are at most 8 MiB.
@@ -58,7 +65,7 @@ fn scan_with(
     for (n, block) in blocks.by_ref().enumerate() {
         let block: &[u8; BLOCK] = block.try_into().ok()?;
         let base = n * BLOCK;
-        let marks = strings.marks(bytes, base, classify(block))?;
+        let marks = strings.marks(bytes, base, classify(block), &prefix_xor)?;
         grammar.steps(bytes, base, block, marks, &mut index)?;
     }
     let rest = blocks.remainder();
@@ -67,7 +74,7 @@ fn scan_with(
         let mut padded = [b' '; BLOCK];
         padded[..rest.len()].copy_from_slice(rest);
         let base = bytes.len() - rest.len();
-        let marks = strings.marks(bytes, base, classify(&padded))?;
+        let marks = strings.marks(bytes, base, classify(&padded), &prefix_xor)?;
         grammar.steps(bytes, base, &padded, marks, &mut index)?;
     }
     (!strings.in_string && grammar.expect == column::of(state::END)).then(|| index.into_brackets())
@@ -90,7 +97,13 @@ impl Strings {
     /// commas outside strings, the quotes that open strings, the first bytes of scalars.
     /// `None` when a string in it holds a control character or an escape that is not JSON's.
     #[inline(always)]
-    fn marks(&mut self, bytes: &[u8], base: usize, classes: Classes) -> Option<u64> {
+    fn marks(
+        &mut self,
+        bytes: &[u8],
+        base: usize,
+        classes: Classes,
+        prefix_xor: impl Fn(u64) -> u64,
+    ) -> Option<u64> {
         let escaped = escaped(classes.backslash, &mut self.escaped);
         let quotes = classes.quote & !escaped;
         let in_string = prefix_xor(quotes) ^ if self.in_string { u64::MAX } else { 0 };
@@ -291,7 +304,12 @@ impl Grammar {
         while marks != 0 {
             let at = marks.trailing_zeros() as usize & (BLOCK - 1);
             marks &= marks - 1;
-            let next = (ROW[block[at] as usize] >> (expect & 63)) & MASK;
+            // SAFETY: `expect` is always a column, below 64: each value it takes is a state's
+            // column, a row's code masked by MASK, or one `Index::open` recorded so masked.
+            // Said to the compiler, it takes the shift's own mask of the count off the chain
+            // from one step to the next (a third of its latency).
+            unsafe { std::hint::assert_unchecked(expect < 64) };
+            let next = (ROW[block[at] as usize] >> expect) & MASK;
             // Keys, colons, commas and string values: only the state changes.
             if next < column::OUTCOMES {
                 expect = next as u32;

@@ -7,12 +7,13 @@ use serde_json::Value;
 
 use super::*;
 
-/// The scan without a depth bound of its own. The portable path (first stage without AVX2,
-/// grammar without BMI2) must judge and index every text as the path this CPU takes does.
+/// The scan without a depth bound of its own. The portable path (first stage without AVX2 or
+/// a carry-less multiply, grammar without BMI2) must judge and index every text as the path
+/// this CPU takes does.
 fn scan_any(text: &str) -> Option<Brackets> {
     let scanned = scan(text, usize::MAX);
     assert_eq!(
-        scan_with(text, usize::MAX, classify),
+        scan_with(text, usize::MAX, classify, prefix_xor),
         scanned,
         "the portable scan differs on {text:?}"
     );
