@@ -95,14 +95,9 @@ pub(super) fn classify_avx2(block: &[u8; BLOCK]) -> Classes {
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
         _mm256_or_si256, _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8,
     };
-    let half = |from: usize| {
-        let half: &[u8; 32] = block[from..from + 32]
-            .try_into()
-            .expect("a block is two halves");
-        // SAFETY: an unaligned load of the 32 bytes `half` borrows. (Built from four u64
-        // words instead, each half took 14 instructions to load.)
-        unsafe { _mm256_loadu_si256(half.as_ptr().cast()) }
-    };
+    // SAFETY: an unaligned load of the 32 bytes `half` borrows. (Built from four u64 words
+    // instead, each half took 14 instructions to load.)
+    let load = |half: &[u8; 32]| unsafe { _mm256_loadu_si256(half.as_ptr().cast()) };
     // Every other entry is 0, which only a byte of low nibble 0 could equal, and that place
     // holds a space.
     #[rustfmt::skip]
@@ -121,9 +116,10 @@ pub(super) fn classify_avx2(block: &[u8; BLOCK]) -> Classes {
     let fold = _mm256_set1_epi8(0x20);
     let mask = |v: __m256i| u64::from(_mm256_movemask_epi8(v) as u32);
     let mut classes = Classes::default();
-    for from in [0, 32] {
-        let v = half(from);
-        let shift = from as u32;
+    let (halves, _) = block.as_chunks::<32>();
+    for (n, half) in halves.iter().enumerate() {
+        let v = load(half);
+        let shift = 32 * n as u32;
         classes.quote |= mask(_mm256_cmpeq_epi8(v, quote)) << shift;
         classes.backslash |= mask(_mm256_cmpeq_epi8(v, backslash)) << shift;
         classes.control |= mask(_mm256_cmpeq_epi8(_mm256_min_epu8(v, last_control), v)) << shift;
