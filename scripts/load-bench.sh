@@ -26,6 +26,9 @@
 #   REVIEWS="image.json replicas.json apply.json"   the reviews loaded, in this order
 #   BUILD=0     use the release binaries already in $CARGO_TARGET_DIR (or target/) as they are
 #   PLAIN=1     serve plain HTTP instead of TLS (the stack's floor without the cipher)
+#   CHECKED=1   a fourth server, `drift-checked-floor`: the floor with the one strict pass over
+#               the body that every answer needs (reference §5), and the ratio agent/checked
+#               floor: what the decision costs beyond that work
 #   STRICT=1    exit 1 when agent/reference is below 1.0, agent/floor below 0.50, the agent's p99
 #               above 1.5× the floor's, or a worst case exceeds a bound
 #   KEEP=1      keep the work directory (fixtures, wrk outputs, logs) and print its path
@@ -53,7 +56,7 @@ if [[ "${BUILD:-1}" == 1 ]]; then
   cargo build --release -p drift-sentinel -p drift-bench --quiet
 fi
 bin="${CARGO_TARGET_DIR:-target}/release"
-for b in drift-sentinel drift-reference drift-floor drift-bench-fixtures; do
+for b in drift-sentinel drift-reference drift-floor drift-checked-floor drift-bench-fixtures; do
   [[ -x "$bin/$b" ]] || { echo "$bin/$b is missing: build with cargo build --release -p drift-sentinel -p drift-bench" >&2; exit 2; }
 done
 
@@ -104,7 +107,8 @@ free_port() {
 scheme=https
 [[ "${PLAIN:-0}" == 1 ]] && scheme=http
 
-# Starts a server; sets $started_pid and $started_url. $1: agent, reference or floor, $2: log file.
+# Starts a server; sets $started_pid and $started_url. $1: agent, reference, floor or checked (the
+# checked floor), $2: log file.
 start_server() {
   local kind="$1" log="$2" port admin_port
   free_port
@@ -119,6 +123,7 @@ start_server() {
       ;;
     reference) "$bin/drift-reference" "${tls[@]}" >"$log" 2>"$work/reference-$port.err" & ;;
     floor) "$bin/drift-floor" "${tls[@]}" >"$log" 2>"$work/floor-$port.err" & ;;
+    checked) "$bin/drift-checked-floor" "${tls[@]}" >"$log" 2>"$work/checked-$port.err" & ;;
   esac
   started_pid=$!
   pids+=("$started_pid")
@@ -248,6 +253,7 @@ for name in "${reviews[@]}"; do
   [[ -n "${allowed_of[$name]:-}" ]] || fail "REVIEWS: $name is not one of ${!allowed_of[*]}"
 done
 servers=(agent reference floor)
+[[ "${CHECKED:-0}" == 1 ]] && servers+=(checked)
 for name in "${reviews[@]}"; do
   body="$fx/$name"
   declare -A url_of=() pid_of=() rps_of=() p50_of=() p99_of=()
@@ -264,7 +270,7 @@ for name in "${reviews[@]}"; do
   done
 
   for round in $(seq 1 "$ROUNDS"); do
-    # The order rotates: each server runs first, second and third as often as the others.
+    # The order rotates: over as many rounds as servers, each server runs once in each place.
     shift_by=$(((round - 1) % ${#servers[@]}))
     order=("${servers[@]:shift_by}" "${servers[@]:0:shift_by}")
     line="  round $round:"
@@ -291,6 +297,11 @@ for name in "${reviews[@]}"; do
     "$name" "$([[ ${allowed_of[$name]} == true ]] && echo allowed || echo denied)" "$to_reference" "$to_floor" "$p99_to_floor"
   printf '  round by round, median [90 %% interval]: throughput agent/floor %s, p99 agent/floor %s\n' \
     "$(paired_ratio "${rps_of[agent]}" "${rps_of[floor]}")" "$(paired_ratio "${p99_of[agent]}" "${p99_of[floor]}")"
+  if [[ -n "${rps_of[checked]:-}" ]]; then
+    printf '  against the checked floor: throughput agent/checked %s×, round by round %s; p99 agent/checked %s×\n' \
+      "$(ratio "${m_rps[agent]}" "${m_rps[checked]}")" "$(paired_ratio "${rps_of[agent]}" "${rps_of[checked]}")" \
+      "$(ratio "${m_p99[agent]}" "${m_p99[checked]}")"
+  fi
   for who in "${servers[@]}"; do
     printf '  %-10s %10.0f rps  p50 %7.3f ms  p99 %7.3f ms  peak RSS %s\n' \
       "$who" "${m_rps[$who]}" "${m_p50[$who]}" "${m_p99[$who]}" "$(mib "$(vmhwm_kb "${pid_of[$who]}")")"

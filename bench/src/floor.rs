@@ -2,11 +2,17 @@
 //! `read_review_body` (JSON only, at most 8 MiB, within the read timeout), finds the request's
 //! uid by a byte search and answers `allowed` with it. No parse at all, so no decision can cost
 //! less: the agent's ratio to it is what deciding costs beyond receiving and answering.
+//!
+//! The checked floor ([`validate_checked`], binary `drift-checked-floor`) also reads the review
+//! as the agent does first ([`parse_review_raw`]: the one strict pass over the whole body, which
+//! reference §5 asks of every body, and the request's small fields), then answers the same way:
+//! the agent's ratio to it is what the decision costs beyond the work every answer needs.
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use drift_engine::review::parse_review_raw;
 use drift_sentinel::webhook::{plain, read_review_body};
 
 use crate::ReadTimeout;
@@ -37,7 +43,27 @@ pub async fn validate(
         Ok(body) => body,
         Err(response) => return response,
     };
-    let Some(uid) = uid_text(&body) else {
+    allowed(&body)
+}
+
+/// `POST /validate` of the checked floor (see the module).
+pub async fn validate_checked(
+    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
+    request: Request,
+) -> Response {
+    let body = match read_review_body(request, read_timeout).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    if let Err(not_a_review) = parse_review_raw(&body) {
+        return plain(StatusCode::BAD_REQUEST, not_a_review.to_string());
+    }
+    allowed(&body)
+}
+
+/// The answer `allowed` to the review `body`, with its uid as written.
+fn allowed(body: &[u8]) -> Response {
+    let Some(uid) = uid_text(body) else {
         return plain(StatusCode::BAD_REQUEST, "no \"uid\":\"…\" in the body");
     };
     let mut answer = Vec::with_capacity(uid.len() + 96);

@@ -1,7 +1,9 @@
 //! The side-by-side load benchmark of the webhook: two reference servers on the agent's own
 //! serving stack — [`reference`] (binary `drift-reference`) parses the review and answers,
-//! [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers — and the
-//! fixtures all of them are loaded with ([`fixtures`], binary `drift-bench-fixtures`).
+//! [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers, and its checked
+//! variant (binary `drift-checked-floor`) also makes the strict pass over the body that every
+//! answer needs — and the fixtures all of them are loaded with ([`fixtures`], binary
+//! `drift-bench-fixtures`).
 //! `scripts/load-bench.sh` runs the comparison.
 
 pub mod fixtures;
@@ -45,6 +47,8 @@ pub enum Reference {
     Parse,
     /// Finds the uid by a byte search ([`floor`]).
     Floor,
+    /// Reads the review as the agent does first, then answers as the floor ([`floor`]).
+    CheckedFloor,
 }
 
 /// Serves a reference on `listener` as the agent serves its webhook: `server::serve` with
@@ -65,6 +69,7 @@ pub async fn serve_reference(
     let validate = match which {
         Reference::Parse => post(reference::validate),
         Reference::Floor => post(floor::validate),
+        Reference::CheckedFloor => post(floor::validate_checked),
     };
     let router = axum::Router::new()
         .route(&args.validate_path, validate)

@@ -309,10 +309,11 @@ fn post(client: &reqwest::blocking::Client, url: &str, name: &str) -> Value {
     response.json().expect("an AdmissionReview")
 }
 
-/// The two reference binaries.
-const REFERENCES: [&str; 2] = [
-    env!("CARGO_BIN_EXE_drift-reference"),
-    env!("CARGO_BIN_EXE_drift-floor"),
+/// The reference binaries, and whether each reads the body as JSON (the floor does not).
+const REFERENCES: [(&str, bool); 3] = [
+    (env!("CARGO_BIN_EXE_drift-reference"), true),
+    (env!("CARGO_BIN_EXE_drift-floor"), false),
+    (env!("CARGO_BIN_EXE_drift-checked-floor"), true),
 ];
 
 /// A running reference server, killed when dropped.
@@ -425,20 +426,22 @@ fn the_agent_decides_as_stated_and_the_references_answer_allowed_over_tls() {
         "spec.replicas"
     );
 
-    for bin in REFERENCES {
-        references_answer_allowed_behind_the_agents_body_checks(&client, bin, &tls);
+    for (bin, reads_json) in REFERENCES {
+        references_answer_allowed_behind_the_agents_body_checks(&client, bin, reads_json, &tls);
     }
 }
 
 /// A reference as the script runs it (its binary, on a port of its own choosing) answers both
 /// load reviews `allowed` with their uid, and refuses what the agent's body checks refuse: not
 /// JSON is 415, over 8 MiB is 413 (declared by Content-Length and answered before the body is
-/// sent, or streamed in chunks without a length). The 413s over plain HTTP on raw sockets: a
-/// client still writing the body when the answer comes would see a broken pipe instead of the
-/// status.
+/// sent, or streamed in chunks without a length). A body with a uid that is not JSON is 400 from
+/// a reference that reads JSON (`reads_json`), as from the agent, and allowed by the floor. The
+/// 413s over plain HTTP on raw sockets: a client still writing the body when the answer comes
+/// would see a broken pipe instead of the status.
 fn references_answer_allowed_behind_the_agents_body_checks(
     client: &reqwest::blocking::Client,
     bin: &str,
+    reads_json: bool,
     tls: &dyn Fn(SocketAddr) -> Vec<String>,
 ) {
     let reference = Reference::start(bin, &tls("127.0.0.1:0".parse().unwrap()));
@@ -457,6 +460,18 @@ fn references_answer_allowed_behind_the_agents_body_checks(
     }
     let status = client.post(&reference).body("{}").send().unwrap().status();
     assert_eq!(status.as_u16(), 415, "{bin}");
+    let truncated = client
+        .post(&reference)
+        .header("Content-Type", "application/json")
+        .body(r#"{"request":{"uid":"cut-short","#)
+        .send()
+        .unwrap()
+        .status();
+    assert_eq!(
+        truncated.as_u16(),
+        if reads_json { 400 } else { 200 },
+        "{bin}"
+    );
     let plain = Reference::start(bin, &["--address".to_owned(), "127.0.0.1:0".to_owned()]);
     let declared = raw_exchange(
         plain.address,
