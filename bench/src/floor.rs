@@ -1,21 +1,19 @@
 //! The floor of the serving stack: `POST /validate` reads the whole body with the agent's own
-//! `read_review_body` (JSON only, at most 8 MiB, within the read timeout), finds the request's
-//! uid by a byte search and answers `allowed` with it. No parse at all, so no decision can cost
-//! less: the agent's ratio to it is what deciding costs beyond receiving and answering.
+//! `read_review_body` (JSON only, at most 8 MiB, within the read timeout; see
+//! [`crate::serve_reference`]), finds the request's uid by a byte search and answers `allowed`
+//! with it ([`answer`]). No parse at all, so no decision can cost less: the agent's ratio to it
+//! is what deciding costs beyond receiving and answering.
 //!
-//! The checked floor ([`validate_checked`], binary `drift-checked-floor`) also reads the review
+//! The checked floor ([`answer_checked`], binary `drift-checked-floor`) also reads the review
 //! as the agent does first ([`parse_review_raw`]: the one strict pass over the whole body, which
 //! reference §5 asks of every body, and the request's small fields), then answers the same way:
 //! the agent's ratio to it is what the decision costs beyond the work every answer needs.
 
-use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use drift_engine::review::parse_review_raw;
-use drift_sentinel::webhook::{plain, read_review_body};
-
-use crate::ReadTimeout;
+use drift_sentinel::webhook::plain;
 
 /// The text of the first `"uid":"…"` string in `body`, as it is written (escapes kept, so that
 /// it can be echoed into JSON unchanged). The API server writes `request.uid` before anything
@@ -34,35 +32,16 @@ pub fn uid_text(body: &[u8]) -> Option<&[u8]> {
     }
 }
 
-/// `POST /validate` (see the module).
-pub async fn validate(
-    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
-    request: Request,
-) -> Response {
-    let body = match read_review_body(request, read_timeout).await {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
-    allowed(&body)
-}
-
-/// `POST /validate` of the checked floor (see the module).
-pub async fn validate_checked(
-    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
-    request: Request,
-) -> Response {
-    let body = match read_review_body(request, read_timeout).await {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
-    if let Err(not_a_review) = parse_review_raw(&body) {
+/// The checked floor's answer to a review `body` (see the module).
+pub fn answer_checked(body: &[u8]) -> Response {
+    if let Err(not_a_review) = parse_review_raw(body) {
         return plain(StatusCode::BAD_REQUEST, not_a_review.to_string());
     }
-    allowed(&body)
+    answer(body)
 }
 
-/// The answer `allowed` to the review `body`, with its uid as written.
-fn allowed(body: &[u8]) -> Response {
+/// The floor's answer to a review `body`: `allowed`, with its uid as written.
+pub fn answer(body: &[u8]) -> Response {
     let Some(uid) = uid_text(body) else {
         return plain(StatusCode::BAD_REQUEST, "no \"uid\":\"…\" in the body");
     };

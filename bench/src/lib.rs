@@ -1,5 +1,5 @@
 //! The side-by-side load benchmark of the webhook: two reference servers on the agent's own
-//! serving stack — [`reference`] (binary `drift-reference`) parses the review and answers,
+//! serving stack — [`reference`](mod@reference) (binary `drift-reference`) parses the review and answers,
 //! [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers, and its checked
 //! variant (binary `drift-checked-floor`) also makes the strict pass over the body that every
 //! answer needs — and the fixtures all of them are loaded with ([`fixtures`], binary
@@ -12,10 +12,13 @@ pub mod reference;
 
 use std::ffi::OsString;
 
+use axum::extract::{Request, State};
+use axum::response::Response;
 use axum::routing::post;
 use clap::Parser as _;
 use drift_sentinel::cli::{Cli, Command, ServeArgs};
 use drift_sentinel::server::ConnectionTimeouts;
+use drift_sentinel::webhook::read_review_body;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -43,7 +46,7 @@ pub struct ReadTimeout(pub std::time::Duration);
 /// Which reference server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reference {
-    /// Parses the review into a `serde_json::Value` ([`reference`]).
+    /// Parses the review into a `serde_json::Value` ([`reference`](mod@reference)).
     Parse,
     /// Finds the uid by a byte search ([`floor`]).
     Floor,
@@ -66,11 +69,21 @@ pub async fn serve_reference(
         idle: args.idle_timeout,
         shutdown: args.shutdown_timeout,
     };
-    let validate = match which {
-        Reference::Parse => post(reference::validate),
-        Reference::Floor => post(floor::validate),
-        Reference::CheckedFloor => post(floor::validate_checked),
+    let answer: fn(&[u8]) -> Response = match which {
+        Reference::Parse => reference::answer,
+        Reference::Floor => floor::answer,
+        Reference::CheckedFloor => floor::answer_checked,
     };
+    // Every reference reads the body as the agent does: JSON only, at most 8 MiB, within the
+    // read timeout.
+    let validate = post(
+        move |State(ReadTimeout(read_timeout)): State<ReadTimeout>, request: Request| async move {
+            match read_review_body(request, read_timeout).await {
+                Ok(body) => answer(&body),
+                Err(refused) => refused,
+            }
+        },
+    );
     let router = axum::Router::new()
         .route(&args.validate_path, validate)
         .with_state(ReadTimeout(args.read_timeout));

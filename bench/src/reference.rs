@@ -1,29 +1,19 @@
 //! The reference server: parse-and-answer in the agent's own serving stack. `POST /validate`
 //! reads the body with the agent's own `read_review_body` (JSON only, at most 8 MiB, within the
-//! read timeout), parses it into a `serde_json::Value` and answers `allowed` with the request's
-//! uid. No rules, no decision, no metrics, no log line: what the agent does beyond this is
+//! read timeout; see [`crate::serve_reference`]), parses it into a `serde_json::Value` and
+//! answers `allowed` with the request's uid. No rules, no decision, no metrics, no log line: what the agent does beyond this is
 //! what the benchmark's ratio prices.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use drift_sentinel::webhook::{plain, read_review_body};
+use drift_sentinel::webhook::plain;
 
-use crate::ReadTimeout;
-
-/// `POST /validate` (see the module).
-pub async fn validate(
-    State(ReadTimeout(read_timeout)): State<ReadTimeout>,
-    request: Request,
-) -> Response {
-    let body = match read_review_body(request, read_timeout).await {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
-    let review: Value = match serde_json::from_slice(&body) {
+/// The answer to a review `body` (see the module).
+pub fn answer(body: &[u8]) -> Response {
+    let review: Value = match serde_json::from_slice(body) {
         Ok(review) => review,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("not JSON: {e}")),
     };
