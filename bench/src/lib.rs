@@ -1,10 +1,9 @@
-//! The side-by-side load benchmark of the webhook: two reference servers on the agent's own
-//! serving stack — [`reference`](mod@reference) (binary `drift-reference`) parses the review and answers,
-//! [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers, and its checked
-//! variant (binary `drift-checked-floor`) also makes the strict pass over the body that every
-//! answer needs — and the fixtures all of them are loaded with ([`fixtures`], binary
-//! `drift-bench-fixtures`).
-//! `scripts/load-bench.sh` runs the comparison.
+//! The side-by-side load benchmark of the webhook: reference servers on the agent's own serving
+//! stack — [`reference`](mod@reference) (binary `drift-reference`) parses the review and
+//! answers, [`floor`] (binary `drift-floor`) only finds the uid in the bytes and answers, and
+//! its checked variant (binary `drift-checked-floor`) also makes the strict pass over the body
+//! that every answer needs — and the fixtures all of them are loaded with ([`fixtures`], binary
+//! `drift-bench-fixtures`). `scripts/load-bench.sh` runs the comparison.
 
 pub mod fixtures;
 pub mod floor;
