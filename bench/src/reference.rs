@@ -1,8 +1,8 @@
 //! The reference server: parse-and-answer in the agent's own serving stack. `POST /validate`
 //! reads the body with the agent's own `read_review_body` (JSON only, at most 8 MiB, within the
 //! read timeout; see [`crate::serve_reference`]), parses it into a `serde_json::Value` and
-//! answers `allowed` with the request's uid. No rules, no decision, no metrics, no log line: what the agent does beyond this is
-//! what the benchmark's ratio prices.
+//! answers `allowed` with the request's uid. No rules, no decision, no metrics, no log line:
+//! what the agent does beyond this is what the benchmark's ratio prices.
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
