@@ -5,8 +5,8 @@
 # log with its per-request line) against two references on the agent's own serving stack (TLS,
 # timeouts, body limit): `drift-reference` parses the review into serde_json::Value and answers
 # allowed; `drift-floor` only finds the uid by a byte search and answers, so no decision can be
-# cheaper (`CHECKED=1` adds a fourth, below). All three are loaded with the same realistic ~29 KB Deployment review by `wrk`, in
-# alternating rounds (the order rotates every round). For each review (image-only change:
+# cheaper (`CHECKED=1` adds a fourth, below). All three are loaded with the same realistic
+# ~29 KB Deployment review by `wrk`, in alternating rounds (the order rotates every round). For each review (image-only change:
 # allowed; replicas change: denied; the image change as a client-side `kubectl apply` sends it,
 # with a 13 KB last-applied annotation on each side, 57 KB: allowed) it prints the median requests/sec of each, the ratios
 # agent/reference and agent/floor, the median p50 and p99 of each with the p99 ratio
