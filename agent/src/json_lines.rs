@@ -4,6 +4,10 @@
 //! `level`, the event's fields in order (`message` first), `target` — without going through a
 //! serde serializer that writes each token through an `io::Write` shim: that cost about 1,400
 //! instructions per text field, and the admission log line has a dozen of them (issue 27).
+//!
+//! Every field is bounded (reference §5): a text longer than [`MAX_FIELD_BYTES`] is cut on a
+//! character boundary and ends with a marker naming its length, so that a 2 MiB user name
+//! posted to the webhook is a 16 KiB field, not a 2 MiB line.
 
 use std::fmt::{self, Write as _};
 
@@ -13,6 +17,10 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
+
+/// The longest text a log field holds before it is cut: the longest text the engine renders
+/// (a decision's reason), so what it bounds already is never cut again.
+pub const MAX_FIELD_BYTES: usize = 16 * 1024;
 
 /// Seconds from 1970-01-01 to 10000-01-01: past that a year has five digits, which
 /// [`push_timestamp`] leaves to tracing-subscriber's formatter.
@@ -67,16 +75,21 @@ struct Fields<'l> {
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         push_key(self.line, field.name());
-        push_string(self.line, value);
+        push_field(self.line, value, value.len());
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.scratch.clear();
-        // Writing into a String fails only if the value's own Debug does; what it wrote
-        // until then is kept, as serde's formatter keeps it.
-        let _ = write!(self.scratch, "{value:?}");
+        // Writing fails only if the value's own Debug does; what it wrote until then is kept,
+        // as serde's formatter keeps it. Past the bound only the length is counted.
+        let mut bounded = BoundedText {
+            text: &mut self.scratch,
+            length: 0,
+        };
+        let _ = write!(bounded, "{value:?}");
+        let length = bounded.length;
         push_key(self.line, field.name());
-        push_string(self.line, &self.scratch);
+        push_field(self.line, &self.scratch, length);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
@@ -127,6 +140,49 @@ fn push_timestamp(line: &mut String) -> fmt::Result {
     } else {
         SystemTime.format_time(&mut Writer::new(line))
     }
+}
+
+/// Keeps the first [`MAX_FIELD_BYTES`] of what is written (to a character boundary), and
+/// counts the whole length.
+struct BoundedText<'t> {
+    text: &'t mut String,
+    length: usize,
+}
+
+impl fmt::Write for BoundedText<'_> {
+    fn write_str(&mut self, part: &str) -> fmt::Result {
+        self.length += part.len();
+        let room = MAX_FIELD_BYTES.saturating_sub(self.text.len());
+        if room >= part.len() {
+            self.text.push_str(part);
+        } else {
+            let mut end = room;
+            while !part.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&part[..end]);
+        }
+        Ok(())
+    }
+}
+
+/// A field's `text` (of `length` bytes, of which `text` may hold only the start) as a JSON
+/// string, cut to [`MAX_FIELD_BYTES`] with a marker of the whole length when it is longer.
+fn push_field(line: &mut String, text: &str, length: usize) {
+    if length <= MAX_FIELD_BYTES && text.len() == length {
+        push_string(line, text);
+        return;
+    }
+    let mut marker = String::with_capacity(32);
+    let _ = write!(marker, "…(cut from {length} bytes)");
+    let mut end = MAX_FIELD_BYTES.saturating_sub(marker.len()).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    line.push('"');
+    push_escaped(line, &text[..end]);
+    push_escaped(line, &marker);
+    line.push('"');
 }
 
 fn push_key(line: &mut String, name: &str) {
@@ -308,6 +364,36 @@ mod tests {
         });
         let strip = |lines: &str| lines[lines.find("\",\"level\"").unwrap()..].to_owned();
         assert_eq!(strip(&ours), strip(&theirs));
+    }
+
+    /// A field past the bound is cut to it, on a character boundary, with a marker naming its
+    /// length; one at the bound is whole. Text and Debug fields alike.
+    #[test]
+    fn long_fields_are_cut_with_a_marker() {
+        let at_bound = "u".repeat(MAX_FIELD_BYTES);
+        let huge = "é".repeat(1 << 20);
+        let (ours, _) = both_formats(|| {
+            tracing::info!(user = at_bound.as_str(), name = huge.as_str(), debug = ?huge, "m");
+        });
+        let line: Value = serde_json::from_str(ours.lines().next().unwrap()).unwrap();
+        assert_eq!(line["user"], at_bound.as_str());
+        let cut = line["name"].as_str().unwrap();
+        assert!(cut.len() <= MAX_FIELD_BYTES, "{}", cut.len());
+        assert!(
+            cut.ends_with("…(cut from 2097152 bytes)"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
+        assert!(cut.starts_with("éé"));
+        // Debug quotes the text: two bytes more.
+        let debug = line["debug"].as_str().unwrap();
+        assert!(debug.len() <= MAX_FIELD_BYTES);
+        assert!(
+            debug.ends_with("…(cut from 2097154 bytes)"),
+            "{}",
+            &debug[debug.len() - 40..]
+        );
+        assert!(ours.len() < 3 * MAX_FIELD_BYTES + 512, "{}", ours.len());
     }
 
     proptest! {

@@ -171,6 +171,11 @@ pub const REVIEW_LEVELS: usize = 2;
 const QUOTED_CHARS: usize = 64;
 /// A malformed request's reason is cut to this many bytes.
 const MALFORMED_REASON_BYTES: usize = 1024;
+/// The longest `request.uid` answered (reference §5). The API server sends a UUID (36 bytes)
+/// and takes an answer only when it carries the same uid back whole, so a longer one is
+/// refused rather than echoed (a 2 MiB uid would make a 2 MiB answer) or cut (an answer the API
+/// server would reject anyway).
+pub const MAX_UID_BYTES: usize = 128;
 
 /// Parses a request body, its objects into documents. Reads the body as [`parse_review_raw`]
 /// does, so both accept and refuse the same bodies with the same reasons.
@@ -194,6 +199,24 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, NotAReview> {
 /// repeated in the envelope or the request is refused as malformed: which one counts would be
 /// a guess (as for the API server's own strict decoding).
 pub fn parse_review_raw(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
+    let parsed = parse_review_any_uid(body)?;
+    check_uid(&parsed.uid)?;
+    Ok(parsed)
+}
+
+/// A uid the agent can echo: at most [`MAX_UID_BYTES`].
+fn check_uid(uid: &str) -> Result<(), NotAReview> {
+    if uid.len() <= MAX_UID_BYTES {
+        return Ok(());
+    }
+    Err(NotAReview(format!(
+        "request.uid is {} bytes long; at most {MAX_UID_BYTES} are answered (the API server sends a 36-character UUID)",
+        uid.len()
+    )))
+}
+
+/// [`parse_review_raw`] before the uid's length is checked.
+fn parse_review_any_uid(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
     // The common case costs one pass over the body, which also bounds its depth as the check
     // below does; anything else is read again, by serde_json and then in parts, to say exactly
     // what is wrong (the answers are the same either way).
@@ -406,7 +429,7 @@ fn review_version(kind: &str, api_version: &str) -> Result<ReviewVersion, NotARe
 /// The request uid of a review body, read without parsing the rest: the keys before
 /// `request.uid` are skipped and the scan stops at the uid (the API server writes it first), so
 /// a body of any size costs a few microseconds. For answering a request that could not be
-/// decided in time with its uid.
+/// decided in time with its uid; `None` also for a uid longer than [`MAX_UID_BYTES`].
 pub fn peek_uid(body: &[u8]) -> Option<String> {
     use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
     use std::fmt;
@@ -457,7 +480,8 @@ pub fn peek_uid(body: &[u8]) -> Option<String> {
     let mut found = None;
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let _ = serde::Deserializer::deserialize_map(&mut deserializer, Review(&mut found));
-    found
+    // A uid too long to answer with is no uid (reference §5).
+    found.filter(|uid: &String| check_uid(uid).is_ok())
 }
 
 /// Why an UPDATE review cannot be built from two objects.

@@ -91,6 +91,39 @@ fn the_uid_is_read_without_the_rest() {
     assert_eq!(peek_uid(br#"{"request":{"uid":7}}"#), None);
 }
 
+/// A uid is echoed whole or not at all: one too long to answer with is refused (both reads,
+/// either version, a malformed request's too), and never peeked.
+#[test]
+fn a_uid_longer_than_the_limit_is_refused() {
+    let at_limit = "u".repeat(MAX_UID_BYTES);
+    let past = "u".repeat(MAX_UID_BYTES + 1);
+    let body = |uid: &str, operation: &str| {
+        format!(
+            r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"{uid}","operation":{operation}}}}}"#
+        )
+    };
+    let answered = body(&at_limit, "\"DELETE\"");
+    assert_eq!(parse_review_raw(answered.as_bytes()).unwrap().uid, at_limit);
+    assert_eq!(
+        peek_uid(body(&at_limit, "7").as_bytes()),
+        Some(at_limit.clone())
+    );
+    for operation in ["\"DELETE\"", "7"] {
+        let refused = parse_review(body(&past, operation).as_bytes()).unwrap_err();
+        assert_eq!(
+            refused.0,
+            format!(
+                "request.uid is {} bytes long; at most 128 are answered (the API server sends a 36-character UUID)",
+                MAX_UID_BYTES + 1
+            )
+        );
+        assert_eq!(peek_uid(body(&past, operation).as_bytes()), None);
+    }
+    // 2 MiB of uid: refused with a message of its own size, not the uid's.
+    let huge = body(&"u".repeat(2 << 20), "\"UPDATE\"");
+    assert!(parse_review_raw(huge.as_bytes()).unwrap_err().0.len() < 200);
+}
+
 #[test]
 fn response_shape() {
     let review = AdmissionResponse::bad_request("u", "nope").into_review(ReviewVersion::V1Beta1);

@@ -159,6 +159,19 @@ fn unassigned_ports((low, high): (u32, u32)) -> (u32, u32) {
     }
 }
 
+/// The peak resident memory (`VmHWM`) of process `pid` so far, in bytes: what a memory bound of
+/// reference §5 is measured against.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"))
+}
+
 /// Polls `check` every 50 ms until it returns something, for at most `limit`.
 pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = std::time::Instant::now() + limit;
