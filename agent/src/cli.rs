@@ -162,7 +162,15 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub idle_timeout: Duration,
 
-    /// Longest graceful shutdown after SIGTERM before the process exits anyway.
+    /// After SIGTERM, how long to keep accepting and answering, not ready, before the listener
+    /// closes: long enough for the endpoint's removal to reach kube-proxy and the API server
+    /// (the chart sets 10s). Meanwhile HTTP/1 responses carry `Connection: close` and HTTP/2
+    /// connections get GOAWAY, so clients move to other replicas without a failed request.
+    #[arg(long, env = "DRIFT_SENTINEL_SHUTDOWN_DELAY", default_value = "0s", value_parser = parse_duration, help_heading = "Timeouts")]
+    pub shutdown_delay: Duration,
+
+    /// Longest graceful shutdown after the shutdown delay (finishing in-flight requests,
+    /// draining the export) before the process exits anyway.
     #[arg(long, env = "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub shutdown_timeout: Duration,
 

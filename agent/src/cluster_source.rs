@@ -242,7 +242,7 @@ pub async fn run(
             }
             _ = &mut startup_deadline, if !deadline_passed => {
                 deadline_passed = true;
-                if !shared.is_ready() {
+                if !shared.rules_synced() {
                     let reason = format!(
                         "first sync not complete after {}: rule ConfigMaps {}, Namespaces {}",
                         humantime::format_duration(startup_sync_timeout),
@@ -269,8 +269,8 @@ pub async fn run(
         // Installed once both stores are ready and every rule listed first has been read (or
         // failed to be): a rule set missing a rule that exists would allow what it denies.
         let synced = is_ready(&index.store()) && is_ready(&namespace_store);
-        let first_sync = !shared.is_ready() && synced && index.pending() == 0;
-        if (changes.changed && shared.is_ready()) || first_sync {
+        let first_sync = !shared.rules_synced() && synced && index.pending() == 0;
+        if (changes.changed && shared.rules_synced()) || first_sync {
             install(&index, &namespaces, &shared);
             after_install(&mut index, persist.as_ref(), &recorder, &mut events_out);
             if first_sync {

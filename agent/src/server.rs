@@ -1,6 +1,7 @@
 //! Serving a router on a TCP listener, plain or TLS, with the timeouts of the command line and
-//! a graceful shutdown: stop accepting, let in-flight requests finish, give up after the
-//! shutdown timeout.
+//! a graceful shutdown in two steps (reference §6 "Shutdown", [`Phase`]): first keep accepting
+//! and answering while every client is moved off its connection, then stop accepting, let
+//! in-flight requests finish and give up after the shutdown timeout.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,9 +10,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use hyper::http::{HeaderValue, Version, header};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -33,6 +34,24 @@ pub struct ConnectionTimeouts {
     pub read_header: Duration,
     pub idle: Duration,
     pub shutdown: Duration,
+}
+
+/// Where a listener is in the process's shutdown (reference §6 "Shutdown"). Only moves
+/// forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Accepting and answering.
+    Serving,
+    /// The shutdown delay: the endpoint is being removed, but kube-proxy and the API server may
+    /// still send here for a while, so connections are still accepted and every request
+    /// answered. Each client is moved off its connection without a request being lost: HTTP/1
+    /// responses carry `Connection: close`, and an HTTP/2 connection gets GOAWAY (at once, or
+    /// after its first request when none has come yet). Idle HTTP/1 connections are left
+    /// open: closing one could cross a request the client is sending on it.
+    Draining,
+    /// The listener is closed; idle connections close, in-flight requests finish (HTTP/1
+    /// with `Connection: close`, HTTP/2 after GOAWAY), within the shutdown timeout.
+    Stopping,
 }
 
 /// The process's two listeners: its main address (webhook or probes) and its loopback admin
@@ -59,15 +78,17 @@ pub fn local_address(listener: &TcpListener) -> String {
         .unwrap_or_default()
 }
 
-/// Serves `router` until `shutdown` turns true, then drains.
+/// Serves `router` until `phase` reaches [`Phase::Stopping`] (or its sender is gone), then
+/// waits for the open connections to finish, at most `timeouts.shutdown`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<Tls>,
     timeouts: ConnectionTimeouts,
-    mut shutdown: watch::Receiver<bool>,
+    mut phase: watch::Receiver<Phase>,
 ) {
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver: the sender is closed once the last one has ended.
+    let (open, _) = watch::channel(());
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -79,13 +100,15 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = stopped(&mut shutdown) => break,
+            _ = stopping(&mut phase) => break,
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let tls = tls.clone();
-        let watcher = graceful.watcher();
+        let phase = phase.clone();
+        let open = open.subscribe();
         tokio::spawn(async move {
+            let _open = open;
             match tls {
                 Some(tls) => {
                     let handshake =
@@ -100,35 +123,54 @@ pub async fn serve(
                                     stream.get_ref().1.peer_certificates(),
                                 ))
                             });
-                            serve_connection(stream, router, timeouts, watcher, caller).await
+                            serve_connection(stream, router, timeouts, phase, caller).await
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 }
-                None => serve_connection(stream, router, timeouts, watcher, None).await,
+                None => serve_connection(stream, router, timeouts, phase, None).await,
             }
         });
     }
     drop(listener);
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = open.closed() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(timeouts.shutdown) => {
             tracing::warn!("shutdown timeout reached with connections still open");
         }
     }
 }
 
-/// Resolves once shutdown is requested (or the sender is gone).
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
+/// Resolves once the listener must close (or the sender is gone).
+async fn stopping(phase: &mut watch::Receiver<Phase>) {
+    let _ = phase.wait_for(|p| *p >= Phase::Stopping).await.map(|_| ());
+}
+
+/// Resolves when a connection must be told to go: at [`Phase::Stopping`], or while draining
+/// once it is known to be HTTP/2 (GOAWAY loses no request; HTTP/1 connections are told by
+/// their next response instead).
+async fn told_to_go(activity: &Activity, phase: &mut watch::Receiver<Phase>) {
+    loop {
+        let now = *phase.borrow_and_update();
+        if now >= Phase::Stopping || (now == Phase::Draining && activity.is_http2()) {
+            return;
+        }
+        tokio::select! {
+            changed = phase.changed() => if changed.is_err() {
+                // The sender is gone: the process is ending.
+                return;
+            },
+            () = activity.http2_seen.notified() => {}
+        }
+    }
 }
 
 async fn serve_connection<I>(
     io: I,
     router: Router,
     timeouts: ConnectionTimeouts,
-    watcher: hyper_util::server::graceful::Watcher,
+    mut phase: watch::Receiver<Phase>,
     caller: Option<Arc<PeerCertificates>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -138,6 +180,7 @@ async fn serve_connection<I>(
         inner: router,
         activity: activity.clone(),
         caller,
+        phase: phase.clone(),
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -146,14 +189,28 @@ async fn serve_connection<I>(
         .header_read_timeout(timeouts.read_header);
     builder.http2().timer(TokioTimer::new());
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-    tokio::select! {
-        result = watcher.watch(connection.into_owned()) => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
+    tokio::pin!(connection);
+    let mut going = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            // Dropping the connection closes it; nothing is in flight when this fires.
+            () = activity.expired(timeouts) => {
+                tracing::debug!("connection closed: no request in time");
+                return;
+            }
+            // Idle HTTP/1: closed now; a request in flight: answered with `Connection: close`;
+            // HTTP/2: GOAWAY, the streams it has begun are finished.
+            () = told_to_go(&activity, &mut phase), if !going => {
+                connection.as_mut().graceful_shutdown();
+                going = true;
             }
         }
-        // Dropping the connection closes it; nothing is in flight when this fires.
-        () = activity.expired(timeouts) => tracing::debug!("connection closed: no request in time"),
     }
 }
 
@@ -164,6 +221,9 @@ struct Activity {
     opened: Instant,
     state: std::sync::Mutex<ActivityState>,
     changed: Notify,
+    /// A request came over HTTP/2 (the protocol is only known from the first request).
+    http2: std::sync::atomic::AtomicBool,
+    http2_seen: Notify,
 }
 
 #[derive(Clone, Copy)]
@@ -184,6 +244,20 @@ impl Activity {
                 last_done: now,
             }),
             changed: Notify::new(),
+            http2: std::sync::atomic::AtomicBool::new(false),
+            http2_seen: Notify::new(),
+        }
+    }
+
+    fn is_http2(&self) -> bool {
+        self.http2.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records the protocol of a request; the first HTTP/2 one wakes [`told_to_go`].
+    fn saw(&self, version: Version) {
+        if version == Version::HTTP_2 && !self.http2.swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            self.http2_seen.notify_one();
         }
     }
 
@@ -245,12 +319,14 @@ impl Drop for InFlight {
 
 /// The router, with each request counted in the connection's [`Activity`] and carrying the
 /// certificates the connection presented, under client authentication (as an `Arc`: no
-/// allocation per request).
+/// allocation per request); while the process shuts down, HTTP/1 responses close their
+/// connection.
 #[derive(Clone)]
 struct Tracked {
     inner: Router,
     activity: Arc<Activity>,
     caller: Option<Arc<PeerCertificates>>,
+    phase: watch::Receiver<Phase>,
 }
 
 impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
@@ -273,10 +349,20 @@ impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
             state.in_flight += 1;
             state.requests += 1;
         });
+        let version = request.version();
+        self.activity.saw(version);
         let guard = InFlight(self.activity.clone());
+        let phase = self.phase.clone();
         let future = self.inner.call(request.map(axum::body::Body::new));
         Box::pin(async move {
-            let response = future.await?;
+            let mut response = future.await?;
+            // Decided when the answer is ready, so that a request begun before SIGTERM and
+            // answered after it closes its connection too (HTTP/2 has GOAWAY instead).
+            if version < Version::HTTP_2 && *phase.borrow() >= Phase::Draining {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             // The request stays in flight until its body is sent (or abandoned).
             Ok(response.map(|body| {
                 axum::body::Body::new(GuardedBody {

@@ -77,6 +77,8 @@ pub struct Shared {
     snapshot: ArcSwap<Snapshot>,
     pub metrics: Metrics,
     ready: AtomicBool,
+    /// SIGTERM came: not ready from now on, whatever the rule sources do.
+    terminating: AtomicBool,
     /// Why the agent is not ready, for `/readyz`.
     not_ready_reason: Mutex<String>,
     /// Which rule ConfigMaps are cluster rules (reference §2).
@@ -146,6 +148,7 @@ impl Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::empty(initial.kind.clone())),
             metrics,
             ready: AtomicBool::new(false),
+            terminating: AtomicBool::new(false),
             not_ready_reason: Mutex::new("starting".into()),
             tier_policy,
         });
@@ -165,12 +168,27 @@ impl Shared {
         self.snapshot.load_full()
     }
 
+    /// Whether `/readyz` succeeds: the rules are synced and the process is not shutting down.
     pub fn is_ready(&self) -> bool {
+        self.rules_synced() && !self.terminating.load(Ordering::Acquire)
+    }
+
+    /// Whether the rule sources have delivered a complete rule set (shutting down or not).
+    pub fn rules_synced(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
+    }
+
+    /// SIGTERM: not ready for good, so that the endpoint is removed while the process still
+    /// answers (reference §6 "Shutdown").
+    pub fn set_terminating(&self) {
+        if let Ok(mut current) = self.not_ready_reason.lock() {
+            "shutting down".clone_into(&mut current);
+        }
+        self.terminating.store(true, Ordering::Release);
     }
 
     /// Marks the agent not ready and says why.

@@ -86,7 +86,14 @@ pub async fn serve_reference(
     let router = axum::Router::new()
         .route(&args.validate_path, validate)
         .with_state(ReadTimeout(args.read_timeout));
-    drift_sentinel::server::serve(listener, router, tls, timeouts, shutdown).await;
+    // The agent's listener stops at Phase::Stopping: here as soon as `shutdown` turns true.
+    let (phase_tx, phase) = watch::channel(drift_sentinel::server::Phase::Serving);
+    let mut stop = shutdown;
+    tokio::spawn(async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+        let _ = phase_tx.send(drift_sentinel::server::Phase::Stopping);
+    });
+    drift_sentinel::server::serve(listener, router, tls, timeouts, phase).await;
     Ok(())
 }
 

@@ -449,6 +449,8 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
     args = []
     for arg in container["args"]:
         arg = arg.replace(f"--address=:{container['ports'][0]['containerPort']}", f"--address=127.0.0.1:{port}")
+        # Stopped at once: the shutdown the chart sets up is test_chart_shutdown.py's.
+        arg = "--shutdown-delay=0s" if arg.startswith("--shutdown-delay=") else arg
         args.append(arg.replace(f"={mount}/", f"={tmp_path}/"))
     assert f"--address=127.0.0.1:{port}" in args
     assert [a for a in args if a.startswith(f"--tls-cert-file={tmp_path}/")]

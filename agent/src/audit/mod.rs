@@ -254,23 +254,28 @@ async fn periodic(
         shutdown: std::time::Duration::from_secs(10),
     };
     let admin_dir = auditor.admin_dir();
-    tokio::spawn(crate::server::serve(
-        probes,
-        crate::webhook::probe_router(shared.clone(), &crate::webhook::ProbePaths::default()),
-        None,
-        timeouts,
-        shutdown_rx.clone(),
-    ));
-    tokio::spawn(crate::server::serve(
-        admin,
-        crate::admin::audit_router(shared.clone(), runs, admin_dir, shutdown_rx.clone()),
-        None,
-        crate::server::ConnectionTimeouts {
-            idle: crate::admin::IDLE_TIMEOUT,
-            ..timeouts
-        },
-        shutdown_rx.clone(),
-    ));
+    // No admission request comes here, so no shutdown delay: the listeners close at SIGTERM
+    // and finish what is in flight (a scrape, a `/status`).
+    let (phase_tx, phase_rx) = watch::channel(crate::server::Phase::Serving);
+    let servers = [
+        tokio::spawn(crate::server::serve(
+            probes,
+            crate::webhook::probe_router(shared.clone(), &crate::webhook::ProbePaths::default()),
+            None,
+            timeouts,
+            phase_rx.clone(),
+        )),
+        tokio::spawn(crate::server::serve(
+            admin,
+            crate::admin::audit_router(shared.clone(), runs, admin_dir, shutdown_rx.clone()),
+            None,
+            crate::server::ConnectionTimeouts {
+                idle: crate::admin::IDLE_TIMEOUT,
+                ..timeouts
+            },
+            phase_rx,
+        )),
+    ];
     let mut ticker = tokio::time::interval(args.audit_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let signal = wait_for_signal();
@@ -295,6 +300,13 @@ async fn periodic(
         }
     }
     tracing::info!("shutting down");
+    shared.set_terminating();
+    let _ = phase_tx.send(crate::server::Phase::Stopping);
     let _ = shutdown_tx.send(true);
+    // Each listener gives up on its connections after `timeouts.shutdown`.
+    for server in servers {
+        let _ = server.await;
+    }
+    tracing::info!("stopped");
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! `drift-sentinel serve`: the admission webhook as a process. Starts the rule source (files,
 //! the cluster, or the built-in default rule), violation export when enabled ([`export`]), the
-//! webhook and admin listeners; on SIGTERM stops taking connections, finishes what is in
-//! flight and drains the export within `--shutdown-timeout`.
+//! webhook and admin listeners. On SIGTERM (reference §6 "Shutdown") it fails readiness at once
+//! but keeps accepting and answering for `--shutdown-delay`, while the endpoint is removed and
+//! clients are moved off their connections; then it stops taking connections, finishes what is
+//! in flight and drains the export within `--shutdown-timeout`.
 
 mod export;
 
@@ -17,7 +19,7 @@ use drift_engine::rule::TierPolicy;
 
 use crate::decisions::DecisionPool;
 use crate::rules_source::{self, FileSource, FileState};
-use crate::server::{self, ConnectionTimeouts};
+use crate::server::{self, ConnectionTimeouts, Phase};
 use crate::state::{ServeState, Shared, Snapshot};
 use crate::{admin, cluster_source, kube_client, metrics, parent_labels, tls, webhook};
 
@@ -25,6 +27,9 @@ use crate::{admin, cluster_source, kube_client, metrics, parent_labels, tls, web
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.common.log_level, LogTo::Stdout);
     let metrics = metrics::Metrics::new().context("cannot register metrics")?;
+    // `phase` drives the listeners; `shutdown` the rest (sources, TLS reloads, export), which
+    // keep working through the shutdown delay since requests are still answered.
+    let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let (source, tier_policy, initial) = open_rule_source(&args).await?;
@@ -43,11 +48,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shared = Shared::new(metrics, tier_policy, initial);
     source.start(&args, &shared, &shutdown_rx);
     let tls = tls::serving(&args, &shutdown_rx)?;
-    let servers = start_servers(&args, &shared, &serving, tls, &shutdown_rx).await?;
+    let servers = start_servers(&args, &shared, &serving, tls, &phase_rx, &shutdown_rx).await?;
 
     wait_for_signal().await?;
-    tracing::info!("shutting down: no new connections, finishing in-flight requests");
-    shared.set_ready(false);
+    shared.set_terminating();
+    let _ = phase_tx.send(Phase::Draining);
+    tracing::info!(
+        delay_seconds = args.shutdown_delay.as_secs_f64(),
+        "shutting down: not ready; still answering for the shutdown delay, closing keep-alive connections"
+    );
+    tokio::time::sleep(args.shutdown_delay).await;
+    tracing::info!("shutdown delay over: no new connections, finishing in-flight requests");
+    let _ = phase_tx.send(Phase::Stopping);
     let _ = shutdown_tx.send(true);
     let deadline = tokio::time::Instant::now() + args.shutdown_timeout;
     let drained = tokio::time::timeout_at(deadline, async {
@@ -154,6 +166,7 @@ async fn start_servers(
     shared: &Arc<Shared>,
     serving: &Arc<ServeState>,
     tls: Option<server::Tls>,
+    phase: &watch::Receiver<Phase>,
     shutdown_rx: &watch::Receiver<bool>,
 ) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
     let (webhook_listener, admin_listener) =
@@ -194,7 +207,7 @@ async fn start_servers(
         webhook,
         tls,
         timeouts,
-        shutdown_rx.clone(),
+        phase.clone(),
     ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
@@ -205,7 +218,7 @@ async fn start_servers(
             idle: admin::IDLE_TIMEOUT,
             ..timeouts
         },
-        shutdown_rx.clone(),
+        phase.clone(),
     ));
     Ok([webhook_task, admin_task])
 }

@@ -154,29 +154,20 @@ fn install_upgrade_and_uninstall() {
         "{pod_spec:#}"
     );
     // The ReplicaSet controller creates the pods: the API server resolved their PriorityClass
-    // (an unknown or forbidden one would be refused) and kept the spread constraints.
+    // (an unknown or forbidden one would be refused) and kept the spread constraints. The
+    // webhook's pods only: the audit's (the same instance label) have no PriorityClass.
+    const WEBHOOK_PODS: &str =
+        "app.kubernetes.io/instance=drift,app.kubernetes.io/component=webhook";
     wait_for(
         "the agent pods to be created",
         Duration::from_secs(60),
         || {
-            get(&[
-                "pods",
-                "-n",
-                NAMESPACE,
-                "-l",
-                "app.kubernetes.io/instance=drift",
-            ])["items"]
+            get(&["pods", "-n", NAMESPACE, "-l", WEBHOOK_PODS])["items"]
                 .as_array()
                 .is_some_and(|pods| !pods.is_empty())
         },
     );
-    let pods = get(&[
-        "pods",
-        "-n",
-        NAMESPACE,
-        "-l",
-        "app.kubernetes.io/instance=drift",
-    ]);
+    let pods = get(&["pods", "-n", NAMESPACE, "-l", WEBHOOK_PODS]);
     let pod = &pods["items"][0];
     let class = get(&["priorityclass", all["priorityClassName"].as_str().unwrap()]);
     assert_eq!(pod["spec"]["priority"], class["value"], "{pod:#}");

@@ -305,6 +305,8 @@ value. Included by the Deployment; renders nothing.
   "DRIFT_SENTINEL_AUDIT_CONNECTION" "audit.connection"
   "DRIFT_SENTINEL_AUDIT_CHANNEL" "audit.channel"
   "DRIFT_SENTINEL_EXPORT_ROOT" "audit.exportVolumeMount.path (the export root is the export volume)"
+  "DRIFT_SENTINEL_SHUTDOWN_DELAY" "shutdown.delaySeconds (the pod's terminationGracePeriodSeconds follows it)"
+  "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT" "shutdown.timeoutSeconds (the pod's terminationGracePeriodSeconds follows it)"
   "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP" "nothing: the chart creates the last-good ConfigMap and grants it by name"
   "DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES" "clusterRuleNamespaces"
   "DRIFT_SENTINEL_VALIDATE_RULE_PATH" "nothing: the rule webhook calls /validate-rule"
