@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -121,6 +122,12 @@ pub struct ServeArgs {
     /// Names (a certificate's CN or one of its DNS SANs) that may call, with --client-ca-file.
     #[arg(long, env = "DRIFT_SENTINEL_CLIENT_NAMES", value_delimiter = ',', default_value = "kube-apiserver", value_parser = parse_client_name)]
     pub client_names: Vec<String>,
+
+    /// Most connections the webhook listener holds at once, TLS handshakes included; at the
+    /// limit a new connection closes the one quiet the longest (so the kubelet's probes always
+    /// get in). Lowered, with a WARN, to what the open-files limit allows.
+    #[arg(long, env = "DRIFT_SENTINEL_MAX_CONNECTIONS", default_value_t = crate::capacity::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(2..=1_000_000).map(|n| n as usize))]
+    pub max_connections: usize,
 
     /// Path of the admission endpoint.
     #[arg(long, env = "DRIFT_SENTINEL_VALIDATE_PATH", default_value = "/validate", value_parser = parse_http_path)]

@@ -4,6 +4,8 @@
 
 mod admin;
 mod audit;
+mod bounded_series;
+pub mod capacity;
 mod certificates;
 pub mod cli;
 pub mod client_auth;

@@ -1,15 +1,44 @@
-//! Prometheus metrics of the agent (reference §6), registered once on a private registry.
+//! Prometheus metrics of the agent (reference §6), registered once on a private registry. The
+//! families whose labels a caller chooses are bounded in series ([`BoundedCounterVec`]).
 
+use crate::bounded_series::BoundedCounterVec;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
+/// Series of `drift_sentinel_admission_requests_total` (namespace, resource and result exact).
+pub const ADMISSION_REQUEST_SERIES: usize = 1_000;
+/// Series of `drift_sentinel_violations_total` with every label exact …
+pub const VIOLATION_SERIES: usize = 2_000;
+/// … and with the field `_other` (namespace, resource and mode exact).
+pub const VIOLATION_NAMESPACE_SERIES: usize = 500;
+/// Rules of `drift_sentinel_audit_drifted_objects` (the others summed under `_other`).
+pub const AUDIT_DRIFTED_RULES: usize = 100;
+/// Scrapes of `/metrics` rendered or being sent at once (a Prometheus pair scrapes two); a
+/// third waits for one of them, at most [`SCRAPE_WAIT`].
+pub const MAX_SCRAPES: usize = 2;
+pub const SCRAPE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Why a scrape got no metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("{MAX_SCRAPES} scrapes are being answered already; try again")]
+    Busy,
+    #[error("cannot render metrics: {0}")]
+    Render(#[from] prometheus::Error),
+}
+
 /// Every metric the agent exports.
-#[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
-    pub admission_requests: IntCounterVec,
-    pub violations: IntCounterVec,
+    pub admission_requests: BoundedCounterVec,
+    pub violations: BoundedCounterVec,
+    pub series_limited: IntCounterVec,
+    pub connections: IntGauge,
+
+    pub connections_closed: IntCounterVec,
+    /// Scrapes being rendered or sent (each holds its text until sent).
+    scrapes: std::sync::Arc<tokio::sync::Semaphore>,
     pub admission_duration: Histogram,
     pub webhook_refused: IntCounterVec,
     pub rules_loaded: IntGauge,
@@ -55,22 +84,51 @@ impl Metrics {
     }
 
     pub fn for_role(role: Role) -> Result<Self, prometheus::Error> {
+        let series_limited = IntCounterVec::new(
+            Opts::new(
+                "drift_sentinel_metric_series_limited_total",
+                "Observations counted under a coarser series (labels \"_other\") because their metric had reached its number of series, by metric.",
+            ),
+            &["metric"],
+        )?;
         let metrics = Self {
             registry: Registry::new(),
-            admission_requests: IntCounterVec::new(
+            admission_requests: BoundedCounterVec::new(
                 Opts::new(
                     "drift_sentinel_admission_requests_total",
-                    "Admission requests answered, by namespace, resource and result.",
+                    "Admission requests answered, by namespace, resource and result (namespace and resource \"_other\" past the metric's number of series).",
                 ),
                 &["namespace", "resource", "result"],
+                &["namespace", "resource"],
+                &[(&[], ADMISSION_REQUEST_SERIES)],
+                &series_limited,
             )?,
-            violations: IntCounterVec::new(
+            violations: BoundedCounterVec::new(
                 Opts::new(
                     "drift_sentinel_violations_total",
-                    "Changed paths outside a rule's mutable fields, by namespace, resource, field (indices written [*]) and effective mode.",
+                    "Changed paths outside a rule's mutable fields, by namespace, resource, field (indices written [*]) and effective mode (field, then namespace and resource, \"_other\" past the metric's number of series).",
                 ),
                 &["namespace", "resource", "field", "mode"],
+                &["namespace", "resource", "field"],
+                &[
+                    (&[], VIOLATION_SERIES),
+                    (&["field"], VIOLATION_NAMESPACE_SERIES),
+                ],
+                &series_limited,
             )?,
+            series_limited,
+            connections: IntGauge::new(
+                "drift_sentinel_connections",
+                "Connections open on the webhook listener, TLS handshakes included (at most --max-connections).",
+            )?,
+            connections_closed: IntCounterVec::new(
+                Opts::new(
+                    "drift_sentinel_connections_closed_total",
+                    "Connections closed at --max-connections, by reason: evicted (the connection quiet the longest, to make room for a new one) or refused (every connection had a request in flight).",
+                ),
+                &["reason"],
+            )?,
+            scrapes: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_SCRAPES)),
             admission_duration: Histogram::with_opts(
                 HistogramOpts::new(
                     "drift_sentinel_admission_duration_seconds",
@@ -204,8 +262,11 @@ impl Metrics {
         match role {
             // Admission, and the admission export's queue and spool.
             Role::Webhook => collectors.extend([
-                Box::new(self.admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
-                Box::new(self.violations.clone()),
+                self.admission_requests.collector(),
+                self.violations.collector(),
+                Box::new(self.series_limited.clone()),
+                Box::new(self.connections.clone()),
+                Box::new(self.connections_closed.clone()),
                 Box::new(self.admission_duration.clone()),
                 Box::new(self.webhook_refused.clone()),
                 Box::new(self.export_queue_messages.clone()),
@@ -228,9 +289,25 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> Result<String, prometheus::Error> {
+        String::from_utf8(self.render_bytes()?).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+
+    fn render_bytes(&self) -> Result<Vec<u8>, prometheus::Error> {
         let mut buffer = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
-        String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+        Ok(buffer)
+    }
+
+    /// [`Metrics::render`] for a scrape: at most [`MAX_SCRAPES`] texts exist at once, each
+    /// until the last copy of it (the response being sent) is dropped.
+    pub async fn render_for_scrape(&self) -> Result<bytes::Bytes, ScrapeError> {
+        let place = tokio::time::timeout(SCRAPE_WAIT, self.scrapes.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or(ScrapeError::Busy)?;
+        let text = self.render_bytes()?;
+        Ok(crate::capacity::held_bytes(text, place))
     }
 }
 

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio_rustls::TlsAcceptor;
 
+use crate::capacity::{ConnectionLimit, Quiet, Slot};
 use crate::client_auth::PeerCertificates;
 
 /// TLS of a listener: its acceptor and, under client authentication, who may call.
@@ -79,12 +80,14 @@ pub fn local_address(listener: &TcpListener) -> String {
 }
 
 /// Serves `router` until `phase` reaches [`Phase::Stopping`] (or its sender is gone), then
-/// waits for the open connections to finish, at most `timeouts.shutdown`.
+/// waits for the open connections to finish, at most `timeouts.shutdown`; at most `limit`'s
+/// connections at once (`capacity`).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<Tls>,
     timeouts: ConnectionTimeouts,
+    limit: ConnectionLimit,
     mut phase: watch::Receiver<Phase>,
 ) {
     // Every connection holds a receiver: the sender is closed once the last one has ended.
@@ -102,18 +105,33 @@ pub async fn serve(
             },
             _ = stopping(&mut phase) => break,
         };
+        // Counted from here, its TLS handshake included.
+        let activity = Arc::new(Activity::new());
+        let Some(slot) = limit.admit(activity.clone()) else {
+            tracing::debug!(%peer, "connection refused: every connection has a request in flight");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
+        let connection = Connection {
+            router: router.clone(),
+            timeouts,
+            phase: phase.clone(),
+            activity,
+            slot,
+        };
         let tls = tls.clone();
-        let phase = phase.clone();
         let open = open.subscribe();
         tokio::spawn(async move {
             let _open = open;
             match tls {
                 Some(tls) => {
-                    let handshake =
-                        tokio::time::timeout(timeouts.read_header, tls.acceptor.accept(stream))
-                            .await;
+                    let handshake = tokio::select! {
+                        handshake = tokio::time::timeout(timeouts.read_header, tls.acceptor.accept(stream)) => handshake,
+                        () = connection.slot.evicted() => {
+                            tracing::debug!(%peer, "TLS handshake ended to make room for a new connection");
+                            return;
+                        }
+                    };
                     match handshake {
                         Ok(Ok(stream)) => {
                             // What the caller presented, judged at its requests (client_auth).
@@ -123,13 +141,13 @@ pub async fn serve(
                                     stream.get_ref().1.peer_certificates(),
                                 ))
                             });
-                            serve_connection(stream, router, timeouts, phase, caller).await
+                            serve_connection(stream, connection, caller).await
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 }
-                None => serve_connection(stream, router, timeouts, phase, None).await,
+                None => serve_connection(stream, connection, None).await,
             }
         });
     }
@@ -166,16 +184,26 @@ async fn told_to_go(activity: &Activity, phase: &mut watch::Receiver<Phase>) {
     }
 }
 
-async fn serve_connection<I>(
-    io: I,
+/// One accepted connection: what serves it, its activity and its place under the cap.
+struct Connection {
     router: Router,
     timeouts: ConnectionTimeouts,
-    mut phase: watch::Receiver<Phase>,
-    caller: Option<Arc<PeerCertificates>>,
-) where
+    phase: watch::Receiver<Phase>,
+    activity: Arc<Activity>,
+    slot: Slot,
+}
+
+async fn serve_connection<I>(io: I, connection: Connection, caller: Option<Arc<PeerCertificates>>)
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new());
+    let Connection {
+        router,
+        timeouts,
+        mut phase,
+        activity,
+        slot,
+    } = connection;
     let service = TowerToHyperService::new(Tracked {
         inner: router,
         activity: activity.clone(),
@@ -188,6 +216,7 @@ async fn serve_connection<I>(
         .timer(TokioTimer::new())
         .header_read_timeout(timeouts.read_header);
     builder.http2().timer(TokioTimer::new());
+    crate::capacity::bound_connection(&mut builder);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
     let mut going = false;
@@ -199,9 +228,13 @@ async fn serve_connection<I>(
                 }
                 return;
             }
-            // Dropping the connection closes it; nothing is in flight when this fires.
+            // Dropping the connection closes it; nothing is in flight when these fire.
             () = activity.expired(timeouts) => {
                 tracing::debug!("connection closed: no request in time");
+                return;
+            }
+            () = slot.evicted() => {
+                tracing::debug!("connection closed: quiet the longest, to make room for a new one");
                 return;
             }
             // Idle HTTP/1: closed now; a request in flight: answered with `Connection: close`;
@@ -302,6 +335,20 @@ impl Activity {
                 }
             }
         }
+    }
+}
+
+impl Quiet for Activity {
+    fn quiet_since(&self) -> Option<Instant> {
+        let state = *self.state.lock().ok()?;
+        if state.in_flight > 0 {
+            return None;
+        }
+        Some(if state.requests == 0 {
+            self.opened
+        } else {
+            state.last_done
+        })
     }
 }
 

@@ -15,9 +15,10 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::routing::post;
 use clap::Parser as _;
+use drift_sentinel::capacity::ConnectionLimit;
 use drift_sentinel::cli::{Cli, Command, ServeArgs};
 use drift_sentinel::server::ConnectionTimeouts;
-use drift_sentinel::webhook::read_review_body;
+use drift_sentinel::webhook::{Intake, read_review_body};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -38,9 +39,9 @@ pub fn parse_serve_args(
 }
 
 /// The state of a reference's handler: how long it waits for the body (the agent's
-/// `--read-timeout`).
-#[derive(Debug, Clone, Copy)]
-pub struct ReadTimeout(pub std::time::Duration);
+/// `--read-timeout`), and the budget of body bytes it reads within (the agent's).
+#[derive(Debug, Clone)]
+pub struct ReadTimeout(pub std::time::Duration, pub Intake);
 
 /// Which reference server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +77,8 @@ pub async fn serve_reference(
     // Every reference reads the body as the agent does: JSON only, at most 8 MiB, within the
     // read timeout.
     let validate = post(
-        move |State(ReadTimeout(read_timeout)): State<ReadTimeout>, request: Request| async move {
-            match read_review_body(request, read_timeout).await {
+        move |State(ReadTimeout(read_timeout, intake)): State<ReadTimeout>, request: Request| async move {
+            match read_review_body(request, read_timeout, &intake).await {
                 Ok(body) => answer(&body),
                 Err(refused) => refused,
             }
@@ -85,7 +86,10 @@ pub async fn serve_reference(
     );
     let router = axum::Router::new()
         .route(&args.validate_path, validate)
-        .with_state(ReadTimeout(args.read_timeout));
+        .with_state(ReadTimeout(
+            args.read_timeout,
+            Intake::new(args.max_connections / 2),
+        ));
     // The agent's listener stops at Phase::Stopping: here as soon as `shutdown` turns true.
     let (phase_tx, phase) = watch::channel(drift_sentinel::server::Phase::Serving);
     let mut stop = shutdown;
@@ -93,7 +97,8 @@ pub async fn serve_reference(
         let _ = stop.wait_for(|stop| *stop).await;
         let _ = phase_tx.send(drift_sentinel::server::Phase::Stopping);
     });
-    drift_sentinel::server::serve(listener, router, tls, timeouts, phase).await;
+    let connections = ConnectionLimit::new(args.max_connections, None);
+    drift_sentinel::server::serve(listener, router, tls, timeouts, connections, phase).await;
     Ok(())
 }
 

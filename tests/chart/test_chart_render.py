@@ -229,6 +229,7 @@ def test_all_values_render_as_set(helm):
     assert find(docs, "ClusterRoleBinding")["subjects"][0]["name"] == "drift-guard-agent"
     env = {e["name"]: e for e in c["env"]}
     assert env["DRIFT_SENTINEL_LOG_LEVEL"] == {"name": "DRIFT_SENTINEL_LOG_LEVEL", "value": "DEBUG"}
+    assert env["DRIFT_SENTINEL_MAX_CONNECTIONS"] == {"name": "DRIFT_SENTINEL_MAX_CONNECTIONS", "value": "256"}
     assert not [a for a in c["args"] if a.startswith("--log-level")]
     assert c["env"][-2:] == ALL["env"]
     assert c["args"][-2:] == ["--watch-resync=1m", "--startup-sync-timeout=45s"]

@@ -263,6 +263,7 @@ async fn periodic(
             crate::webhook::probe_router(shared.clone(), &crate::webhook::ProbePaths::default()),
             None,
             timeouts,
+            small_listener(),
             phase_rx.clone(),
         )),
         tokio::spawn(crate::server::serve(
@@ -273,6 +274,7 @@ async fn periodic(
                 idle: crate::admin::IDLE_TIMEOUT,
                 ..timeouts
             },
+            small_listener(),
             phase_rx,
         )),
     ];
@@ -309,4 +311,9 @@ async fn periodic(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The connections of the audit's listeners (probes and metrics; the loopback admin API).
+fn small_listener() -> crate::capacity::ConnectionLimit {
+    crate::capacity::ConnectionLimit::new(crate::capacity::SMALL_LISTENER_CONNECTIONS, None)
 }

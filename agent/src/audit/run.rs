@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::files::{AuditFileError, AuditFiles, RunFile};
 use super::objects;
 use super::reports::{self, Reports};
+use crate::bounded_series::largest;
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
 use crate::state::{AuditRuns, Shared, Snapshot};
@@ -417,13 +418,18 @@ impl Auditor {
                     .with_label_values(&[label])
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
-            // Rules that no longer drift go back to zero rather than keeping an old value.
+            // Rules that no longer drift go back to zero rather than keeping an old value; the
+            // rules with the most drifted objects, the rest summed under `_other`.
             metrics.audit_drifted.reset();
-            for (rule, count) in &outcome.drifted_by_rule {
+            let by_rule = outcome
+                .drifted_by_rule
+                .iter()
+                .map(|(rule, count)| (rule.as_str(), *count));
+            for (rule, count) in largest(by_rule, crate::metrics::AUDIT_DRIFTED_RULES) {
                 metrics
                     .audit_drifted
-                    .with_label_values(&[rule])
-                    .set(i64::try_from(*count).unwrap_or(i64::MAX));
+                    .with_label_values(&[&rule])
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
             metrics
                 .audit_bypass_oldest

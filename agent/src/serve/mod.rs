@@ -17,6 +17,7 @@ use crate::process::{LogTo, init_logging, wait_for_signal};
 use drift_api::status::RuleSourceKind;
 use drift_engine::rule::TierPolicy;
 
+use crate::capacity::{self, ConnectionLimit};
 use crate::decisions::DecisionPool;
 use crate::rules_source::{self, FileSource, FileState};
 use crate::server::{self, ConnectionTimeouts, Phase};
@@ -171,13 +172,24 @@ async fn start_servers(
 ) -> anyhow::Result<[tokio::task::JoinHandle<()>; 2]> {
     let (webhook_listener, admin_listener) =
         server::bind_listeners(args.address, args.admin_address).await?;
+    let (max_connections, open_files) =
+        capacity::raise_file_limit(args.max_connections, capacity::SMALL_LISTENER_CONNECTIONS);
     tracing::info!(
         address = %server::local_address(&webhook_listener),
         admin_address = %server::local_address(&admin_listener),
         tls = tls.is_some(),
         client_authentication = tls.as_ref().is_some_and(|t| t.client_auth.is_some()),
         decision_threads = serving.decisions.threads(),
+        max_connections,
+        open_files,
         "listening"
+    );
+    let connections = ConnectionLimit::new(
+        max_connections,
+        Some(capacity::ConnectionMetrics {
+            open: shared.metrics.connections.clone(),
+            closed: shared.metrics.connections_closed.clone(),
+        }),
     );
 
     let timeouts = ConnectionTimeouts {
@@ -199,6 +211,9 @@ async fn start_servers(
             },
             read_timeout: args.read_timeout,
             write_timeout: args.write_timeout,
+            // Half the connections at most carry an admission request, so that the other half
+            // can always be closed for a newcomer (capacity).
+            intake: webhook::Intake::new(max_connections / 2),
         },
         client_auth,
     );
@@ -207,6 +222,7 @@ async fn start_servers(
         webhook,
         tls,
         timeouts,
+        connections,
         phase.clone(),
     ));
     let admin_task = tokio::spawn(server::serve(
@@ -218,6 +234,7 @@ async fn start_servers(
             idle: admin::IDLE_TIMEOUT,
             ..timeouts
         },
+        ConnectionLimit::new(capacity::SMALL_LISTENER_CONNECTIONS, None),
         phase.clone(),
     ));
     Ok([webhook_task, admin_task])

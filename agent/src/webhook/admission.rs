@@ -311,11 +311,7 @@ fn resource_label<O>(request: &AdmissionRequest<O>) -> String {
 
 /// A request the write timeout answered: counted and logged as what the API server was told.
 fn record_timeout(shared: &Shared, uid: &str, elapsed: Duration) {
-    shared
-        .metrics
-        .admission_requests
-        .with_label_values(&["", "", "timeout"])
-        .inc();
+    shared.metrics.admission_requests.inc(["", "", "timeout"]);
     shared
         .metrics
         .admission_duration
@@ -344,8 +340,7 @@ fn record<O>(
     };
     metrics
         .admission_requests
-        .with_label_values(&[request.namespace(), &resource, result])
-        .inc();
+        .inc([request.namespace(), &resource, result]);
     metrics.admission_duration.observe(elapsed.as_secs_f64());
     let changes = evaluation.changes();
     if let (Some(_), Some(mode)) = (evaluation.violation(), evaluation.mode()) {
@@ -358,8 +353,7 @@ fn record<O>(
         for field in fields {
             metrics
                 .violations
-                .with_label_values(&[request.namespace(), &resource, &field, mode.as_str()])
-                .inc();
+                .inc([request.namespace(), &resource, &field, mode.as_str()]);
         }
     }
     let listed = |paths: &mut dyn Iterator<Item = &str>| {

@@ -11,21 +11,22 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::client_auth::{ClientAuth, PeerCertificates, Refusal};
 use crate::state::{ServeState, Shared};
 
 mod admission;
+mod intake;
 mod response;
 
+pub use intake::{BODY_BUDGET, Intake};
 use response::json;
 pub use response::plain;
 
 /// Largest AdmissionReview accepted (413 beyond).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-/// Paths and timeouts of the webhook listener.
+/// Paths, timeouts and intake of the webhook listener.
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
     pub validate_path: String,
@@ -33,6 +34,8 @@ pub struct WebhookConfig {
     pub probes: ProbePaths,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+    /// The admission requests and body bytes held at once.
+    pub intake: Intake,
 }
 
 /// Paths of liveness, readiness and metrics: what every listener of the agent answers, the
@@ -108,10 +111,15 @@ async fn validate_rule(State(state): State<AppState>, request: Request) -> Respo
     if let Some(refused) = refuse_caller(&state, &request) {
         return refused;
     }
-    let body = match read_review_body(request, state.config.read_timeout).await {
-        Ok(body) => body,
-        Err(response) => return response,
+    let _admitted = match state.config.intake.admit() {
+        Ok(admitted) => admitted,
+        Err(busy) => return busy.into_response(),
     };
+    let body =
+        match read_review_body(request, state.config.read_timeout, &state.config.intake).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
     // Compiling a rule reads YAML a tenant wrote: on the decision threads, like a decision,
     // so that the threads answering the probes never wait on it.
     let shared = state.shared.clone();
@@ -148,7 +156,7 @@ async fn ready(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    match shared.metrics.render() {
+    match shared.metrics.render_for_scrape().await {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -157,10 +165,10 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
             text,
         )
             .into_response(),
-        Err(e) => plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot render metrics: {e}"),
-        ),
+        Err(e @ crate::metrics::ScrapeError::Busy) => {
+            plain(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -173,9 +181,13 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
 }
 
 /// Reads the body of an AdmissionReview POST: JSON only, at most [`MAX_BODY_BYTES`], within
-/// `read_timeout`; otherwise the plain answer to give. (Public for the load benchmark's
-/// reference server, which reads bodies exactly so.)
-pub async fn read_review_body(request: Request, read_timeout: Duration) -> Result<Bytes, Response> {
+/// `read_timeout` and `intake`'s budget of body bytes; otherwise the plain answer to give.
+/// (Public for the load benchmark's reference server, which reads bodies exactly so.)
+pub async fn read_review_body(
+    request: Request,
+    read_timeout: Duration,
+    intake: &Intake,
+) -> Result<Bytes, Response> {
     let content_type = request.headers().get(header::CONTENT_TYPE);
     if !is_json(content_type) {
         let got = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
@@ -192,19 +204,9 @@ pub async fn read_review_body(request: Request, read_timeout: Duration) -> Resul
     if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(too_large());
     }
-    let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
-    match tokio::time::timeout(read_timeout, body.collect()).await {
-        Err(_) => Err(plain(
-            StatusCode::REQUEST_TIMEOUT,
-            "request body not received within the read timeout",
-        )),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Ok(Err(e)) => Err(plain(
-            StatusCode::BAD_REQUEST,
-            format!("cannot read request body: {e}"),
-        )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
+    intake
+        .read_body(request, declared_length, read_timeout)
+        .await
 }
 
 async fn validate(State(state): State<AppState>, request: Request) -> Response {
@@ -212,10 +214,15 @@ async fn validate(State(state): State<AppState>, request: Request) -> Response {
     if let Some(refused) = refuse_caller(&state, &request) {
         return refused;
     }
-    let body = match read_review_body(request, state.config.read_timeout).await {
-        Ok(body) => body,
-        Err(response) => return response,
+    let _admitted = match state.config.intake.admit() {
+        Ok(admitted) => admitted,
+        Err(busy) => return busy.into_response(),
     };
+    let body =
+        match read_review_body(request, state.config.read_timeout, &state.config.intake).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
     admission::answer(
         &state.shared,
         &state.serving,

@@ -17,6 +17,7 @@ mod controllers;
 mod env;
 mod faults;
 mod last_good;
+mod memory;
 mod plugin;
 mod rules;
 mod tiers;
@@ -57,6 +58,7 @@ fn main() {
     tests.extend(plugin::tests());
     tests.extend(faults::tests());
     tests.extend(last_good::tests());
+    tests.extend(memory::tests());
     tests.extend(chart::tests());
     tests.extend(tiers::tests());
     tests.extend(trust::tests());
