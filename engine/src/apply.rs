@@ -362,11 +362,12 @@ fn set_annotation(object: &mut Value, key: &str, value: String) {
 mod tests {
     use super::*;
     use crate::diff::{Scope, diff, value_eq};
+    use crate::omitted::OmittedZeros;
     use proptest::prelude::*;
     use serde_json::json;
 
     fn changed(old: &Value, new: &Value) -> Vec<String> {
-        let mut paths: Vec<String> = diff(old, new, &Scope::everything(), &[])
+        let mut paths: Vec<String> = diff(old, new, &Scope::everything(), &[], OmittedZeros::NONE)
             .into_iter()
             .map(|c| c.path.to_string())
             .collect();
@@ -740,7 +741,7 @@ mod tests {
             prop_assert_eq!(original_of(&live), Some(expected));
             let again = apply(&live, &file, patch);
             prop_assert!(value_eq(&again, &live), "{again:#}\n!=\n{live:#}");
-            prop_assert!(diff(&live, &again, &Scope::everything(), &[]).is_empty());
+            prop_assert!(diff(&live, &again, &Scope::everything(), &[], OmittedZeros::NONE).is_empty());
         }
 
         /// Applied to an object with nothing of its own, the file is the result.

@@ -61,6 +61,7 @@ use crate::evaluation::{
 use crate::json::LazyValue;
 use crate::managed::{self, OwnedField};
 use crate::manifests::Namespaces;
+use crate::omitted::OmittedZeros;
 use crate::path::{FieldPath, PathSegment};
 use crate::rule::{CompiledRule, Mode, RuleSet};
 
@@ -477,7 +478,12 @@ pub fn audit<'a>(
         Some(Settled::BeingDeleted) => AuditResult::Skipped(SkipReason::BeingDeleted),
         Some(Settled::Bypassed(_)) => AuditResult::Skipped(SkipReason::Bypassed),
         Some(_) => AuditResult::Skipped(SkipReason::ModeOff),
-        None => compare(rule, object, context.drift_managers),
+        None => compare(
+            rule,
+            object,
+            OmittedZeros::of_kind(group, kind),
+            context.drift_managers,
+        ),
     };
     Audit {
         considered,
@@ -488,7 +494,13 @@ pub fn audit<'a>(
 }
 
 /// Steps 2–3 and the judgement: the baseline's changes, the imperative edits, `mutable`.
-fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> AuditResult<'a> {
+/// `zeros`: the zeros the object's kind leaves out, equal to their absence (§8 step 2).
+fn compare<'a>(
+    rule: &CompiledRule,
+    object: &'a Value,
+    zeros: OmittedZeros,
+    managers: &[String],
+) -> AuditResult<'a> {
     let declared = match baseline::baseline_of(object) {
         None => None,
         Some(Ok(declared)) => Some(declared),
@@ -503,7 +515,7 @@ fn compare<'a>(rule: &CompiledRule, object: &'a Value, managers: &[String]) -> A
     let rewritten_by = latest_edit(&owned, &[], |owned, _| is_last_applied(owned));
     let trusted = declared.as_ref().filter(|_| rewritten_by.is_none());
     let mut judged: Vec<JudgedChange<'a>> = match &declared {
-        Some(declared) => baseline::changes(declared, object, &rule.scope, &rule.mutable)
+        Some(declared) => baseline::changes(declared, object, &rule.scope, &rule.mutable, zeros)
             .into_iter()
             .map(JudgedChange::new)
             // Fields an imperative edit owns under a rewritten baseline are reported below,

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::diff::{self, Change, Scope, element_keys, is_absent, merge_key_for};
+use crate::omitted::OmittedZeros;
 use crate::path::PathPattern;
 
 /// The annotation `kubectl apply` keeps the declared object in.
@@ -122,15 +123,18 @@ fn overlay_list(live: &[Value], declared: &[Value], list_name: Option<&str>) -> 
 
 /// The declared fields of `live` whose value differs from `declared`, within `scope`, with
 /// `descend` (the rule's `mutable`) looking inside added or removed maps as at admission.
-/// `old` is the declared value and `new` the live one.
+/// `old` is the declared value and `new` the live one. A declared zero that the kind leaves
+/// out (`zeros`: `paused: false`) equals its absence live, and still differs from any other
+/// live value (`paused: true`).
 pub fn changes(
     declared: &Value,
     live: &Value,
     scope: &Scope,
     descend: &[PathPattern],
+    zeros: OmittedZeros,
 ) -> Vec<Change<'static>> {
     let expected = expected(declared, live);
-    diff::diff(&expected, live, scope, descend)
+    diff::diff(&expected, live, scope, descend, zeros)
         .into_iter()
         .map(Change::into_owned)
         .collect()

@@ -16,6 +16,7 @@ pub use crate::comparison::{
 };
 use crate::diff::{self, Change, ChangeKind, Coverage, Side};
 use crate::json::{Document, Node, Shape};
+use crate::omitted::OmittedZeros;
 use crate::review::AdmissionRequest;
 use crate::rule::{CompiledRule, LabelRequirement, Mode, RuleSet, Tier};
 
@@ -566,7 +567,11 @@ pub fn evaluate<'a, O: Document>(
     let bypass = bypass_value
         .as_deref()
         .map(|value| read_bypass(value, context.now, rule.max_bypass));
-    let objects = Objects { old, new };
+    let objects = Objects {
+        old,
+        new,
+        zeros: OmittedZeros::of_kind(&target.group, &target.kind),
+    };
     let settled = settle(
         rule,
         &request.user_info.username,
@@ -588,11 +593,12 @@ pub fn evaluate<'a, O: Document>(
     }
 }
 
-/// The two versions of the object of an UPDATE.
+/// The two versions of the object of an UPDATE, and the zeros their kind leaves out.
 #[derive(Clone, Copy)]
 struct Objects<N> {
     old: N,
     new: N,
+    zeros: OmittedZeros,
 }
 
 /// Steps 2–9 for the winning rule.
@@ -631,6 +637,7 @@ fn settle<'a, N: Node<'a>>(
             objects.new,
             &rule.scope,
             &rule.mutable,
+            objects.zeros,
             &mut judging,
         );
     }
@@ -642,10 +649,16 @@ fn settle<'a, N: Node<'a>>(
 /// fields left aside), for previews that show a person what was ignored and why.
 fn excluded_changes<'a, N: Node<'a>>(rule: &CompiledRule, objects: Objects<N>) -> Vec<Change<'a>> {
     let unscoped = crate::diff::Scope::new(None, crate::rule::never_compared(&rule.bypass));
-    diff::diff(objects.old, objects.new, &unscoped, &rule.mutable)
-        .into_iter()
-        .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)
-        .collect()
+    diff::diff(
+        objects.old,
+        objects.new,
+        &unscoped,
+        &rule.mutable,
+        objects.zeros,
+    )
+    .into_iter()
+    .filter(|change| rule.scope.coverage(change.path.segments()) == Coverage::Out)
+    .collect()
 }
 
 /// A `/scale` update can only change `spec.replicas`.

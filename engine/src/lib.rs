@@ -21,6 +21,7 @@ mod managed;
 pub mod manifests;
 pub mod message;
 pub mod nesting;
+pub mod omitted;
 mod path;
 pub mod review;
 pub mod rule;

@@ -21,10 +21,16 @@ fn rule_scope(include: &[&str], exclude: &[&str]) -> Scope {
 }
 
 fn drifted(declared: &Value, live: &Value, include: &[&str], exclude: &[&str]) -> Vec<String> {
-    let mut paths: Vec<String> = changes(declared, live, &rule_scope(include, exclude), &[])
-        .into_iter()
-        .map(|c| c.path.to_string())
-        .collect();
+    let mut paths: Vec<String> = changes(
+        declared,
+        live,
+        &rule_scope(include, exclude),
+        &[],
+        OmittedZeros::NONE,
+    )
+    .into_iter()
+    .map(|c| c.path.to_string())
+    .collect();
     paths.sort();
     paths
 }
@@ -276,7 +282,13 @@ fn changes_carry_declared_and_live_values() {
     let declared =
         deployment(json!([{"name": "app", "image": "a"}, {"name": "log", "image": "l"}]));
     let live = served(&deployment(json!([{"name": "app", "image": "b"}])));
-    let found = changes(&declared, &live, &rule_scope(&[], &[]), &[]);
+    let found = changes(
+        &declared,
+        &live,
+        &rule_scope(&[], &[]),
+        &[],
+        OmittedZeros::NONE,
+    );
     let image = found
         .iter()
         .find(|c| c.path.to_string() == "spec.template.spec.containers[0].image")
@@ -415,21 +427,21 @@ fn arb_object() -> impl Strategy<Value = Value> {
 proptest! {
     #[test]
     fn an_object_equal_to_its_baseline_has_no_drift(object in arb_object()) {
-        prop_assert!(changes(&object, &object, &rule_scope(&[], &[]), &[]).is_empty());
-        prop_assert!(changes(&object, &served_like(&object), &rule_scope(&[], &[]), &[]).is_empty());
+        prop_assert!(changes(&object, &object, &rule_scope(&[], &[]), &[], OmittedZeros::NONE).is_empty());
+        prop_assert!(changes(&object, &served_like(&object), &rule_scope(&[], &[]), &[], OmittedZeros::NONE).is_empty());
     }
 
     #[test]
     fn fields_the_baseline_does_not_declare_never_drift(object in arb_object(), salt in 0u8..4) {
         let mut live = object.clone();
         add_undeclared(&mut live, salt);
-        let found = changes(&object, &live, &rule_scope(&[], &[]), &[]);
+        let found = changes(&object, &live, &rule_scope(&[], &[]), &[], OmittedZeros::NONE);
         prop_assert!(found.is_empty(), "{:?}", found.iter().map(|c| c.path.to_string()).collect::<Vec<_>>());
     }
 
     #[test]
     fn every_change_is_at_a_declared_path(declared in arb_object(), live in arb_object()) {
-        for change in changes(&declared, &live, &rule_scope(&[], &[]), &[]) {
+        for change in changes(&declared, &live, &rule_scope(&[], &[]), &[], OmittedZeros::NONE) {
             let path = change.path.segments();
             // Reported at a path the baseline declares, or at a whole-compared list's element
             // (added live), or at a declared element's place.

@@ -299,7 +299,7 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             let child = self.scope.child_coverage(coverage, &self.path);
             let equal = match child {
                 // Wholly in scope, an element counts as it is (see `project_list`).
-                Coverage::In => super::value_eq(item_a, item_b),
+                Coverage::In => super::value_eq_at(item_a, item_b, self.zeros.place_at(&self.path)),
                 _ => crate::nesting::guarded(|| self.scoped_eq(Some(item_a), Some(item_b), child)),
             };
             self.path.pop();
@@ -428,11 +428,13 @@ fn same_keys_by_position<'a, N: Node<'a>, I: Iterator<Item = N>>(
 }
 
 /// `(port, protocol)` of a ports element, a missing protocol being TCP. Keys are read as
-/// normalised (§4): an absent-like protocol is a missing one.
+/// normalised (§4): an absent-like protocol is a missing one, and so is `""`, the zero the API
+/// server leaves out (and defaults to TCP).
 fn port_key<'a, N: Node<'a>>(element: N, name: &str) -> (Option<f64>, Option<Cow<'a, str>>) {
-    let protocol = match present(element.get("protocol")) {
+    let protocol = match present(element.get("protocol")).map(N::as_str) {
         None => Some(Cow::Borrowed("TCP")),
-        Some(p) => p.as_str(),
+        Some(Some(p)) if p.is_empty() => Some(Cow::Borrowed("TCP")),
+        Some(p) => p,
     };
     (element.get(name).and_then(N::as_f64), protocol)
 }

@@ -8,7 +8,9 @@
 //!
 //! It is written once against [`Node`], so a parsed document and the raw text of a request
 //! are compared by the same code; with raw text, subtrees whose bytes are equal are settled
-//! without being read. Changes go to a [`Sink`]: every one into a list ([`diff`]), or — on the
+//! without being read. For the built-in kinds, a zero the API server leaves out (`paused: false`,
+//! [`crate::omitted`]) is absent too; the table is consulted only where one side of a field
+//! is absent, so comparing what the API server sent costs nothing more. Changes go to a [`Sink`]: every one into a list ([`diff`]), or — on the
 //! admission path — only those an answer will show, the rest counted.
 
 use std::borrow::Cow;
@@ -16,6 +18,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::json::{LazyValue, MapView, Node, Shape};
+use crate::omitted::{OmittedZeros, Place};
 use crate::path::{AsSegment, FieldPath, PathPattern, PathSegment, SegmentRef};
 
 mod lists;
@@ -228,15 +231,17 @@ impl<'a, N: Node<'a>> Sink<'a, N> for Vec<Change<'a>> {
 
 /// Diffs `old` against `new` within `scope`. `descend` are the patterns (a rule's `mutable`)
 /// that make the diff look inside an added, removed or retyped map instead of reporting it
-/// whole, so that only the parts they do not cover are reported.
+/// whole, so that only the parts they do not cover are reported. `zeros` are the zeros the
+/// objects' kind leaves out, which count as absent.
 pub fn diff<'a, N: Node<'a>>(
     old: N,
     new: N,
     scope: &Scope,
     descend: &[PathPattern],
+    zeros: OmittedZeros,
 ) -> Vec<Change<'a>> {
     let mut changes = Vec::new();
-    diff_into(old, new, scope, descend, &mut changes);
+    diff_into(old, new, scope, descend, zeros, &mut changes);
     changes
 }
 
@@ -246,11 +251,13 @@ pub fn diff_into<'a, N: Node<'a>, K: Sink<'a, N>>(
     new: N,
     scope: &Scope,
     descend: &[PathPattern],
+    zeros: OmittedZeros,
     sink: &mut K,
 ) {
     let mut walker = Walker {
         scope,
         descend,
+        zeros,
         path: Vec::with_capacity(16),
         sink,
         _node: std::marker::PhantomData,
@@ -288,6 +295,7 @@ pub fn scoped_value<'a>(
     let mut walker = Walker {
         scope,
         descend: &[],
+        zeros: OmittedZeros::NONE,
         path: steps,
         sink: &mut unused,
         _node: std::marker::PhantomData,
@@ -300,6 +308,7 @@ pub fn scoped_value<'a>(
 struct Walker<'s, 'a, N, K> {
     scope: &'s Scope,
     descend: &'s [PathPattern],
+    zeros: OmittedZeros,
     path: Vec<PathStep<'a>>,
     sink: &'s mut K,
     _node: std::marker::PhantomData<N>,
@@ -339,10 +348,27 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
                 }
                 (Shape::Array, Shape::Array) => self.walk_lists(a, b, coverage),
                 _ if value_eq(a, b) => {}
-                _ => self.changed_node(old, new, coverage),
+                // A key whose value changed type: an object of nothing but zeros the kind
+                // leaves out is absent, so the key was added or removed rather than retyped.
+                _ => {
+                    let object_left_out = |v: &N| v.shape() == Shape::Object && self.omitted(*v);
+                    let (old, new) = (
+                        old.filter(|v| !object_left_out(v)),
+                        new.filter(|v| !object_left_out(v)),
+                    );
+                    self.changed_node(old, new, coverage)
+                }
             },
+            // reference §4: a zero the API server leaves out is as absent as the other side.
+            (Some(one), None) | (None, Some(one)) if self.omitted(one) => {}
             _ => self.changed_node(old, new, coverage),
         }
+    }
+
+    /// Whether `value`, at the current path, is a zero the kind leaves out (or an object of
+    /// nothing else): looked up only where the other side is absent.
+    fn omitted(&self, value: N) -> bool {
+        self.zeros.omits(&self.path, value)
     }
 
     fn walk_maps(&mut self, old: Option<&N::Map>, new: Option<&N::Map>, coverage: Coverage) {
@@ -452,8 +478,8 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
             Coverage::Out => true,
             Coverage::In => match (present(a), present(b)) {
                 (None, None) => true,
-                (Some(a), Some(b)) => value_eq(a, b),
-                _ => false,
+                (Some(a), Some(b)) => value_eq_at(a, b, self.zeros.place_at(&self.path)),
+                (Some(one), None) | (None, Some(one)) => self.omitted(one),
             },
             Coverage::InExceptBelow | Coverage::OnlyBelow => {
                 let shapes = (a.map(|v| v.shape()), b.map(|v| v.shape()));
@@ -490,10 +516,15 @@ impl<'a, N: Node<'a>, K: Sink<'a, N>> Walker<'_, 'a, N, K> {
                         coverage == Coverage::OnlyBelow
                             || (x == y && a.zip(b).is_some_and(|(a, b)| a.scalar_eq(b)))
                     }
-                    // Different shapes: equal only when neither has anything in scope.
+                    // Different shapes: equal only when neither has anything in scope (a
+                    // zero the kind leaves out has nothing).
                     _ => {
-                        a.is_none_or(|v| self.scoped(v, coverage).is_none())
-                            && b.is_none_or(|v| self.scoped(v, coverage).is_none())
+                        let nothing = |walker: &mut Self, side: Option<N>| {
+                            side.is_none_or(|v| {
+                                walker.omitted(v) || walker.scoped(v, coverage).is_none()
+                            })
+                        };
+                        nothing(self, a) && nothing(self, b)
                     }
                 }
             }
@@ -572,19 +603,32 @@ fn for_each_key<'a, N: Node<'a>, M: MapView<'a, N>>(
 }
 
 /// Whether two maps are equal after normalisation, stopping at the first difference. Same
-/// side-by-side walk as [`for_each_key`].
+/// side-by-side walk as [`for_each_key`]. `place`: where the maps are in the kind's table of
+/// omitted zeros, if anywhere.
 #[inline(never)]
-fn maps_eq<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
-    crate::nesting::guarded(|| maps_eq_unguarded(x, y))
+fn maps_eq<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M, place: Option<Place>) -> bool {
+    crate::nesting::guarded(|| maps_eq_unguarded(x, y, place))
 }
 
-fn maps_eq_unguarded<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
+fn maps_eq_unguarded<'a, N: Node<'a>, M: MapView<'a, N>>(
+    x: &M,
+    y: &M,
+    place: Option<Place>,
+) -> bool {
+    // The table is consulted for an entry only when it is a container (a scalar needs no place)
+    // or when one side lacks it.
+    let below = |key: &str, v: N| match v.shape() {
+        Shape::Object | Shape::Array => place.and_then(|p| p.key(key)),
+        _ => None,
+    };
+    let lone_absent =
+        |key: &str, v: N| v.is_absent() || place.is_some_and(|p| p.omits_entry(key, v));
     let mut shared = 0;
     for ((ka, va), (kb, vb)) in x.iter().zip(y.iter()) {
         if !crate::json::str_eq(&ka, &kb) {
             break;
         }
-        if !value_eq(va, vb) {
+        if !value_eq_at(va, vb, below(&ka, va)) {
             return false;
         }
         shared += 1;
@@ -593,13 +637,13 @@ fn maps_eq_unguarded<'a, N: Node<'a>, M: MapView<'a, N>>(x: &M, y: &M) -> bool {
         return true;
     }
     let old_side_eq = x.iter().skip(shared).all(|(key, a)| match y.get(&key) {
-        Some(b) => value_eq(a, b),
-        None => a.is_absent(),
+        Some(b) => value_eq_at(a, b, below(&key, a)),
+        None => lone_absent(&key, a),
     });
     old_side_eq
         && y.iter()
             .skip(shared)
-            .all(|(key, b)| x.contains_key(&key) || b.is_absent())
+            .all(|(key, b)| x.contains_key(&key) || lone_absent(&key, b))
 }
 
 /// `value[key]` of a document.
@@ -625,16 +669,16 @@ fn scalars_eq<'a, N: Node<'a>>(a: N, b: N) -> bool {
 }
 
 #[inline(never)]
-fn lists_eq<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
-    crate::nesting::guarded(|| lists_eq_unguarded::<N>(x, y))
+fn lists_eq<'a, N: Node<'a>>(x: N::Items, y: N::Items, items: Option<Place>) -> bool {
+    crate::nesting::guarded(|| lists_eq_unguarded::<N>(x, y, items))
 }
 
-fn lists_eq_unguarded<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
+fn lists_eq_unguarded<'a, N: Node<'a>>(x: N::Items, y: N::Items, items: Option<Place>) -> bool {
     let (mut x, mut y) = (x, y);
     loop {
         match (x.next(), y.next()) {
             (None, None) => return true,
-            (Some(a), Some(b)) if value_eq(a, b) => {}
+            (Some(a), Some(b)) if value_eq_at(a, b, items) => {}
             _ => return false,
         }
     }
@@ -646,16 +690,23 @@ fn lists_eq_unguarded<'a, N: Node<'a>>(x: N::Items, y: N::Items) -> bool {
 /// containers recurse through the out-of-line `maps_eq` and `lists_eq`.
 #[inline]
 pub fn value_eq<'a, N: Node<'a>>(a: N, b: N) -> bool {
+    value_eq_at(a, b, None)
+}
+
+/// [`value_eq`] of two values at `place` in a kind's table of omitted zeros: an entry one side
+/// lacks is also absent when it is a zero the kind leaves out.
+#[inline]
+pub(crate) fn value_eq_at<'a, N: Node<'a>>(a: N, b: N, place: Option<Place>) -> bool {
     if a.identical(b) {
         return true;
     }
     match (a.shape(), b.shape()) {
         (Shape::Object, Shape::Object) => match (a.as_map(), b.as_map()) {
-            (Some(x), Some(y)) => maps_eq(&x, &y),
+            (Some(x), Some(y)) => maps_eq(&x, &y, place),
             _ => false,
         },
         (Shape::Array, Shape::Array) => match (a.items(), b.items()) {
-            (Some(x), Some(y)) => lists_eq::<N>(x, y),
+            (Some(x), Some(y)) => lists_eq::<N>(x, y, place.and_then(Place::items)),
             _ => false,
         },
         (x, y) if x == y => a.scalar_eq(b),

@@ -14,7 +14,7 @@ fn patterns(texts: &[&str]) -> Vec<PathPattern> {
 
 fn changed_paths(old: &Value, new: &Value, scope: &Scope, descend: &[&str]) -> Vec<String> {
     let descend = patterns(descend);
-    let mut paths: Vec<String> = diff(old, new, scope, &descend)
+    let mut paths: Vec<String> = diff(old, new, scope, &descend, OmittedZeros::NONE)
         .into_iter()
         .map(|c| c.path.to_string())
         .collect();
@@ -396,7 +396,7 @@ fn descent_table() {
 fn change_values_are_reported() {
     let old = json!({"spec": {"replicas": 3}});
     let new = json!({"spec": {"replicas": 5}});
-    let changes = diff(&old, &new, &Scope::everything(), &[]);
+    let changes = diff(&old, &new, &Scope::everything(), &[], OmittedZeros::NONE);
     assert_eq!(changes.len(), 1);
     assert_eq!(changes[0].kind, ChangeKind::Modified);
     assert_eq!(changes[0].old, Some(LazyValue::from(json!(3))));
@@ -441,9 +441,9 @@ fn maps_in_any_key_order_compare_alike() {
     let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"x": 2, "y": null}, "c": 3}"#).unwrap();
     let b: Value = serde_json::from_str(r#"{"c": 3, "a": {"x": 2}, "b": 1}"#).unwrap();
     assert!(value_eq(&a, &b));
-    assert!(diff(&a, &b, &Scope::everything(), &[]).is_empty());
+    assert!(diff(&a, &b, &Scope::everything(), &[], OmittedZeros::NONE).is_empty());
     let c: Value = serde_json::from_str(r#"{"c": 4, "d": 1, "b": 1}"#).unwrap();
-    let paths: Vec<String> = diff(&a, &c, &Scope::everything(), &[])
+    let paths: Vec<String> = diff(&a, &c, &Scope::everything(), &[], OmittedZeros::NONE)
         .into_iter()
         .map(|change| change.path.to_string())
         .collect();
@@ -457,14 +457,14 @@ proptest! {
     #[test]
     fn diff_of_an_object_with_itself_is_empty(value in arb_value()) {
         let object = json!({"spec": value});
-        prop_assert!(diff(&object, &object.clone(), &Scope::everything(), &[]).is_empty());
+        prop_assert!(diff(&object, &object.clone(), &Scope::everything(), &[], OmittedZeros::NONE).is_empty());
     }
 
     #[test]
     fn diff_is_empty_exactly_when_values_are_equal(a in arb_value(), b in arb_value()) {
         let old = json!({"spec": a});
         let new = json!({"spec": b});
-        let changes = diff(&old, &new, &Scope::everything(), &[]);
+        let changes = diff(&old, &new, &Scope::everything(), &[], OmittedZeros::NONE);
         prop_assert_eq!(changes.is_empty(), value_eq(&old, &new));
     }
 }
@@ -520,8 +520,8 @@ proptest! {
             serde_json::from_str(&new_text).unwrap(),
         );
         let (scope, descend) = scoping(which);
-        let parsed = diff(&old, &new, &scope, &descend);
-        let read = diff(raw(&old_text), raw(&new_text), &scope, &descend);
+        let parsed = diff(&old, &new, &scope, &descend, OmittedZeros::NONE);
+        let read = diff(raw(&old_text), raw(&new_text), &scope, &descend, OmittedZeros::NONE);
         prop_assert_eq!(parsed, read);
     }
 }
@@ -530,10 +530,16 @@ proptest! {
 fn raw_text_numbers_compare_exactly() {
     let old = r#"{"spec": {"big": 9007199254740993, "huge": 18446744073709551617, "same": 1.0}}"#;
     let new = r#"{"spec": {"big": 9007199254740992.0, "huge": 18446744073709551616, "same": 1}}"#;
-    let paths: Vec<String> = diff(raw(old), raw(new), &Scope::everything(), &[])
-        .into_iter()
-        .map(|c| c.path.to_string())
-        .collect();
+    let paths: Vec<String> = diff(
+        raw(old),
+        raw(new),
+        &Scope::everything(),
+        &[],
+        OmittedZeros::NONE,
+    )
+    .into_iter()
+    .map(|c| c.path.to_string())
+    .collect();
     assert_eq!(paths, ["spec.big", "spec.huge"]);
 }
 
@@ -570,16 +576,71 @@ fn raw_text_numbers_compare_exactly_under_partial_coverage() {
             (r#"{"spec": {"list": [N]}}"#, "spec.list[0]"),
         ] {
             let (old, new) = (template.replace('N', a), template.replace('N', b));
-            let found: Vec<String> = diff(raw(&old), raw(&new), &partial, &[])
+            let found: Vec<String> = diff(raw(&old), raw(&new), &partial, &[], OmittedZeros::NONE)
                 .into_iter()
                 .map(|c| c.path.to_string())
                 .collect();
             let want: &[&str] = if changed { &[path] } else { &[] };
             assert_eq!(found, want, "{old} → {new}");
             // What the change reports shows the two numbers apart.
-            for change in diff(raw(&old), raw(&new), &partial, &[]) {
+            for change in diff(raw(&old), raw(&new), &partial, &[], OmittedZeros::NONE) {
                 assert_ne!(change.old, change.new, "{old} → {new}");
             }
         }
     }
+}
+
+/// Whole subtrees compared at a place of a kind's table (lists compared whole, partial scopes):
+/// an entry one side lacks is absent when it is a zero the kind leaves out, and only then.
+#[test]
+fn whole_values_compare_omitted_zeros_as_absent() {
+    let zeros = OmittedZeros::of_kind("apps", "Deployment");
+    let place = |path: &str| {
+        let path = PathPattern::parse(path).unwrap();
+        let segments: Vec<PathSegment> = path
+            .segments()
+            .iter()
+            .map(|s| match s {
+                crate::PatternSegment::Key(key) => PathSegment::Key(key.clone()),
+                crate::PatternSegment::Index(index) => PathSegment::Index(*index),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        zeros.place_at(&segments)
+    };
+    let containers = place("spec.template.spec.containers");
+    let spelled = json!([{"name": "app", "tty": false, "volumeMounts": [{"mountPath": "/d", "readOnly": false}]}]);
+    let stored = json!([{"name": "app", "volumeMounts": [{"mountPath": "/d"}]}]);
+    assert!(value_eq_at(&spelled, &stored, containers));
+    assert!(value_eq_at(&stored, &spelled, containers));
+    assert!(
+        !value_eq(&spelled, &stored),
+        "without the table every zero counts"
+    );
+    let changed = json!([{"name": "app", "tty": true, "volumeMounts": [{"mountPath": "/d"}]}]);
+    assert!(!value_eq_at(&spelled, &changed, containers));
+    // A map value and a pointer field keep their zero.
+    let pod = place("spec.template.spec");
+    assert!(!value_eq_at(
+        &json!({"nodeSelector": {"a": ""}}),
+        &json!({}),
+        pod
+    ));
+    assert!(!value_eq_at(
+        &json!({"automountServiceAccountToken": false}),
+        &json!({}),
+        pod
+    ));
+    assert!(value_eq_at(&json!({"hostNetwork": false}), &json!({}), pod));
+    // Elsewhere in the object, or without a place, nothing is left out.
+    assert!(!value_eq_at(
+        &json!({"hostNetwork": false}),
+        &json!({}),
+        place("spec")
+    ));
+    assert!(!value_eq_at(
+        &json!({"hostNetwork": false}),
+        &json!({}),
+        None
+    ));
 }

@@ -171,9 +171,41 @@ fn engine_uncovered(
     Ok((uncovered(&from_raw), uncovered(&evaluation)))
 }
 
+/// The zeros a Deployment leaves out (§4), read from the engine's table as data: the model
+/// applies them on its own.
+fn omitted_zeros() -> Vec<model::OmittedZero> {
+    use drift_engine::omitted::{OmittedZeros, Zero};
+    OmittedZeros::of_kind("apps", "Deployment")
+        .fields()
+        .into_iter()
+        .map(|(path, zero)| {
+            let pattern = path
+                .split('.')
+                .flat_map(|part| {
+                    let (key, list) = match part.strip_suffix("[*]") {
+                        Some(key) => (key, true),
+                        None => (part, false),
+                    };
+                    let key = match key {
+                        "*" => model::PatSeg::AnyKey,
+                        key => model::PatSeg::Key(key.to_owned()),
+                    };
+                    std::iter::once(key).chain(list.then_some(model::PatSeg::AnyIndex))
+                })
+                .collect();
+            let zero = match zero {
+                Zero::Bool => json!(false),
+                Zero::Number => json!(0),
+                Zero::String => json!(""),
+            };
+            (pattern, zero)
+        })
+        .collect()
+}
+
 /// The model's uncovered atoms.
 fn model_uncovered(old: &Value, new: &Value, scoping: &Scoping) -> Uncovered {
-    model::judge(old, new, BYPASS, scoping)
+    model::judge(old, new, BYPASS, &omitted_zeros(), scoping)
         .into_iter()
         .filter(|(_, mutable)| !mutable)
         .map(|(path, _)| path)
@@ -289,6 +321,52 @@ mod regressions {
         if let Err(message) = check(&old, &new, &scoping) {
             panic!("{message}");
         }
+    }
+
+    /// Zeros a Deployment leaves out (`paused: false`, `tty: false`, `readOnly: false`),
+    /// spelled on one side only, beside a real change of one of them.
+    #[test]
+    fn spelled_zeros_are_absent_and_a_zero_changed_is_a_change() {
+        let old = deployment(
+            json!({"paused": false, "template": {"spec": {"containers": [
+                {"name": "app", "tty": false, "volumeMounts": [{"mountPath": "/d", "readOnly": false}]}
+            ]}}}),
+        );
+        let new = deployment(json!({"template": {"spec": {"containers": [
+            {"name": "app", "volumeMounts": [{"mountPath": "/d", "readOnly": true}]}
+        ]}}}));
+        assert_agree(old.clone(), new.clone(), Scoping::default());
+        let mutable = Scoping {
+            mutable: vec![vec![key("spec"), key("paused")]],
+            ..Scoping::default()
+        };
+        assert_agree(new, old, mutable);
+    }
+
+    /// An object of nothing but omitted zeros that becomes a scalar, with a `mutable` pattern
+    /// reaching into it: the object is absent (§4), so the key was added, not retyped, and the
+    /// scalar is judged (the engine first descended into the object and dropped the scalar).
+    #[test]
+    fn an_object_of_omitted_zeros_that_becomes_a_scalar_is_an_added_key() {
+        let old = deployment(json!({"template": {"spec": {"volumes": [
+            {"name": "v", "emptyDir": {"medium": ""}}
+        ]}}}));
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["volumes"][0]["emptyDir"] = json!("x");
+        let scoping = Scoping {
+            mutable: vec![vec![
+                key("spec"),
+                key("template"),
+                key("spec"),
+                key("volumes"),
+                AnyIndex,
+                key("emptyDir"),
+                key("medium"),
+            ]],
+            ..Scoping::default()
+        };
+        assert_agree(old.clone(), new.clone(), scoping.clone());
+        assert_agree(new, old, scoping);
     }
 
     /// An `exclude` reaching below a scalar removed the scalar (`*.*` hid `apiVersion`).

@@ -108,6 +108,51 @@ pub fn strip_system_fields(object: &Value, bypass: &str) -> Value {
     object
 }
 
+/// A field the objects' kind leaves out when it holds its zero (§4), and that zero.
+pub type OmittedZero = (Pattern, Value);
+
+/// §4's zeros the API server leaves out: every map entry at a path of `omitted` that holds
+/// that field's zero is dropped, before [`normalise`] drops what that leaves empty.
+pub fn drop_omitted_zeros(value: &Value, omitted: &[OmittedZero], path: &mut Path) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut kept = Map::new();
+            for (key, entry) in map {
+                path.push(Seg::Key(key.clone()));
+                let zero = omitted
+                    .iter()
+                    .any(|(field, zero)| matches_exactly(field, path) && is_zero(entry, zero));
+                if !zero {
+                    kept.insert(key.clone(), drop_omitted_zeros(entry, omitted, path));
+                }
+                path.pop();
+            }
+            Value::Object(kept)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    path.push(Seg::Index(index));
+                    let item = drop_omitted_zeros(item, omitted, path);
+                    path.pop();
+                    item
+                })
+                .collect(),
+        ),
+        scalar => scalar.clone(),
+    }
+}
+
+/// `value` is `zero`: `false`, `""`, or a number of value 0 however it is written.
+fn is_zero(value: &Value, zero: &Value) -> bool {
+    match zero {
+        Value::Number(_) => number_text(value).is_some() && same(value, zero),
+        _ => value == zero,
+    }
+}
+
 /// §4 normalisation: map entries whose value is `null`, `{}` or `[]` are dropped, bottom-up.
 /// Returns `None` for a value that is absent as a whole.
 pub fn normalise(value: &Value) -> Option<Value> {
@@ -326,12 +371,13 @@ fn merge_key_of(list_name: Option<&str>, a: &[Value], b: &[Value]) -> Option<Vec
     })
 }
 
-/// An element's key as text, or `None` when it lacks it. A missing `protocol` is `TCP`.
+/// An element's key as text, or `None` when it lacks it. A missing or empty `protocol` is `TCP`.
 fn key_of(fields: &[&str], element: &Value) -> Option<String> {
     let mut parts = Vec::new();
     for field in fields {
         let part = match (*field, element.get(*field)) {
             ("protocol", None) => "TCP".to_owned(),
+            ("protocol", Some(Value::String(s))) if s.is_empty() => "TCP".to_owned(),
             ("containerPort" | "port", Some(port)) => format!("{:?}", exact(&number_text(port)?)),
             (_, Some(Value::String(s))) if !s.starts_with(NUMBER_MARK) => s.clone(),
             _ => return None,
@@ -450,11 +496,18 @@ fn has_content_in_scope(scoping: &Scoping, value: &Value, path: &mut Path) -> bo
 }
 
 /// The judged atoms of one update: those in scope, each with whether `mutable` covers it.
-pub fn judge(old: &Value, new: &Value, bypass: &str, scoping: &Scoping) -> Vec<(Path, bool)> {
-    let (old, new) = (
-        normalise(&strip_system_fields(old, bypass)),
-        normalise(&strip_system_fields(new, bypass)),
-    );
+pub fn judge(
+    old: &Value,
+    new: &Value,
+    bypass: &str,
+    omitted: &[OmittedZero],
+    scoping: &Scoping,
+) -> Vec<(Path, bool)> {
+    let read = |object: &Value| {
+        let object = drop_omitted_zeros(object, omitted, &mut Vec::new());
+        normalise(&strip_system_fields(&object, bypass))
+    };
+    let (old, new) = (read(old), read(new));
     let mut found = Vec::new();
     atoms(
         scoping,

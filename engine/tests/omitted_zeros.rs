@@ -1,0 +1,614 @@
+//! Zero values the API server leaves out (reference §4, §8 step 2), for every built-in kind the
+//! rules select: a manifest that spells them out (`paused: false`, `readOnly: false`,
+//! `value: ""` …) is clean against the object the API server stores from it, in the audit and
+//! at admission; a real change beside them — to or from a non-zero value, or of a pointer field
+//! whose zero the API server keeps — is drift, at its own path.
+
+use std::time::SystemTime;
+
+use drift_engine::review::{AdmissionRequest, parse_review_raw};
+use drift_engine::{
+    AuditContext, Context, DEFAULT_DRIFT_MANAGERS, Detail, RuleId, RuleSet, RuleSource, SpecText,
+    Step, audit, evaluate,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+const KINDS: [&str; 4] = ["Deployment", "StatefulSet", "DaemonSet", "Rollout"];
+
+fn rules() -> RuleSet {
+    let spec = "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: '*'}, {apiGroup: argoproj.io, kind: Rollout}]\nmutable: [spec.replicas]\n";
+    let rules = RuleSet::build([RuleSource {
+        id: RuleId {
+            namespace: "ops".into(),
+            name: "workloads".into(),
+        },
+        spec: SpecText::Yaml(spec.into()),
+        origin: None,
+    }]);
+    assert!(rules.invalid().is_empty(), "{:?}", rules.invalid());
+    rules
+}
+
+/// A workload of `kind` as the API server stores it: nothing it leaves out, the zeros it keeps
+/// (pointer fields, map values, list elements) and a default or two it adds.
+fn stored(kind: &str) -> Value {
+    let template = json!({
+        "metadata": {"labels": {"app": "web"}, "annotations": {"note": ""}},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "securityContext": {"runAsUser": 0},
+            "nodeSelector": {"zone": ""},
+            "containers": [{
+                "name": "app",
+                "image": "web:1",
+                "args": ["--a", ""],
+                "ports": [{"containerPort": 80, "name": "http", "protocol": "TCP"}],
+                "env": [
+                    {"name": "A", "value": "1"},
+                    {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k", "optional": false}}},
+                    {"name": "C"}
+                ],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                "readinessProbe": {"tcpSocket": {"port": 80}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+                "securityContext": {"allowPrivilegeEscalation": false, "runAsUser": 0},
+                "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log"
+            }],
+            "initContainers": [{"name": "init", "image": "busybox:1"}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "dnsPolicy": "ClusterFirst",
+            "restartPolicy": "Always"
+        }
+    });
+    let selector = json!({"matchLabels": {"app": "web"}});
+    let (api_version, spec) = match kind {
+        "Deployment" => (
+            "apps/v1",
+            json!({"replicas": 2, "selector": selector, "template": template, "progressDeadlineSeconds": 600}),
+        ),
+        "StatefulSet" => (
+            "apps/v1",
+            json!({"replicas": 2, "serviceName": "web", "selector": selector, "template": template,
+                "volumeClaimTemplates": [{"metadata": {"name": "claim"}, "spec": {
+                    "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                    "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        ),
+        "DaemonSet" => (
+            "apps/v1",
+            json!({"selector": selector, "template": template}),
+        ),
+        "Rollout" => (
+            "argoproj.io/v1alpha1",
+            json!({"replicas": 2, "selector": selector, "template": template,
+                "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}}}),
+        ),
+        other => panic!("{other}"),
+    };
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "7", "generation": 1},
+        "spec": spec
+    })
+}
+
+const POD: &str = "/spec/template/spec";
+const APP: &str = "/spec/template/spec/containers/0";
+
+/// A field the API server leaves out at zero: where, for which kinds, and a non-zero value.
+struct Omitted {
+    at: String,
+    kinds: &'static [&'static str],
+    zero: Value,
+    other: Value,
+}
+
+fn omitted_fields() -> Vec<Omitted> {
+    let all: &'static [&'static str] = &KINDS;
+    let row = |at: String, kinds, zero: Value, other: Value| Omitted {
+        at,
+        kinds,
+        zero,
+        other,
+    };
+    vec![
+        // The workload's own spec.
+        row("/spec/minReadySeconds".into(), all, json!(0), json!(10)),
+        row(
+            "/spec/paused".into(),
+            &["Deployment", "Rollout"],
+            json!(false),
+            json!(true),
+        ),
+        row(
+            "/spec/progressDeadlineAbort".into(),
+            &["Rollout"],
+            json!(false),
+            json!(true),
+        ),
+        row(
+            "/spec/strategy/canary/dynamicStableScale".into(),
+            &["Rollout"],
+            json!(false),
+            json!(true),
+        ),
+        row(
+            "/spec/volumeClaimTemplates/0/spec/volumeName".into(),
+            &["StatefulSet"],
+            json!(""),
+            json!("pv-1"),
+        ),
+        // The pod template.
+        row(format!("{POD}/hostNetwork"), all, json!(false), json!(true)),
+        row(format!("{POD}/hostPID"), all, json!(false), json!(true)),
+        row(format!("{POD}/hostIPC"), all, json!(false), json!(true)),
+        row(
+            format!("{POD}/priorityClassName"),
+            all,
+            json!(""),
+            json!("high"),
+        ),
+        row(format!("{POD}/subdomain"), all, json!(""), json!("web")),
+        row(
+            format!("{POD}/securityContext/seLinuxOptions/level"),
+            all,
+            json!(""),
+            json!("s0:c1"),
+        ),
+        row(
+            format!("{POD}/volumes/0/emptyDir/medium"),
+            all,
+            json!(""),
+            json!("Memory"),
+        ),
+        row(
+            format!("{POD}/tolerations/0/effect"),
+            all,
+            json!(""),
+            json!("NoSchedule"),
+        ),
+        row(
+            format!("{POD}/initContainers/0/stdinOnce"),
+            all,
+            json!(false),
+            json!(true),
+        ),
+        // A container, its ports, env, volume mounts, probe and security context.
+        row(format!("{APP}/tty"), all, json!(false), json!(true)),
+        row(format!("{APP}/stdin"), all, json!(false), json!(true)),
+        row(format!("{APP}/workingDir"), all, json!(""), json!("/srv")),
+        row(
+            format!("{APP}/ports/0/hostPort"),
+            all,
+            json!(0),
+            json!(8080),
+        ),
+        row(format!("{APP}/env/2/value"), all, json!(""), json!("set")),
+        row(
+            format!("{APP}/volumeMounts/0/readOnly"),
+            all,
+            json!(false),
+            json!(true),
+        ),
+        row(
+            format!("{APP}/volumeMounts/0/subPath"),
+            all,
+            json!(""),
+            json!("sub"),
+        ),
+        row(
+            format!("{APP}/readinessProbe/initialDelaySeconds"),
+            all,
+            json!(0),
+            json!(5),
+        ),
+        row(
+            format!("{APP}/readinessProbe/tcpSocket/host"),
+            all,
+            json!(""),
+            json!("localhost"),
+        ),
+        row(
+            format!("{APP}/securityContext/seLinuxOptions/user"),
+            all,
+            json!(""),
+            json!("system_u"),
+        ),
+    ]
+}
+
+/// Zeros the API server keeps (pointer fields, map values, list elements): in [`stored`] as
+/// declared. Their absence, or another value, is a change.
+fn kept_zeros(kind: &str) -> Vec<(String, Value)> {
+    let mut kept = vec![
+        (format!("{POD}/automountServiceAccountToken"), json!(false)),
+        (format!("{POD}/enableServiceLinks"), json!(false)),
+        (format!("{POD}/securityContext/runAsUser"), json!(0)),
+        (format!("{POD}/nodeSelector/zone"), json!("")),
+        ("/spec/template/metadata/annotations/note".into(), json!("")),
+        (format!("{APP}/args/1"), json!("")),
+        (
+            format!("{APP}/securityContext/allowPrivilegeEscalation"),
+            json!(false),
+        ),
+        (format!("{APP}/securityContext/runAsUser"), json!(0)),
+        (
+            format!("{APP}/env/1/valueFrom/configMapKeyRef/optional"),
+            json!(false),
+        ),
+    ];
+    if kind == "StatefulSet" {
+        kept.push((
+            "/spec/volumeClaimTemplates/0/spec/storageClassName".into(),
+            json!(""),
+        ));
+    }
+    kept
+}
+
+/// Sets the value at a JSON pointer, making the objects on the way.
+fn set(object: &mut Value, pointer: &str, value: Value) {
+    let (parent, last) = pointer.rsplit_once('/').expect("a pointer");
+    let last = last.replace("~1", "/");
+    let mut at = object;
+    for key in parent.split('/').skip(1) {
+        at = match at {
+            Value::Array(items) => &mut items[key.parse::<usize>().expect("an index")],
+            _ => at
+                .as_object_mut()
+                .expect("an object")
+                .entry(key)
+                .or_insert_with(|| json!({})),
+        };
+    }
+    match at {
+        Value::Array(items) => items[last.parse::<usize>().expect("an index")] = value,
+        _ => {
+            at.as_object_mut().expect("an object").insert(last, value);
+        }
+    }
+}
+
+fn remove(object: &mut Value, pointer: &str) {
+    let (parent, last) = pointer.rsplit_once('/').expect("a pointer");
+    match object.pointer_mut(parent).expect("the parent") {
+        Value::Array(items) => {
+            items.remove(last.parse::<usize>().expect("an index"));
+        }
+        map => {
+            map.as_object_mut().expect("an object").remove(last);
+        }
+    }
+}
+
+/// The path as the engine renders it.
+fn rendered(pointer: &str) -> String {
+    let mut out = String::new();
+    for key in pointer.split('/').skip(1) {
+        if key.parse::<usize>().is_ok() {
+            out.push_str(&format!("[{key}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(key);
+        }
+    }
+    out
+}
+
+/// The rendered path of the first object on the way to `pointer` that `object` lacks (or holds
+/// as `{}`, absent to §4), or of `pointer` itself.
+fn first_missing(object: &Value, pointer: &str) -> String {
+    fn absent(value: &Value) -> bool {
+        match value {
+            Value::Null => true,
+            Value::Array(items) => items.is_empty(),
+            Value::Object(map) => map.values().all(absent),
+            _ => false,
+        }
+    }
+    let mut prefix = String::new();
+    for key in pointer.split('/').skip(1) {
+        prefix = format!("{prefix}/{key}");
+        if object.pointer(&prefix).is_none_or(absent) {
+            break;
+        }
+    }
+    rendered(&prefix)
+}
+
+/// The manifest of `kind` with every zero the API server leaves out spelled out, as a chart
+/// renders `hostNetwork: {{ .Values.hostNetwork }}`.
+fn manifest(kind: &str) -> Value {
+    let mut manifest = stored(kind);
+    for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+        set(&mut manifest, &field.at, field.zero.clone());
+    }
+    let metadata = manifest["metadata"].as_object_mut().unwrap();
+    for server_field in ["uid", "resourceVersion", "generation"] {
+        metadata.remove(server_field);
+    }
+    manifest
+}
+
+/// The live object: `live` carrying `declared` as its baseline.
+fn with_baseline(mut live: Value, declared: &Value) -> Value {
+    set(
+        &mut live,
+        &format!("/metadata/annotations/{}", LAST_APPLIED.replace('/', "~1")),
+        json!(declared.to_string()),
+    );
+    live
+}
+
+/// What the audit of `live` found: its drifted paths (`None` when clean) and every change as
+/// `path: old → new` (the values as JSON, `-` when absent).
+fn audited(live: &Value) -> (Option<Vec<String>>, Vec<String>) {
+    let rules = rules();
+    let managers: Vec<String> = DEFAULT_DRIFT_MANAGERS
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    let context = AuditContext {
+        namespace_mode: None,
+        drift_managers: &managers,
+        now: SystemTime::UNIX_EPOCH,
+    };
+    let audited = audit(&rules, live, &context, Detail::Verdict);
+    assert!(
+        matches!(audited.result_label(), "clean" | "drifted"),
+        "{}",
+        audited.result_label()
+    );
+    let show = |v: Option<std::borrow::Cow<'_, Value>>| v.map_or("-".into(), |v| v.to_string());
+    let changes = audited
+        .changes()
+        .iter()
+        .map(|c| {
+            let change = &c.change;
+            format!(
+                "{}: {} → {}",
+                c.path,
+                show(change.old_value()),
+                show(change.new_value())
+            )
+        })
+        .collect();
+    (audited.drift().map(|d| d.denied.clone()), changes)
+}
+
+fn drift(live: &Value) -> Option<Vec<String>> {
+    audited(live).0
+}
+
+#[test]
+fn a_manifest_spelling_out_zeros_is_clean_against_what_the_server_stores() {
+    for kind in KINDS {
+        let live = with_baseline(stored(kind), &manifest(kind));
+        assert_eq!(drift(&live), None, "{kind}");
+    }
+}
+
+#[test]
+fn a_zero_changed_to_another_value_is_drift_at_its_path() {
+    for kind in KINDS {
+        for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+            let mut live = stored(kind);
+            set(&mut live, &field.at, field.other.clone());
+            let live = with_baseline(live, &manifest(kind));
+            let path = rendered(&field.at);
+            assert_eq!(drift(&live), Some(vec![path.clone()]), "{kind} {path}");
+            // Reported as declared → live, the declared zero shown as written.
+            assert_eq!(
+                audited(&live).1,
+                [format!("{path}: {} → {}", field.zero, field.other)],
+                "{kind}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_non_zero_declared_value_left_out_live_is_drift() {
+    for kind in KINDS {
+        for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+            // Declared non-zero, and the server stores the zero as nothing: someone set it back.
+            let mut declared = manifest(kind);
+            set(&mut declared, &field.at, field.other.clone());
+            let live = with_baseline(stored(kind), &declared);
+            let path = rendered(&field.at);
+            let found = drift(&live).unwrap_or_default();
+            // A field inside an object that only it makes exist live is reported at the object.
+            assert!(
+                found.len() == 1 && path.starts_with(&found[0]),
+                "{kind} {path}: {found:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_zero_the_server_keeps_is_compared_as_any_value() {
+    for kind in KINDS {
+        for (at, zero) in kept_zeros(kind) {
+            let path = rendered(&at);
+            let declared = manifest(kind);
+            assert_eq!(declared.pointer(&at), Some(&zero), "{kind} {path}");
+            let mut gone = stored(kind);
+            remove(&mut gone, &at);
+            let gone = with_baseline(gone, &declared);
+            let found = drift(&gone).unwrap_or_default();
+            assert!(
+                found.len() == 1 && path.starts_with(&found[0]),
+                "{kind} {path} removed: {found:?}"
+            );
+            let mut changed = stored(kind);
+            set(&mut changed, &at, json!(7));
+            let changed = with_baseline(changed, &declared);
+            assert_eq!(
+                drift(&changed),
+                Some(vec![path.clone()]),
+                "{kind} {path} changed"
+            );
+        }
+    }
+}
+
+// Admission: the API server sends objects as its Go types write them, so a real UPDATE never
+// spells out such a zero; a review built from manifests (preview, `drift-sentinel review`, a
+// custom resource stored as sent) may, and is judged the same.
+
+fn request(old: &Value, new: &Value) -> Value {
+    let kind = new["kind"].as_str().unwrap();
+    let (group, version) = new["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+    json!({
+        "uid": "req-1",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
+        "name": "web",
+        "namespace": "shop",
+        "operation": "UPDATE",
+        "userInfo": {"username": "alice"},
+        "object": new,
+        "oldObject": old,
+    })
+}
+
+/// The step and denied paths of an UPDATE from `old` to `new`, read both from documents and
+/// from the raw text of the review, which must agree.
+fn admit(old: &Value, new: &Value) -> (Step, Vec<String>) {
+    let rules = rules();
+    let context = Context::at(SystemTime::UNIX_EPOCH);
+    let request = request(old, new);
+    let parsed: AdmissionRequest = serde_json::from_value(request.clone()).unwrap();
+    let from_values = evaluate(&rules, &parsed, &context, Detail::Verdict);
+    let body =
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+            .to_string();
+    let review = parse_review_raw(body.as_bytes()).unwrap();
+    let raw = review.request.unwrap();
+    let from_text = evaluate(&rules, &raw, &context, Detail::Verdict);
+    assert_eq!(from_values.step(), from_text.step());
+    assert_eq!(from_values.denied_paths(), from_text.denied_paths());
+    (from_text.step(), from_text.denied_paths().to_vec())
+}
+
+#[test]
+fn an_update_spelling_out_zeros_is_no_change() {
+    for kind in KINDS {
+        let mut spelled = stored(kind);
+        for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+            set(&mut spelled, &field.at, field.zero.clone());
+        }
+        assert_eq!(
+            admit(&stored(kind), &spelled),
+            (Step::NoChanges, vec![]),
+            "{kind}"
+        );
+        assert_eq!(
+            admit(&spelled, &stored(kind)),
+            (Step::NoChanges, vec![]),
+            "{kind}"
+        );
+        for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+            let mut changed = stored(kind);
+            set(&mut changed, &field.at, field.other.clone());
+            let path = rendered(&field.at);
+            assert_eq!(
+                admit(&spelled, &changed),
+                (Step::Violation, vec![path.clone()]),
+                "{kind} {path}"
+            );
+        }
+        for (at, _) in kept_zeros(kind) {
+            let mut gone = stored(kind);
+            remove(&mut gone, &at);
+            let (step, denied) = admit(&stored(kind), &gone);
+            let path = rendered(&at);
+            assert_eq!(step, Step::Violation, "{kind} {path}");
+            assert!(
+                denied.len() == 1 && path.starts_with(&denied[0]),
+                "{kind} {path}: {denied:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_kind_without_a_table_keeps_every_zero() {
+    // A custom resource the table does not know: `paused: false` against nothing is a change.
+    let mut old = stored("Deployment");
+    old["apiVersion"] = json!("example.com/v1");
+    let mut new = old.clone();
+    set(&mut new, "/spec/paused", json!(false));
+    let rules = RuleSet::build([RuleSource {
+        id: RuleId {
+            namespace: "ops".into(),
+            name: "any".into(),
+        },
+        spec: SpecText::Yaml(
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: example.com, kind: Deployment}]\n"
+                .into(),
+        ),
+        origin: None,
+    }]);
+    let parsed: AdmissionRequest = serde_json::from_value(request(&old, &new)).unwrap();
+    let evaluation = evaluate(
+        &rules,
+        &parsed,
+        &Context::at(SystemTime::UNIX_EPOCH),
+        Detail::Verdict,
+    );
+    assert_eq!(evaluation.denied_paths(), ["spec.paused"]);
+}
+
+proptest! {
+    /// Spelling out any set of omitted zeros on either side never changes what is reported:
+    /// exactly the real changes made beside them.
+    #[test]
+    fn spelled_zeros_never_change_the_verdict(
+        kind in prop::sample::select(KINDS.to_vec()),
+        spell_old in prop::collection::vec(any::<bool>(), 24),
+        spell_new in prop::collection::vec(any::<bool>(), 24),
+        change in prop::collection::vec(any::<bool>(), 24),
+    ) {
+        let fields: Vec<Omitted> = omitted_fields().into_iter().filter(|f| f.kinds.contains(&kind)).collect();
+        let (mut old, mut new) = (stored(kind), stored(kind));
+        for (i, field) in fields.iter().enumerate() {
+            if spell_old[i] {
+                set(&mut old, &field.at, field.zero.clone());
+            }
+        }
+        let (mut admission, mut declared) = (Vec::new(), Vec::new());
+        for (i, field) in fields.iter().enumerate() {
+            if change[i] {
+                set(&mut new, &field.at, field.other.clone());
+                // An object that appears with the change is reported whole (§4).
+                admission.push(first_missing(&old, &field.at));
+                // A list without a merge key is declared whole (§8 step 2): any change in it
+                // is drift, declared zero or not.
+                let whole = ["/tolerations/", "/volumeClaimTemplates/"];
+                if spell_old[i] || whole.iter().any(|list| field.at.contains(list)) {
+                    declared.push(rendered(&field.at));
+                }
+            } else if spell_new[i] {
+                set(&mut new, &field.at, field.zero.clone());
+            }
+        }
+        admission.sort();
+        declared.sort();
+        let (step, denied) = admit(&old, &new);
+        prop_assert_eq!(&denied, &admission);
+        prop_assert_eq!(step, if admission.is_empty() { Step::NoChanges } else { Step::Violation });
+        // The audit, with `old` as the declared manifest: drift where it declared the zero (a
+        // field it does not declare is never drift, §8 step 2).
+        let live = with_baseline(new.clone(), &old);
+        prop_assert_eq!(drift(&live).unwrap_or_default(), declared);
+    }
+}
