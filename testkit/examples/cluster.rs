@@ -19,7 +19,10 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/drift-cluster-stop"));
     let controller_manager = !std::env::args().any(|a| a == "--no-controller-manager");
-    let cluster = Cluster::start(ClusterOptions { controller_manager });
+    let cluster = Cluster::start(ClusterOptions {
+        controller_manager,
+        ..ClusterOptions::default()
+    });
     println!("KUBECONFIG={}", cluster.admin_kubeconfig().display());
     println!("KUBECTL={}", kubectl_path().display());
     println!("DIR={}", cluster.dir().display());

@@ -1,6 +1,8 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and (when asked)
-//! kube-controller-manager, built by `.ci/build-cluster` into `.tools/cluster/`, started on free
-//! loopback ports in a temporary directory.
+//! kube-controller-manager and kube-scheduler, built by `.ci/build-cluster` into
+//! `.tools/cluster/`, started on free loopback ports in a temporary directory. With
+//! [`ClusterOptions::node`] it is ready for a real node ([`crate::node::Node`]): pods reach the
+//! API server through the `kubernetes` Service.
 //!
 //! The API server serves a certificate of a test CA, authenticates client certificates of that
 //! CA (a kubeconfig per user: [`Cluster::kubeconfig_for`]), authorizes with RBAC, signs
@@ -28,6 +30,11 @@ pub struct ClusterOptions {
     /// Also run kube-controller-manager (Deployments roll out, namespaces are finalized,
     /// service accounts get tokens).
     pub controller_manager: bool,
+    /// Ready for a [`crate::node::Node`]: also run kube-scheduler, and let the API server listen
+    /// on the host's address too, advertised as the endpoint of the `kubernetes` Service, so
+    /// that pods reach it as `$KUBERNETES_SERVICE_HOST` through kube-proxy (there is no cluster
+    /// DNS). Implies `controller_manager`.
+    pub node: bool,
 }
 
 /// A running control plane. Dropping it stops every process and removes its directory.
@@ -40,6 +47,9 @@ pub struct Cluster {
     etcd: Option<Child>,
     apiserver: Option<Child>,
     controller_manager: Option<Child>,
+    scheduler: Option<Child>,
+    /// With [`ClusterOptions::node`]: the host's address, which the API server advertises.
+    host_address: Option<std::net::IpAddr>,
     ca: Ca,
     /// The CA of the client certificate the API server presents to admission webhooks.
     webhook_client_ca: Ca,
@@ -61,6 +71,10 @@ pub fn bin_dir() -> PathBuf {
 pub fn kubectl_path() -> PathBuf {
     bin_dir().join("kubectl")
 }
+
+/// The Services' address range, and the address of the `kubernetes` Service in it.
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+pub const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
 
@@ -94,6 +108,7 @@ impl Cluster {
             "etcd",
             "kube-apiserver",
             "kube-controller-manager",
+            "kube-scheduler",
             "kubectl",
         ] {
             assert!(
@@ -108,16 +123,22 @@ impl Cluster {
             .expect("cluster directory");
         let ca = Ca::new("kubernetes");
         let path = dir.path();
+        let host_address = options.node.then(crate::node::host_address);
         std::fs::write(path.join("ca.crt"), ca.cert_pem()).expect("write CA");
-        ca.serving(&[
+        let host_name = host_address.map(|a| a.to_string());
+        let mut names = vec![
             "127.0.0.1",
             "localhost",
             "kubernetes",
             "kubernetes.default",
             "kubernetes.default.svc",
-            "10.0.0.1",
-        ])
-        .write(path, "apiserver");
+            KUBERNETES_SERVICE_IP,
+        ];
+        names.extend(host_name.as_deref());
+        ca.serving(&names).write(path, "apiserver");
+        // The API server's client certificate towards kubelets (port-forwarding, logs, exec).
+        ca.client("kube-apiserver-kubelet-client", &["system:masters"])
+            .write(path, "kubelet-client");
         let (sa_key, sa_pub) = pki::key_pair_pem();
         std::fs::write(path.join("sa.key"), sa_key).expect("write sa key");
         std::fs::write(path.join("sa.pub"), sa_pub).expect("write sa public key");
@@ -147,6 +168,8 @@ impl Cluster {
             etcd: None,
             apiserver: None,
             controller_manager: None,
+            scheduler: None,
+            host_address,
             ca,
             webhook_client_ca,
         };
@@ -154,8 +177,11 @@ impl Cluster {
         std::fs::rename(admin, &cluster.admin_kubeconfig).expect("admin kubeconfig");
         cluster.start_etcd();
         cluster.start_apiserver();
-        if options.controller_manager {
+        if options.controller_manager || options.node {
             cluster.start_controller_manager();
+        }
+        if options.node {
+            cluster.start_scheduler();
         }
         cluster
     }
@@ -168,6 +194,12 @@ impl Cluster {
     /// `https://127.0.0.1:PORT` of the API server.
     pub fn server(&self) -> String {
         format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// With [`ClusterOptions::node`], the host's address that the API server advertises (the
+    /// `kubernetes` Service's endpoint), which a node registers as its own.
+    pub fn host_address(&self) -> Option<std::net::IpAddr> {
+        self.host_address
     }
 
     /// The CA that signed the API server's certificate and its client certificates.
@@ -357,13 +389,22 @@ impl Cluster {
         assert!(self.apiserver.is_none(), "the API server is running");
         let d = self.dir().to_path_buf();
         let mut command = Command::new(self.bin.join("kube-apiserver"));
+        match self.host_address {
+            // Pods reach the API server at the `kubernetes` Service, whose endpoint the API
+            // server keeps (the lease reconciler) at its advertised address.
+            Some(host) => command
+                .arg("--bind-address=0.0.0.0")
+                .arg(format!("--advertise-address={host}")),
+            None => command
+                .arg("--bind-address=127.0.0.1")
+                .arg("--advertise-address=127.0.0.1")
+                .arg("--endpoint-reconciler-type=none"),
+        };
         command
             .arg(format!(
                 "--etcd-servers=http://127.0.0.1:{}",
                 self.etcd_port
             ))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
             .arg(format!("--secure-port={}", self.apiserver_port))
             .arg(format!("--cert-dir={}", d.join("certs").display()))
             .arg(format!(
@@ -375,7 +416,17 @@ impl Cluster {
                 d.join("apiserver.key").display()
             ))
             .arg(format!("--client-ca-file={}", d.join("ca.crt").display()))
-            .arg("--authorization-mode=RBAC")
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                d.join("kubelet-client.crt").display()
+            ))
+            .arg(format!(
+                "--kubelet-client-key={}",
+                d.join("kubelet-client.key").display()
+            ))
+            .arg("--kubelet-preferred-address-types=InternalIP")
+            // Node: kubelets (user system:node:NAME) read what their pods need.
+            .arg("--authorization-mode=Node,RBAC")
             .arg("--anonymous-auth=false")
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg(format!(
@@ -386,7 +437,7 @@ impl Cluster {
                 "--service-account-signing-key-file={}",
                 d.join("sa.key").display()
             ))
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
             .arg(format!(
                 "--audit-policy-file={}",
                 d.join("audit-policy.yaml").display()
@@ -402,7 +453,6 @@ impl Cluster {
             ))
             .arg("--allow-privileged=true")
             .arg("--profiling=false")
-            .arg("--endpoint-reconciler-type=none")
             .arg("-v=1");
         self.apiserver = Some(self.spawn(command, "kube-apiserver"));
         self.wait_until("kube-apiserver", Duration::from_secs(90), |c| {
@@ -442,33 +492,35 @@ impl Cluster {
         self.controller_manager = Some(self.spawn(command, "kube-controller-manager"));
     }
 
-    /// Log file of one component, for failure messages.
-    pub fn log_of(&self, component: &str) -> String {
-        let text: String = std::fs::read_to_string(self.dir().join(format!("{component}.log")))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.contains("flags.go"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        // The tail is what explains a failure.
-        let start = text.len().saturating_sub(8_000);
-        let start = (start..text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
-        text[start..].to_owned()
+    /// Starts kube-scheduler (pods are bound to a [`crate::node::Node`]).
+    pub fn start_scheduler(&mut self) {
+        assert!(self.scheduler.is_none(), "the scheduler is running");
+        let kubeconfig = self.kubeconfig_for("system:kube-scheduler", &[]);
+        let mut command = Command::new(self.bin.join("kube-scheduler"));
+        command
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg("--leader-elect=false")
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={}", free_port()))
+            .arg("-v=1");
+        self.scheduler = Some(self.spawn(command, "kube-scheduler"));
     }
 
-    fn spawn(&self, mut command: Command, name: &str) -> Child {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir().join(format!("{name}.log")))
-            .expect("component log");
-        command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        spawn_in_own_group(command)
+    /// Log file of one component, for failure messages.
+    pub fn log_of(&self, component: &str) -> String {
+        log_tail(&self.dir().join(format!("{component}.log")))
+    }
+
+    fn spawn(&self, command: Command, name: &str) -> Child {
+        spawn_logged(command, &self.dir().join(format!("{name}.log")))
     }
 
     fn wait_until(&mut self, what: &str, limit: Duration, ready: impl Fn(&Self) -> bool) {
@@ -495,6 +547,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        stop(self.scheduler.take());
         stop(self.controller_manager.take());
         stop(self.apiserver.take());
         stop(self.etcd.take());
@@ -538,8 +591,39 @@ pub fn kubectl_with_stdin(mut command: Command, args: &[&str], stdin: &str) -> O
     child.wait_with_output().expect("kubectl output")
 }
 
+/// The last 8,000 bytes of a component's log (what explains a failure), without the lines
+/// that list its flags.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let text: String = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("flags.go"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let start = text.len().saturating_sub(8_000);
+    let start = (start..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    text[start..].to_owned()
+}
+
+/// Spawns `command` in its own process group (see [`spawn_in_own_group`]), its output appended
+/// to `log`.
+pub(crate) fn spawn_logged(mut command: Command, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("component log");
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    spawn_in_own_group(command)
+}
+
 /// Kills a process group and reaps its leader.
-fn stop(child: Option<Child>) {
+pub(crate) fn stop(child: Option<Child>) {
     let Some(mut child) = child else { return };
     let pid = child.id() as i32;
     if let Some(pid) = rustix::process::Pid::from_raw(pid) {

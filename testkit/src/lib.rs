@@ -1,7 +1,9 @@
 //! Test support for Drift Sentinel.
 //!
 //! [`cluster::Cluster`] runs a real Kubernetes control plane (etcd, kube-apiserver and
-//! optionally kube-controller-manager, built by `.ci/build-cluster`) on loopback; [`pki`]
+//! optionally kube-controller-manager and kube-scheduler, built by `.ci/build-cluster`) on
+//! loopback, and [`node::Node`] a real node beside it (containerd, the kubelet, kube-proxy) that
+//! runs pods from the images `.ci/build-image` builds; [`pki`]
 //! makes the certificates tests need; [`objects`] builds the realistic Deployment and its
 //! AdmissionReview that tests and benchmarks share; [`agent`] runs the agent (`drift-sentinel`)
 //! as a process for black-box tests, [`double::Double`] the [`ApiServer`] double on a runtime of
@@ -38,6 +40,7 @@ pub mod agent;
 mod apiserver;
 pub mod cluster;
 pub mod double;
+pub mod node;
 pub mod objects;
 pub mod pki;
 

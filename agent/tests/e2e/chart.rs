@@ -38,6 +38,7 @@ fn install_upgrade_and_uninstall() {
     // resolved by the API server's Priority admission (no kubelet runs them).
     let cluster = Cluster::start(ClusterOptions {
         controller_manager: true,
+        ..ClusterOptions::default()
     });
     let chart = workspace().join("charts/drift-sentinel");
     let chart = chart.to_str().unwrap();
@@ -229,6 +230,7 @@ fn install_with_defaults_shows_notes_that_work() {
     const NS: &str = "drift-sentinel";
     let cluster = Cluster::start(ClusterOptions {
         controller_manager: true,
+        ..ClusterOptions::default()
     });
     let chart = workspace().join("charts/drift-sentinel");
     // The chart's pods cannot run (no kubelet): the agent runs beside the API server, and the

@@ -72,6 +72,7 @@ impl Env {
         let started = Instant::now();
         let cluster = Cluster::start(ClusterOptions {
             controller_manager: options.controller_manager,
+            ..ClusterOptions::default()
         });
         let agent_ca = Ca::new("agent");
         let agent_dir = tempfile::tempdir().expect("agent directory");

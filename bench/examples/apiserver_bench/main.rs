@@ -89,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     let options = Options::from_env()?;
     let cluster = Cluster::start(ClusterOptions {
         controller_manager: false,
+        ..ClusterOptions::default()
     });
     apply_deployments(&cluster, options.deployments);
 
