@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::kube_client::WATCH_TIMEOUT_SECONDS;
-use crate::last_good::{LastGoodMap, LastGoodStore};
+use crate::last_good::{Keeper, LastGoodMap, LastGoodStore, NotKept};
 use crate::rule_index::{self, Changes, FetchRequest, FetchedRule, InvalidVersion, RuleIndex};
 use crate::rules_source::build_snapshot;
 use crate::state::Shared;
@@ -149,8 +149,9 @@ pub struct ClusterOptions {
 async fn start_last_good(
     client: &Client,
     options: &ClusterOptions,
+    shared: &Shared,
     shutdown: &watch::Receiver<bool>,
-) -> (LastGoodMap, Option<watch::Sender<LastGoodMap>>) {
+) -> (LastGoodMap, Option<Keeper>) {
     let (namespace, name) = &options.last_good;
     let store = LastGoodStore::new(Api::namespaced(client.clone(), namespace), namespace, name);
     if !options.keep_last_good {
@@ -162,8 +163,13 @@ async fn start_last_good(
         return (loaded.entries, None);
     }
     let (sender, receiver) = watch::channel(loaded.entries.clone());
-    tokio::spawn(store.persist(loaded.entries.clone(), receiver, shutdown.clone()));
-    (loaded.entries, Some(sender))
+    tokio::spawn(store.persist(
+        loaded.entries.clone(),
+        receiver,
+        shared.metrics.last_good_refused.clone(),
+        shutdown.clone(),
+    ));
+    (loaded.entries, Some(Keeper::new(sender)))
 }
 
 /// Watches the cluster and installs a new snapshot on every relevant change until
@@ -184,7 +190,8 @@ pub async fn run(
     shared.set_not_ready("waiting for the first sync: reading the last good rule versions");
     // Before the first sync: a rule that is invalid now is served in its last valid version
     // from the start.
-    let (last_good, persist) = start_last_good(&client, &options, &shutdown).await;
+    let (last_good, mut keeper) = start_last_good(&client, &options, &shared, &shutdown).await;
+    let store = format!("{}/{}", options.last_good.0, options.last_good.1);
     let watch_config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
     // Metadata only: the data of ConfigMaps that are not rules is never transferred or kept.
     let mut config_map_events =
@@ -272,7 +279,12 @@ pub async fn run(
         let first_sync = !shared.rules_synced() && synced && index.pending() == 0;
         if (changes.changed && shared.rules_synced()) || first_sync {
             install(&index, &namespaces, &shared);
-            after_install(&mut index, persist.as_ref(), &recorder, &mut events_out);
+            let reporting = Reporting {
+                recorder: &recorder,
+                events_out: &mut events_out,
+                store: &store,
+            };
+            after_install(&mut index, keeper.as_mut(), &shared, reporting);
             if first_sync {
                 tracing::info!("first sync complete; ready");
                 shared.set_ready(true);
@@ -309,24 +321,43 @@ fn namespace_watch(
     reflector::reflector(writer, with_backoff(events))
 }
 
-/// After a snapshot is installed: the last good versions to keep, and the InvalidRule Events
-/// now due (both sent by tasks, off the event loop).
+/// Where the Events of a rule change go, and the name of the last-good store.
+struct Reporting<'r> {
+    recorder: &'r Recorder,
+    events_out: &'r mut JoinSet<()>,
+    store: &'r str,
+}
+
+/// After a snapshot is installed: the last good versions to keep (fitted to the store, what
+/// does not fit reported), and the InvalidRule Events now due (all sent by tasks, off the event
+/// loop).
 fn after_install(
     index: &mut RuleIndex,
-    persist: Option<&watch::Sender<LastGoodMap>>,
-    recorder: &Recorder,
-    events_out: &mut JoinSet<()>,
+    keeper: Option<&mut Keeper>,
+    shared: &Shared,
+    reporting: Reporting<'_>,
 ) {
-    if let Some(persist) = persist {
-        let desired = index.last_good();
-        persist.send_if_modified(|current| {
-            let modified = *current != desired;
-            *current = desired;
-            modified
-        });
+    if let Some(keeper) = keeper {
+        let tiers = shared.tier_policy();
+        let (new, left_out) = keeper.keep(&index.last_good(), |id| tiers.tier_of(&id.namespace));
+        shared
+            .metrics
+            .last_good_not_kept
+            .set(i64::try_from(left_out).unwrap_or(i64::MAX));
+        for not_kept in new {
+            let reason = not_kept.reason(reporting.store);
+            tracing::warn!(rule = %not_kept.id, bytes = not_kept.bytes, "{reason}");
+            reporting.events_out.spawn(report_not_kept(
+                reporting.recorder.clone(),
+                not_kept,
+                reason,
+            ));
+        }
     }
     for invalid in index.unreported_invalid() {
-        events_out.spawn(report_invalid(recorder.clone(), invalid));
+        reporting
+            .events_out
+            .spawn(report_invalid(reporting.recorder.clone(), invalid));
     }
 }
 
@@ -368,32 +399,76 @@ async fn report_invalid(recorder: Recorder, invalid: InvalidVersion) {
         uid,
         resource_version,
     } = invalid;
+    let id = drift_engine::RuleId {
+        namespace: error.namespace.clone(),
+        name: error.name.clone(),
+    };
+    let warning = RuleWarning {
+        reason: "InvalidRule",
+        action: "LoadRule",
+        note: error.to_string(),
+    };
+    publish(&recorder, &id, uid, resource_version, warning).await;
+}
+
+/// The `LastGoodNotKept` Warning Event of a rule whose last good version the store leaves out.
+async fn report_not_kept(recorder: Recorder, not_kept: NotKept, note: String) {
+    let warning = RuleWarning {
+        reason: "LastGoodNotKept",
+        action: "KeepLastGood",
+        note,
+    };
+    let NotKept {
+        id,
+        uid,
+        resource_version,
+        ..
+    } = not_kept;
+    publish(&recorder, &id, uid, resource_version, warning).await;
+}
+
+/// A Warning Event about a rule ConfigMap.
+struct RuleWarning {
+    reason: &'static str,
+    action: &'static str,
+    note: String,
+}
+
+/// Publishes `warning` on the rule ConfigMap `id` (of `uid`, at `resource_version`), within
+/// [`EVENT_TIMEOUT`].
+async fn publish(
+    recorder: &Recorder,
+    id: &drift_engine::RuleId,
+    uid: String,
+    resource_version: String,
+    warning: RuleWarning,
+) {
     let reference = ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("ConfigMap".into()),
-        name: Some(error.name.clone()),
-        namespace: Some(error.namespace.clone()),
+        name: Some(id.name.clone()),
+        namespace: Some(id.namespace.clone()),
         uid: Some(uid),
         resource_version: Some(resource_version),
         ..ObjectReference::default()
     };
     // An Event's note is at most 1 KiB.
-    let note = drift_engine::truncate::truncate_bytes(&error.to_string(), 1000);
+    let note = drift_engine::truncate::truncate_bytes(&warning.note, 1000);
     let event = KubeEvent {
         type_: EventType::Warning,
-        reason: "InvalidRule".into(),
+        reason: warning.reason.into(),
         note: Some(note),
-        action: "LoadRule".into(),
+        action: warning.action.into(),
         secondary: None,
     };
-    let rule = format!("{}/{}", error.namespace, error.name);
+    let reason = warning.reason;
     match tokio::time::timeout(EVENT_TIMEOUT, recorder.publish(&event, &reference)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            tracing::warn!(rule = %rule, error = %e, "cannot record the InvalidRule event")
+            tracing::warn!(rule = %id, error = %e, "cannot record the {reason} event")
         }
         Err(_) => {
-            tracing::warn!(rule = %rule, "cannot record the InvalidRule event: no answer in time")
+            tracing::warn!(rule = %id, "cannot record the {reason} event: no answer in time")
         }
     }
 }

@@ -4,11 +4,20 @@
 //! part can hold `_`) holding `{"uid", "resourceVersion", "spec"}`. It is read before the first
 //! sync and patched (JSON merge patch of the keys that changed) by one task, off the event loop,
 //! each request with a timeout.
+//!
+//! Kubernetes caps a ConfigMap's data at 1 MiB, so what is kept is fitted to [`STORE_BYTES`]
+//! first ([`fit`]): cluster rules first, then namespace rules — at most
+//! [`NAMESPACE_RULE_BYTES`] of them, the smallest first — so that a tenant's large valid rules
+//! never crowd out the cluster rules' last good versions, and a patch never grows the ConfigMap
+//! past what the API server takes. A rule left out is reported (an Event on its ConfigMap, a
+//! WARN, a gauge) by the cluster source; a patch the API server refuses is not sent again until
+//! what is wanted changes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use drift_engine::RuleId;
+use drift_engine::rule::Tier;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::{Deserialize, Serialize};
@@ -19,8 +28,15 @@ use tokio::sync::watch;
 pub const DEFAULT_CONFIGMAP: &str = "drift-sentinel-last-good-rules";
 /// Longest wait for one request about the last-good ConfigMap.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Wait before a failed patch is tried again.
+/// Wait before a patch that failed for a passing reason (no answer, a server error) is tried
+/// again; doubled after each failure up to [`MAX_RETRY`].
 const RETRY: Duration = Duration::from_secs(5);
+const MAX_RETRY: Duration = Duration::from_secs(300);
+/// What the store's `data` may hold, keys and values: Kubernetes' 1 MiB less room for the
+/// ConfigMap's metadata.
+pub const STORE_BYTES: usize = 1000 * 1024;
+/// What namespace rules may take of it at most (and only what cluster rules leave).
+pub const NAMESPACE_RULE_BYTES: usize = STORE_BYTES / 2;
 
 /// The last valid version of one rule ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +80,132 @@ pub fn decode(data: &BTreeMap<String, String>) -> LastGoodMap {
         }
     }
     out
+}
+
+/// The bytes an entry takes in the ConfigMap's data: its key and its encoded value.
+pub fn entry_bytes(id: &RuleId, entry: &LastGood) -> usize {
+    key(id).len() + serde_json::to_string(entry).map_or(usize::MAX / 2, |v| v.len())
+}
+
+/// What of the last good versions the store keeps, and what it leaves out.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Fitted {
+    pub kept: LastGoodMap,
+    /// Rules whose last good version is not kept, with its size in bytes.
+    pub left_out: BTreeMap<RuleId, usize>,
+}
+
+/// Fits `desired` into [`STORE_BYTES`]: cluster rules (by `tier_of`) first, in name order, then
+/// namespace rules within [`NAMESPACE_RULE_BYTES`] and what is left, the smallest first.
+pub fn fit(desired: &LastGoodMap, tier_of: impl Fn(&RuleId) -> Tier) -> Fitted {
+    let mut cluster = Vec::new();
+    let mut namespaced = Vec::new();
+    for (id, entry) in desired {
+        let sized = (entry_bytes(id, entry), id);
+        match tier_of(id) {
+            Tier::Cluster => cluster.push(sized),
+            Tier::Namespace => namespaced.push(sized),
+        }
+    }
+    namespaced.sort();
+    let mut fitted = Fitted::default();
+    let mut used = 0;
+    let mut namespace_used = 0;
+    for (tier, entries) in [(Tier::Cluster, cluster), (Tier::Namespace, namespaced)] {
+        for (bytes, id) in entries {
+            let fits_tier = tier == Tier::Cluster || namespace_used + bytes <= NAMESPACE_RULE_BYTES;
+            if fits_tier && used + bytes <= STORE_BYTES {
+                used += bytes;
+                if tier == Tier::Namespace {
+                    namespace_used += bytes;
+                }
+                fitted.kept.insert(id.clone(), desired[id].clone());
+            } else {
+                fitted.left_out.insert(id.clone(), bytes);
+            }
+        }
+    }
+    fitted
+}
+
+/// A rule whose last good version the store leaves out, to report once per version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotKept {
+    pub id: RuleId,
+    pub uid: String,
+    pub resource_version: String,
+    pub bytes: usize,
+    pub tier: Tier,
+}
+
+impl NotKept {
+    /// Why, for the Event and the WARN: what is lost, and what to do.
+    pub fn reason(&self, store: &str) -> String {
+        let room = match self.tier {
+            Tier::Cluster => format!("cluster rules fill its {} KiB", STORE_BYTES / 1024),
+            Tier::Namespace => format!(
+                "namespace rules may use {} KiB of its {} KiB, after the cluster rules, the smallest first",
+                NAMESPACE_RULE_BYTES / 1024,
+                STORE_BYTES / 1024
+            ),
+        };
+        format!(
+            "the last valid version of rule {} ({} bytes) is not kept in ConfigMap {store}: {room}, and it does not fit. It is enforced while it stays valid; if it becomes invalid, it is no longer enforced after a restart. Make the rule smaller (or fewer rules in its namespace)",
+            self.id, self.bytes
+        )
+    }
+}
+
+/// What the webhook's agents keep written: the fitted last good versions, sent to
+/// [`LastGoodStore::persist`], and which versions were reported as left out.
+pub struct Keeper {
+    sender: watch::Sender<LastGoodMap>,
+    reported: std::collections::HashSet<(String, String)>,
+}
+
+impl Keeper {
+    pub fn new(sender: watch::Sender<LastGoodMap>) -> Self {
+        Self {
+            sender,
+            reported: Default::default(),
+        }
+    }
+
+    /// Fits `desired` and sends what is kept on to be written: the rules left out whose
+    /// version was not reported yet, and how many are left out now.
+    pub fn keep(
+        &mut self,
+        desired: &LastGoodMap,
+        tier_of: impl Fn(&RuleId) -> Tier,
+    ) -> (Vec<NotKept>, usize) {
+        let fitted = fit(desired, &tier_of);
+        self.sender.send_if_modified(|current| {
+            let modified = *current != fitted.kept;
+            if modified {
+                current.clone_from(&fitted.kept);
+            }
+            modified
+        });
+        let mut new = Vec::new();
+        let mut now = std::collections::HashSet::new();
+        for (id, bytes) in &fitted.left_out {
+            let entry = &desired[id];
+            let version = (entry.uid.clone(), entry.resource_version.clone());
+            if !self.reported.contains(&version) {
+                new.push(NotKept {
+                    id: id.clone(),
+                    uid: entry.uid.clone(),
+                    resource_version: entry.resource_version.clone(),
+                    bytes: *bytes,
+                    tier: tier_of(id),
+                });
+            }
+            now.insert(version);
+        }
+        // Versions kept again (or gone) are forgotten: left out later, they are told again.
+        self.reported = now;
+        (new, fitted.left_out.len())
+    }
 }
 
 /// The JSON merge patch that turns `written` into `desired`: changed keys set, removed keys
@@ -194,14 +336,18 @@ impl LastGoodStore {
         );
     }
 
-    /// Writes every change of `desired` until `shutdown`; `written` is what the ConfigMap held
-    /// when it was read. A failed patch is retried (with what is desired by then).
+    /// Writes every change of `desired` (already fitted) until `shutdown`; `written` is what
+    /// the ConfigMap held when it was read. A patch that failed for a passing reason is tried
+    /// again, less and less often, with what is desired by then; one the API server refused
+    /// (a 4xx) is not sent again until what is desired changes, and `refused` counts it.
     pub async fn persist(
         self,
         mut written: LastGoodMap,
         mut desired: watch::Receiver<LastGoodMap>,
+        refused: prometheus::IntCounter,
         mut shutdown: watch::Receiver<bool>,
     ) {
+        let mut retry = RETRY;
         loop {
             let want = desired.borrow_and_update().clone();
             if let Some(body) = patch(&written, &want) {
@@ -212,15 +358,25 @@ impl LastGoodStore {
                 )
                 .await;
                 match sent {
-                    Ok(Ok(_)) => written = want,
+                    Ok(Ok(_)) => {
+                        written = want;
+                        retry = RETRY;
+                    }
+                    Ok(Err(kube::Error::Api(status))) if (400..500).contains(&status.code) => {
+                        refused.inc();
+                        tracing::warn!(configmap = %self.describe, code = status.code, error = %status.message, "the API server refused the last good rule versions; not sent again until they change");
+                    }
                     failed => {
                         let error = match failed {
                             Ok(Err(e)) => e.to_string(),
                             _ => "no answer in time".to_owned(),
                         };
-                        tracing::warn!(configmap = %self.describe, error, "cannot write the last good rule versions; retrying");
+                        tracing::warn!(configmap = %self.describe, error, retry_in = %humantime::format_duration(retry), "cannot write the last good rule versions; trying again");
                         tokio::select! {
-                            _ = tokio::time::sleep(RETRY) => continue,
+                            _ = tokio::time::sleep(retry) => {
+                                retry = (retry * 2).min(MAX_RETRY);
+                                continue;
+                            }
                             _ = shutdown.changed() => return,
                         }
                     }
@@ -288,6 +444,100 @@ mod tests {
         broken.insert("nounderscore".into(), "{}".into());
         broken.insert("ops_x".into(), "not json".into());
         assert_eq!(decode(&broken), map);
+    }
+
+    fn sized(namespace: &str, name: &str, bytes: usize) -> (RuleId, LastGood) {
+        let id = id(namespace, name);
+        let mut entry = entry("1");
+        let overhead = entry_bytes(&id, &entry);
+        entry.spec.push_str(&"#".repeat(bytes - overhead));
+        assert_eq!(entry_bytes(&id, &entry), bytes);
+        (id, entry)
+    }
+
+    /// Cluster rules first, whatever their size; namespace rules within their share and what
+    /// is left, the smallest first; what does not fit is named with its size.
+    #[test]
+    fn the_store_keeps_cluster_rules_first_and_namespace_rules_within_their_share() {
+        let tier = |id: &RuleId| {
+            if id.namespace == "ops" {
+                Tier::Cluster
+            } else {
+                Tier::Namespace
+            }
+        };
+        let desired: LastGoodMap = [
+            sized("ops", "a", 300 * 1024),
+            sized("ops", "b", 200 * 1024),
+            sized("team", "huge", 400 * 1024),
+            sized("team", "big", 310 * 1024),
+            sized("team", "small", 100 * 1024),
+            sized("other", "small", 100 * 1024),
+        ]
+        .into_iter()
+        .collect();
+        let fitted = fit(&desired, tier);
+        let kept: Vec<String> = fitted.kept.keys().map(ToString::to_string).collect();
+        assert_eq!(kept, ["ops/a", "ops/b", "other/small", "team/small"]);
+        let left_out: Vec<(String, usize)> = fitted
+            .left_out
+            .iter()
+            .map(|(id, bytes)| (id.to_string(), *bytes))
+            .collect();
+        assert_eq!(
+            left_out,
+            [
+                ("team/big".to_owned(), 310 * 1024),
+                ("team/huge".to_owned(), 400 * 1024)
+            ]
+        );
+        // Cluster rules take the whole store when they need it.
+        let crowded: LastGoodMap = [
+            sized("ops", "a", 600 * 1024),
+            sized("ops", "b", 350 * 1024),
+            sized("team", "small", 100 * 1024),
+        ]
+        .into_iter()
+        .collect();
+        let fitted = fit(&crowded, tier);
+        assert_eq!(fitted.kept.len(), 2);
+        assert_eq!(
+            fitted.left_out.keys().next().unwrap().to_string(),
+            "team/small"
+        );
+        let used: usize = fitted.kept.iter().map(|(id, e)| entry_bytes(id, e)).sum();
+        assert!(used <= STORE_BYTES);
+    }
+
+    /// What is kept is sent on once; a rule left out is reported once per version.
+    #[test]
+    fn the_keeper_sends_what_fits_and_reports_each_version_left_out_once() {
+        let (sender, receiver) = watch::channel(LastGoodMap::new());
+        let mut keeper = Keeper::new(sender);
+        let tier = |_: &RuleId| Tier::Namespace;
+        let mut desired: LastGoodMap = [
+            sized("team", "a", 400 * 1024),
+            sized("team", "b", 200 * 1024),
+        ]
+        .into_iter()
+        .collect();
+        let (new, left_out) = keeper.keep(&desired, tier);
+        assert_eq!((new.len(), left_out), (1, 1));
+        assert_eq!(new[0].id.to_string(), "team/a");
+        assert!(
+            new[0]
+                .reason("ns/store")
+                .contains("namespace rules may use 500 KiB")
+        );
+        assert_eq!(
+            receiver.borrow().keys().next().unwrap().to_string(),
+            "team/b"
+        );
+        // The same again: nothing new to report.
+        assert_eq!(keeper.keep(&desired, tier), (Vec::new(), 1));
+        // A new version of it is reported again.
+        desired.get_mut(&id("team", "a")).unwrap().resource_version = "2".into();
+        assert_eq!(keeper.keep(&desired, tier).0.len(), 1);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Metrics {
     pub violations: BoundedCounterVec,
     pub series_limited: IntCounterVec,
     pub connections: IntGauge,
+    pub last_good_not_kept: IntGauge,
+    pub last_good_refused: prometheus::IntCounter,
 
     pub connections_closed: IntCounterVec,
     /// Scrapes being rendered or sent (each holds its text until sent).
@@ -127,6 +129,14 @@ impl Metrics {
                     "Connections closed at --max-connections, by reason: evicted (the connection quiet the longest, to make room for a new one) or refused (every connection had a request in flight).",
                 ),
                 &["reason"],
+            )?,
+            last_good_not_kept: IntGauge::new(
+                "drift_sentinel_last_good_not_kept",
+                "Rules whose last valid version the last-good ConfigMap does not keep: it is full (cluster rules first, namespace rules within half of it).",
+            )?,
+            last_good_refused: prometheus::IntCounter::new(
+                "drift_sentinel_last_good_refused_total",
+                "Writes of the last-good ConfigMap the API server refused (not sent again until the versions to keep change).",
             )?,
             scrapes: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_SCRAPES)),
             admission_duration: Histogram::with_opts(
@@ -267,6 +277,8 @@ impl Metrics {
                 Box::new(self.series_limited.clone()),
                 Box::new(self.connections.clone()),
                 Box::new(self.connections_closed.clone()),
+                Box::new(self.last_good_not_kept.clone()),
+                Box::new(self.last_good_refused.clone()),
                 Box::new(self.admission_duration.clone()),
                 Box::new(self.webhook_refused.clone()),
                 Box::new(self.export_queue_messages.clone()),

@@ -1,8 +1,11 @@
 //! Last good version kept (reference §2): a valid rule made invalid behind the (absent) rule
 //! webhook's back keeps being enforced in its last valid version — with the agent running, and
 //! after the agent is restarted, from the ConfigMap of last good versions — while it is shown
-//! stale and its InvalidRule Event is emitted; deleting it removes it. Its own environment: the
-//! ConfigMap and the Role letting the agent get/patch it exist before the agent starts.
+//! stale and its InvalidRule Event is emitted; deleting it removes it. A tenant's large valid
+//! rules, together past the 1 MiB a ConfigMap holds, never stop the cluster rules' last good
+//! versions from being kept: what does not fit is left out, with an Event, a WARN and a gauge,
+//! and nothing is retried. Each in its own environment: the ConfigMap and the Role letting the
+//! agent get/patch it exist before the agent starts.
 
 use std::time::Duration;
 
@@ -13,9 +16,10 @@ use crate::env::{AGENT_NAMESPACE, Env, EnvOptions, RELEASE, deployment, stderr, 
 use crate::trial;
 
 pub fn tests() -> Vec<Trial> {
-    vec![trial!(
-        an_invalid_version_keeps_the_last_good_one_across_a_restart
-    )]
+    vec![
+        trial!(an_invalid_version_keeps_the_last_good_one_across_a_restart),
+        trial!(a_tenants_large_rules_never_crowd_out_the_cluster_rules),
+    ]
 }
 
 const LAST_GOOD: &str = "drift-sentinel-last-good-rules";
@@ -156,4 +160,121 @@ fn an_invalid_version_keeps_the_last_good_one_across_a_restart() {
     wait_for("the kept version removed", Duration::from_secs(10), || {
         kept_version(&env, "e2e-last-good").is_none()
     });
+}
+
+/// A valid rule of `namespace` padded with a YAML comment to about `bytes`.
+fn padded_rule(namespace: &str, name: &str, bytes: usize) -> String {
+    let spec = rule(namespace, &format!("# {}\n", "x".repeat(bytes)));
+    crate::support::rule_config_map(namespace, name, &spec)
+}
+
+/// The Warning Events of `reason` about ConfigMap `name` in `namespace`.
+fn events(env: &Env, namespace: &str, reason: &str, name: &str) -> Vec<Value> {
+    let selector = format!("reason={reason},involvedObject.name={name}");
+    let output = env.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ]);
+    let events: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    events["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn a_tenants_large_rules_never_crowd_out_the_cluster_rules() {
+    let env = Env::start(EnvOptions {
+        manifests: vec![last_good_manifests()],
+        ..EnvOptions::default()
+    });
+    let tenant = env.namespace("e2e-tenant", &[]);
+    let before = drift_testkit::peak_rss(env.agent.pid());
+    // 250 + 300 + 350 + 400 KB of valid namespace rules: 1.3 MB, past what one ConfigMap holds.
+    // `create`, not `apply`: a last-applied annotation of that size is refused.
+    let sizes = [250_000, 300_000, 350_000, 400_000];
+    for (n, bytes) in sizes.iter().enumerate() {
+        let output = env.kubectl_stdin(
+            &["create", "-f", "-"],
+            &padded_rule(&tenant, &format!("large-{n}"), *bytes),
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    env.rule("e2e-cluster", &rule(&tenant, ""));
+    wait_for("the cluster rule kept", Duration::from_secs(30), || {
+        kept_version(&env, "e2e-cluster").is_some()
+    });
+    let store = env
+        .get(&["configmap", LAST_GOOD, "-n", AGENT_NAMESPACE])
+        .expect("the store");
+    let data = store["data"].as_object().cloned().unwrap_or_default();
+    let kept: Vec<&String> = data.keys().collect();
+    // The cluster rules, and of the tenant's the smallest, within half the store.
+    assert!(
+        kept.iter().any(|k| k.as_str() == "e2e-tenant_large-0"),
+        "{kept:?}"
+    );
+    for n in 1..sizes.len() {
+        let key = format!("e2e-tenant_large-{n}");
+        assert!(!kept.iter().any(|k| **k == key), "{key} kept: {kept:?}");
+    }
+    let size: usize = data
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    assert!(size < 1024 * 1024, "the store holds {size} bytes");
+    // Each rule left out is told, on its ConfigMap, once.
+    for n in 1..sizes.len() {
+        let name = format!("large-{n}");
+        wait_for("the LastGoodNotKept event", Duration::from_secs(30), || {
+            events(&env, &tenant, "LastGoodNotKept", &name)
+                .iter()
+                .any(|e| {
+                    e["message"].as_str().is_some_and(|m| {
+                        m.contains(
+                            "is not kept in ConfigMap drift-system/drift-sentinel-last-good-rules",
+                        )
+                    })
+                })
+        });
+    }
+    assert_eq!(
+        env.metric_sum("drift_sentinel_last_good_not_kept"),
+        (sizes.len() - 1) as f64
+    );
+    // Nothing was refused, nothing is retried.
+    assert_eq!(
+        env.metric_sum("drift_sentinel_last_good_refused_total"),
+        0.0
+    );
+    let logs = env.agent.logs();
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l.contains("cannot write the last good rule versions")),
+        "a retry: {logs:#?}"
+    );
+    let warned = logs
+        .iter()
+        .filter(|l| l.contains("is not kept in ConfigMap"))
+        .count();
+    assert_eq!(warned, sizes.len() - 1, "{logs:#?}");
+    let rise = drift_testkit::peak_rss(env.agent.pid()).saturating_sub(before);
+    eprintln!(
+        "1.3 MB of tenant rules: the agent's peak memory +{} KiB",
+        rise / 1024
+    );
+
+    // A change of the cluster rule is kept as ever.
+    env.rule("e2e-cluster", &rule(&tenant, "exemptUsers: [ci]\n"));
+    wait_for(
+        "the new cluster version kept",
+        Duration::from_secs(30),
+        || {
+            kept_version(&env, "e2e-cluster")
+                .is_some_and(|v| v["spec"].as_str().unwrap_or("").contains("exemptUsers"))
+        },
+    );
 }
