@@ -23,6 +23,7 @@ mod rules;
 mod tiers;
 mod trust;
 mod webhook;
+mod zeros;
 
 /// A trial named `module::function`, from a function that panics on failure.
 #[macro_export]
@@ -62,6 +63,7 @@ fn main() {
     tests.extend(chart::tests());
     tests.extend(tiers::tests());
     tests.extend(trust::tests());
+    tests.extend(zeros::tests());
     let conclusion = libtest_mimic::run(&args, tests);
     env::teardown();
     conclusion.exit();
