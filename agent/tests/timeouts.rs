@@ -1,7 +1,8 @@
 //! reference §5 and §6 timeouts through the real binary: a request the write timeout answers is
-//! recorded as nothing but a timeout; `/healthz` answers while decisions run; the read-header
-//! timeout bounds silent connections and request heads over HTTP/1 and HTTP/2 alike; HTTP/2
-//! pings do not keep a connection open past the idle timeout.
+//! recorded as nothing but a timeout; `/healthz` and `/readyz` answer within the kubelet's probe
+//! timeout while decisions run; the read-header timeout bounds silent connections and request
+//! heads over HTTP/1 and HTTP/2 alike; HTTP/2 pings do not keep a connection open past the idle
+//! timeout.
 
 mod support;
 
@@ -157,8 +158,13 @@ fn requests_waiting_for_a_decision_thread_are_answered_by_the_write_timeout() {
     assert!(!text.contains("result=\"denied\""), "{text}");
 }
 
+/// The kubelet's default probe timeout (`timeoutSeconds: 1`); the chart's probes allow 2 s
+/// (readiness) and 3 s (liveness). How fast the probes are answered under this load is measured
+/// by `bench/examples/probe_latency.rs`, not asserted here: a loaded machine slows them.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 #[test]
-fn health_answers_quickly_while_decisions_run() {
+fn probes_are_answered_within_the_kubelets_timeout_while_decisions_run() {
     let dir = tempfile::tempdir().unwrap();
     let agent = offline(dir.path(), &[]);
     let url = format!("{}/validate", agent.base);
@@ -182,16 +188,24 @@ fn health_answers_quickly_while_decisions_run() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let client = plain_client();
-    let mut slowest = Duration::ZERO;
-    for _ in 0..40 {
+    // As the kubelet probes: a new connection each time, given up after the timeout.
+    let probe = reqwest::blocking::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(PROBE_TIMEOUT)
+        .build()
+        .unwrap();
+    let mut late = Vec::new();
+    for n in 0..40 {
+        let path = if n % 2 == 0 { "/healthz" } else { "/readyz" };
         let started = Instant::now();
-        let response = client
-            .get(format!("{}/healthz", agent.base))
+        let answered = probe
+            .get(format!("{}{path}", agent.base))
             .send()
-            .unwrap();
-        assert!(response.status().is_success());
-        slowest = slowest.max(started.elapsed());
+            .is_ok_and(|r| r.status().is_success());
+        let took = started.elapsed();
+        if !answered || took >= PROBE_TIMEOUT {
+            late.push((path, took));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -199,8 +213,8 @@ fn health_answers_quickly_while_decisions_run() {
         let _ = thread.join();
     }
     assert!(
-        slowest < Duration::from_millis(100),
-        "slowest /healthz: {slowest:?}"
+        late.is_empty(),
+        "probes not answered within the kubelet's {PROBE_TIMEOUT:?}: {late:?}"
     );
 }
 

@@ -3,8 +3,8 @@
 //! rendered from the engine's one [`Evaluation`].
 //!
 //! Decisions run on the decision threads ([`crate::decisions`]), never on the async workers
-//! that also answer `/healthz` and `/readyz` (reference §6: those answer within 100 ms whatever
-//! the decision load), under the write timeout for every body size and however long a request
+//! that also answer `/healthz` and `/readyz` (reference §6: those answer within the kubelet's
+//! probe timeout whatever the decision load), under the write timeout for every body size and however long a request
 //! waited for a thread (reference §5). When the timeout wins, the API server is told 500 and
 //! nothing is recorded as a decision: the late evaluation finds its request abandoned and
 //! records nothing (one still waiting for a thread is not evaluated at all), so log, metrics
