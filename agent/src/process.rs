@@ -48,16 +48,30 @@ pub fn agent_namespace(pod_namespace: Option<&str>) -> String {
         .unwrap_or_else(|| "default".to_owned())
 }
 
-/// Returns when the process is asked to stop (SIGTERM, as Kubernetes does, or SIGINT).
-pub async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// SIGTERM (as Kubernetes sends) and SIGINT, caught from the moment this is made: made before
+/// the listeners open, so that a signal right after the first probe succeeds is a graceful stop
+/// and not the default action, which kills the process at once.
+pub struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    pub fn catch() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+        })
     }
-    Ok(())
+
+    /// Returns when the process is asked to stop.
+    pub async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 /// How much freed memory glibc's allocator keeps at the top of a heap before it returns it to

@@ -435,3 +435,35 @@ fn https_keeps_answering_through_the_delay_and_loses_no_request() {
     };
     runtime().block_on(shutdown_scenario(agent, target));
 }
+
+/// SIGTERM is caught before the listener opens: a signal as soon as the port accepts (as when a
+/// pod is deleted right after it starts) is a graceful stop, not the default action's kill.
+#[test]
+fn a_sigterm_as_soon_as_the_port_accepts_is_a_graceful_stop() {
+    for _ in 0..5 {
+        let port = support::free_port();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .env_clear()
+            .args(["serve", "--address", &format!("127.0.0.1:{port}")])
+            .args([
+                "--admin-address",
+                &format!("127.0.0.1:{}", support::free_port()),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start drift-sentinel");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "never listened"
+            );
+            std::thread::yield_now();
+        }
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+        let status = child.wait().expect("the agent's exit");
+        assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+}

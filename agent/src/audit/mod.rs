@@ -22,7 +22,7 @@ use crate::cli::{AuditArgs, ReportsMode};
 use crate::connection_status::{
     AUDIT_SOURCE, ClusterTarget, ConnectionStatusReporter, PublishHealth,
 };
-use crate::process::{LogTo, init_logging, wait_for_signal};
+use crate::process::{LogTo, StopSignals, init_logging};
 use crate::rules_source::FileSource;
 use crate::state::{AuditRuns, Shared, Snapshot};
 use drift_api::status::RuleSourceKind;
@@ -241,6 +241,8 @@ async fn periodic(
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    // Caught before the listeners open (a run once is stopped by a signal's default action).
+    let mut stop_signals = StopSignals::catch()?;
     let (probes, admin) = crate::server::bind_listeners(args.address, args.admin_address).await?;
     tracing::info!(
         address = %crate::server::local_address(&probes),
@@ -280,25 +282,17 @@ async fn periodic(
     ];
     let mut ticker = tokio::time::interval(args.audit_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let signal = wait_for_signal();
-    tokio::pin!(signal);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            result = &mut signal => {
-                result?;
-                break;
-            }
+            () = stop_signals.recv() => break,
         }
         // A run in progress is abandoned on SIGTERM: its file is removed as an aborted run's.
         tokio::select! {
             outcome = auditor.run() => {
                 tracing::info!(summary = %outcome.summary(), "audit run finished");
             }
-            result = &mut signal => {
-                result?;
-                break;
-            }
+            () = stop_signals.recv() => break,
         }
     }
     tracing::info!("shutting down");

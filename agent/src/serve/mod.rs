@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 
 use crate::cli::ServeArgs;
-use crate::process::{LogTo, init_logging, wait_for_signal};
+use crate::process::{LogTo, StopSignals, init_logging};
 use drift_api::status::RuleSourceKind;
 use drift_engine::rule::TierPolicy;
 
@@ -27,6 +27,7 @@ use crate::{admin, cluster_source, kube_client, metrics, parent_labels, tls, web
 /// Runs `drift-sentinel serve` until SIGTERM.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.common.log_level, LogTo::Stdout);
+    let mut stop_signals = StopSignals::catch()?;
     let metrics = metrics::Metrics::new().context("cannot register metrics")?;
     // `phase` drives the listeners; `shutdown` the rest (sources, TLS reloads, export), which
     // keep working through the shutdown delay since requests are still answered.
@@ -51,7 +52,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let tls = tls::serving(&args, &shutdown_rx)?;
     let servers = start_servers(&args, &shared, &serving, tls, &phase_rx, &shutdown_rx).await?;
 
-    wait_for_signal().await?;
+    stop_signals.recv().await;
     shared.set_terminating();
     let _ = phase_tx.send(Phase::Draining);
     tracing::info!(
