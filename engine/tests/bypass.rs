@@ -80,6 +80,23 @@ fn bypass_ends_at_the_boundaries() {
             "2026-12-04T07:00:01-05:00",
             "bypass until 2026-12-04T12:00:01Z, in 1s",
         ),
+        // The last second RFC 3339 can write (jiff's own timestamps stop a day short).
+        honoured(
+            RULE,
+            "9999-12-31T23:59:59Z",
+            "Drift Sentinel: bypass until 9999-12-31T23:59:59Z, in 2912105d11h: rule ops/r",
+        ),
+        honoured(
+            RULE,
+            "9999-12-31T22:59:59-01:00",
+            "bypass until 9999-12-31T23:59:59Z, in 2912105d11h",
+        ),
+        // A time whose offset puts it past year 9999 in UTC is none.
+        refused(
+            RULE,
+            "9999-12-31T23:59:59-00:01",
+            "is no bypass: \"9999-12-31T23:59:59-00:01\" is neither",
+        ),
         // maxBypass exactly is honoured.
         honoured(
             CAPPED,
