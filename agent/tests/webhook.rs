@@ -744,3 +744,44 @@ fn rule_config_maps_are_validated_before_they_are_stored() {
     let not_a_rule = send(review(false, "not a rule at all"));
     assert_eq!(not_a_rule["allowed"], true);
 }
+
+/// reference §4: numbers compare exactly whatever their exponent. Past i64's end an exponent
+/// was saturated, so `1e9223372036854775807 → 1e9223372036854775808` read as no change; the
+/// agent judges it (and the same value written another way is no change).
+#[test]
+fn numbers_compare_exactly_past_every_exponent_width() {
+    let agent = Agent::start(&[], false);
+    let url = format!("{}/validate", agent.base);
+    let body = |old: &str, new: &str| {
+        let (mut before, mut after) = (default_rule_deployment(), default_rule_deployment());
+        before["spec"]["replicas"] = json!(111);
+        after["spec"]["replicas"] = json!(222);
+        // The numbers are written into the text: no `Value` holds them.
+        drift_testkit::objects::review("numbers", &before, &after)
+            .to_string()
+            .replace("\"replicas\":111", &format!("\"replicas\":{old}"))
+            .replace("\"replicas\":222", &format!("\"replicas\":{new}"))
+    };
+    for (old, new, allowed) in [
+        ("1e9223372036854775807", "1e9223372036854775808", false),
+        ("1e-9223372036854775809", "1e-9223372036854775808", false),
+        ("1e9223372036854775807", "10e9223372036854775806", true),
+        (
+            "5e99999999999999999999999999999999999999999",
+            "0.5e100000000000000000000000000000000000000000",
+            true,
+        ),
+    ] {
+        let (status, text) = support::post_text(&plain_client(), &url, body(old, new));
+        assert_eq!(status, 200, "{text}");
+        let answer: Value = serde_json::from_str(&text).expect("a review");
+        assert_eq!(
+            answer["response"]["allowed"], allowed,
+            "{old} → {new}: {answer}"
+        );
+        if !allowed {
+            let message = answer["response"]["status"]["message"].as_str().unwrap();
+            assert!(message.contains("spec.replicas"), "{message}");
+        }
+    }
+}
