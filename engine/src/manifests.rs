@@ -21,14 +21,15 @@ pub struct ManifestError {
 /// Every non-empty document of a multi-document YAML text, as JSON values. `List` objects are
 /// flattened into their items.
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestError> {
-    // Measured before libyaml reads it (reference §5, "No input stops the agent").
+    // Measured before libyaml reads it: nesting, what its aliases expand to, its tags
+    // (reference §5, "No input stops the agent").
     crate::nesting::check_yaml(text).map_err(|e| {
         let (line, column) = crate::rule::position(text, e.offset());
         ManifestError {
             origin: origin.to_owned(),
             line: line.unwrap_or(0),
             column: column.unwrap_or(0),
-            reason: format!("the text is {e}"),
+            reason: format!("the text {e}"),
         }
     })?;
     let mut documents = Vec::new();

@@ -14,7 +14,16 @@
 //! [`check_yaml`] runs libyaml's own event parser, stops at the first level past that, and
 //! also refuses text whose nesting would cost more than [`YAML_NESTING_BUDGET`] — the work of
 //! a whole manifest file at ordinary depths is far below it.
+//!
+//! The same pass bounds what YAML text stands for, not only how it nests: serde_yaml caps how
+//! often it follows an alias, not what the aliases expand to, so a 10 KB rule that aliases a
+//! 4 KiB string 2,000 times is an 8 MB rule. A rule spec ([`check_rule_yaml`]) may not use an
+//! alias at all — a rule is a few hand-written lines, where an alias saves nothing and is only
+//! a way for a small text to stand for a large rule; a file ([`check_yaml`]) may expand through
+//! aliases to at most [`expanded_limit`] bytes, measured as the text with every alias written
+//! out. Both refuse tags outside YAML's core schema (`mode: !enforce` was read as `enforce`).
 
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ptr::addr_of_mut;
 
@@ -29,6 +38,22 @@ pub const MAX_YAML_NESTING: usize = 128;
 /// may ask for: a megabyte of tokens at the deepest accepted level would take libyaml a
 /// quarter of a second; an ordinary manifest of a megabyte stays below a tenth of this.
 pub const YAML_NESTING_BUDGET: u64 = 50_000_000;
+
+/// What aliases may add to a file's YAML beyond a multiple of its size: a small file that
+/// reuses an anchored block a few times is read.
+pub const YAML_EXPANSION_ALLOWANCE: u64 = 64 * 1024;
+
+/// How many times its own size a file's YAML may expand to through aliases.
+pub const YAML_EXPANSION_FACTOR: u64 = 4;
+
+/// The tags a YAML text may carry: the core schema's, which serde_yaml reads as plain values.
+/// Any other tag is refused rather than read as something it does not say (serde_yaml reads
+/// `!enforce` as an enum variant, and drops an unknown tag on a list).
+const CORE_TAGS: [&str; 7] = ["str", "int", "float", "bool", "null", "seq", "map"];
+const CORE_TAG_PREFIX: &str = "tag:yaml.org,2002:";
+
+/// A name or tag quoted in a message is cut to this many characters.
+const MAX_QUOTED_CHARS: usize = 64;
 
 /// Stack kept free before a guarded walk goes one level deeper; a new segment when less is.
 const RED_ZONE: usize = 256 * 1024;
@@ -54,6 +79,49 @@ impl NestingError {
             NestingError::TooDeep { offset, .. } | NestingError::TooCostly { offset } => *offset,
         }
     }
+}
+
+/// Why a YAML text was refused before serde_yaml read it. Each message follows "the spec " or
+/// "the text " and ends with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum YamlError {
+    #[error("is {0}")]
+    Nesting(#[from] NestingError),
+    #[error(
+        "uses the YAML alias *{anchor} (at byte {offset}); a rule spec may not use aliases: write out the value that its anchor &{anchor} marks"
+    )]
+    Alias { anchor: String, offset: usize },
+    #[error(
+        "expands through YAML aliases to more than {limit} bytes (at byte {offset}): a YAML text of {size} bytes may stand for at most {YAML_EXPANSION_FACTOR}× its size plus 64 KiB; write the repeated values out or alias fewer of them"
+    )]
+    Expansion {
+        size: usize,
+        limit: u64,
+        offset: usize,
+    },
+    #[error(
+        "has the YAML tag {tag} (at byte {offset}); only YAML's core tags (!!str, !!int, !!float, !!bool, !!null, !!seq, !!map) are read: remove the tag"
+    )]
+    Tag { tag: String, offset: usize },
+}
+
+impl YamlError {
+    /// The byte where the text was refused.
+    pub fn offset(&self) -> usize {
+        match self {
+            YamlError::Nesting(e) => e.offset(),
+            YamlError::Alias { offset, .. }
+            | YamlError::Expansion { offset, .. }
+            | YamlError::Tag { offset, .. } => *offset,
+        }
+    }
+}
+
+/// The most bytes a file's YAML of `size` bytes may stand for with its aliases written out.
+pub fn expanded_limit(size: usize) -> u64 {
+    (size as u64)
+        .saturating_mul(YAML_EXPANSION_FACTOR)
+        .saturating_add(YAML_EXPANSION_ALLOWANCE)
 }
 
 /// Runs `walk` with enough stack for one more level of a recursive walk, whatever the thread.
@@ -134,54 +202,206 @@ fn string_end(text: &[u8], mut at: usize) -> usize {
     text.len()
 }
 
-/// Checks that YAML text nests at most [`MAX_YAML_NESTING`] levels and that libyaml can read it
-/// without stalling (see the module's comment). Text that is not valid YAML is not refused
-/// here: serde_yaml reads it next and says where it is wrong.
-pub fn check_yaml(text: &str) -> Result<(), NestingError> {
-    check_yaml_within(text, MAX_YAML_NESTING, YAML_NESTING_BUDGET)
+/// Checks a YAML file (manifests, Namespaces, objects, a Connection): it nests at most
+/// [`MAX_YAML_NESTING`] levels, libyaml can read it without stalling (see the module's
+/// comment), its aliases expand it to at most [`expanded_limit`] bytes and it carries only core
+/// tags. Text that is not valid YAML is not refused here: serde_yaml reads it next and says
+/// where it is wrong.
+pub fn check_yaml(text: &str) -> Result<(), YamlError> {
+    check_yaml_within(
+        text,
+        MAX_YAML_NESTING,
+        YAML_NESTING_BUDGET,
+        Aliases::Bounded,
+    )
 }
 
-fn check_yaml_within(text: &str, limit: usize, budget: u64) -> Result<(), NestingError> {
+/// [`check_yaml`] for a rule spec: no alias at all.
+pub fn check_rule_yaml(text: &str) -> Result<(), YamlError> {
+    check_yaml_within(
+        text,
+        MAX_YAML_NESTING,
+        YAML_NESTING_BUDGET,
+        Aliases::Refused,
+    )
+}
+
+/// What aliases a YAML text may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aliases {
+    Refused,
+    /// Up to [`expanded_limit`] of the text's size.
+    Bounded,
+}
+
+fn check_yaml_within(
+    text: &str,
+    limit: usize,
+    budget: u64,
+    aliases: Aliases,
+) -> Result<(), YamlError> {
     // Every level opens with one of these bytes, and no event costs more than the levels
-    // open: text with few of them can neither nest too deep nor cost too much, and is not
-    // parsed twice (most rule specs).
-    let openers = text
-        .bytes()
-        .filter(|&b| matches!(b, b'{' | b'[' | b'-' | b'?' | b':'))
-        .count();
-    if openers <= limit && (openers as u64).saturating_mul(text.len() as u64) <= budget {
+    // open: text with few of them can neither nest too deep nor cost too much, and without
+    // an anchor (`&`) no alias stands for anything, nor is there a tag without `!`; such text
+    // is not parsed twice (most rule specs).
+    let mut openers = 0usize;
+    let mut marked = false;
+    for b in text.bytes() {
+        openers += usize::from(matches!(b, b'{' | b'[' | b'-' | b'?' | b':'));
+        marked |= matches!(b, b'&' | b'!');
+    }
+    if !marked && openers <= limit && (openers as u64).saturating_mul(text.len() as u64) <= budget {
         return Ok(());
     }
     let mut parser = EventParser::new(text.as_bytes());
+    let mut expansion = Expansion::new(text.len(), aliases);
     let mut depth = 0usize;
     let mut work = 0u64;
     loop {
-        let Some((kind, offset)) = parser.next() else {
+        let Some(event) = parser.next() else {
             return Ok(());
         };
-        match kind {
+        if let Some(tag) = &event.tag
+            && !is_core_tag(tag)
+        {
+            return Err(YamlError::Tag {
+                tag: quoted(tag),
+                offset: event.start,
+            });
+        }
+        match event.kind {
             EventKind::Open => {
                 depth += 1;
                 if depth > limit {
-                    return Err(NestingError::TooDeep { limit, offset });
+                    return Err(NestingError::TooDeep {
+                        limit,
+                        offset: event.start,
+                    }
+                    .into());
                 }
             }
             EventKind::Close => depth = depth.saturating_sub(1),
-            EventKind::Other => {}
+            EventKind::Alias | EventKind::Scalar | EventKind::Other => {}
             EventKind::End => return Ok(()),
         }
+        expansion.see(&event, depth)?;
         work += depth as u64;
         if work > budget {
-            return Err(NestingError::TooCostly { offset });
+            return Err(NestingError::TooCostly {
+                offset: event.start,
+            }
+            .into());
         }
+    }
+}
+
+fn is_core_tag(tag: &[u8]) -> bool {
+    tag.strip_prefix(CORE_TAG_PREFIX.as_bytes())
+        .is_some_and(|name| CORE_TAGS.iter().any(|core| core.as_bytes() == name))
+}
+
+/// A name or tag from the text, as a message quotes it.
+fn quoted(bytes: &[u8]) -> String {
+    crate::truncate::truncate_chars(&String::from_utf8_lossy(bytes), MAX_QUOTED_CHARS)
+}
+
+/// The size of the text with every alias written out, as the events go by: each anchored
+/// node's size (its span in the text, plus what the aliases inside it add) is kept by name,
+/// and each alias adds the size of the node it names.
+struct Expansion {
+    size: usize,
+    aliases: Aliases,
+    limit: u64,
+    /// What the aliases seen so far add to the text.
+    added: u64,
+    /// The expanded size of each anchor's node, by name (a later anchor of the same name
+    /// replaces it, as it does for the aliases after it).
+    anchors: HashMap<Vec<u8>, u64>,
+    /// Anchored collections still open: their depth, name, first byte and `added` then.
+    open: Vec<(usize, Vec<u8>, usize, u64)>,
+}
+
+impl Expansion {
+    fn new(size: usize, aliases: Aliases) -> Self {
+        Self {
+            size,
+            aliases,
+            limit: expanded_limit(size),
+            added: 0,
+            anchors: HashMap::new(),
+            open: Vec::new(),
+        }
+    }
+
+    /// Takes one event; `depth` is the depth after it.
+    fn see(&mut self, event: &Event, depth: usize) -> Result<(), YamlError> {
+        match event.kind {
+            EventKind::Alias => {
+                let anchor = event.anchor.as_deref().unwrap_or_default();
+                if self.aliases == Aliases::Refused {
+                    return Err(YamlError::Alias {
+                        anchor: quoted(anchor),
+                        offset: event.start,
+                    });
+                }
+                // An alias of no anchor (yet) is serde_yaml's error to report.
+                let stands_for = self.anchors.get(anchor).copied().unwrap_or(0);
+                self.added = self.added.saturating_add(stands_for);
+                if (self.size as u64).saturating_add(self.added) > self.limit {
+                    return Err(YamlError::Expansion {
+                        size: self.size,
+                        limit: self.limit,
+                        offset: event.start,
+                    });
+                }
+            }
+            EventKind::Scalar => {
+                if let Some(anchor) = &event.anchor {
+                    let span = event.end.saturating_sub(event.start) as u64;
+                    self.anchors.insert(anchor.clone(), span);
+                }
+            }
+            EventKind::Open => {
+                if let Some(anchor) = &event.anchor {
+                    self.open
+                        .push((depth, anchor.clone(), event.start, self.added));
+                }
+            }
+            EventKind::Close => {
+                // The collection closed was at `depth + 1`.
+                if self.open.last().is_some_and(|(at, ..)| *at == depth + 1)
+                    && let Some((_, anchor, start, added_before)) = self.open.pop()
+                {
+                    let span = event.end.saturating_sub(start) as u64;
+                    let size = span.saturating_add(self.added - added_before);
+                    self.anchors.insert(anchor, size);
+                }
+            }
+            EventKind::Other | EventKind::End => {}
+        }
+        Ok(())
     }
 }
 
 enum EventKind {
     Open,
     Close,
+    Scalar,
+    Alias,
     Other,
     End,
+}
+
+/// What the checks read of one libyaml event.
+struct Event {
+    kind: EventKind,
+    /// Byte offsets of the event's first byte and of the byte after it.
+    start: usize,
+    end: usize,
+    /// The anchor a node is marked with (`&name`), or the one an alias names (`*name`).
+    anchor: Option<Vec<u8>>,
+    /// The node's tag, resolved (`!!str` is `tag:yaml.org,2002:str`).
+    tag: Option<Vec<u8>>,
 }
 
 /// libyaml's event parser over borrowed text, reduced to what nesting needs. The one place
@@ -213,29 +433,59 @@ impl<'t> EventParser<'t> {
         }
     }
 
-    /// The next event's kind and byte offset; `None` on a syntax error (left to serde_yaml).
-    /// Not called again after `None` or [`EventKind::End`].
-    fn next(&mut self) -> Option<(EventKind, usize)> {
+    /// The next event; `None` on a syntax error (left to serde_yaml). Not called again after
+    /// `None` or [`EventKind::End`].
+    fn next(&mut self) -> Option<Event> {
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialized in `new`; a successful parse initializes the
-        // event, which is read and then deleted exactly once.
+        // event, which is read and then deleted exactly once. The union member read is the
+        // one the event's type says is set; its anchor and tag are NUL-terminated strings
+        // owned by the event (or null), copied before it is deleted.
         unsafe {
             let raw = self.parser.as_mut_ptr();
             let event = event.as_mut_ptr();
             if unsafe_libyaml::yaml_parser_parse(raw, event).fail {
                 return None;
             }
-            let kind = match (*event).type_ {
-                unsafe_libyaml::YAML_SEQUENCE_START_EVENT
-                | unsafe_libyaml::YAML_MAPPING_START_EVENT => EventKind::Open,
+            let data = &(*event).data;
+            let (kind, anchor, tag) = match (*event).type_ {
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => (
+                    EventKind::Open,
+                    data.sequence_start.anchor,
+                    data.sequence_start.tag,
+                ),
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => (
+                    EventKind::Open,
+                    data.mapping_start.anchor,
+                    data.mapping_start.tag,
+                ),
                 unsafe_libyaml::YAML_SEQUENCE_END_EVENT
-                | unsafe_libyaml::YAML_MAPPING_END_EVENT => EventKind::Close,
-                unsafe_libyaml::YAML_STREAM_END_EVENT => EventKind::End,
-                _ => EventKind::Other,
+                | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
+                    (EventKind::Close, std::ptr::null_mut(), std::ptr::null_mut())
+                }
+                unsafe_libyaml::YAML_SCALAR_EVENT => {
+                    (EventKind::Scalar, data.scalar.anchor, data.scalar.tag)
+                }
+                unsafe_libyaml::YAML_ALIAS_EVENT => {
+                    (EventKind::Alias, data.alias.anchor, std::ptr::null_mut())
+                }
+                unsafe_libyaml::YAML_STREAM_END_EVENT => {
+                    (EventKind::End, std::ptr::null_mut(), std::ptr::null_mut())
+                }
+                _ => (EventKind::Other, std::ptr::null_mut(), std::ptr::null_mut()),
             };
-            let offset = (*event).start_mark.index as usize;
+            let copy = |text: *mut u8| {
+                (!text.is_null()).then(|| std::ffi::CStr::from_ptr(text.cast()).to_bytes().to_vec())
+            };
+            let read = Event {
+                kind,
+                start: (*event).start_mark.index as usize,
+                end: (*event).end_mark.index as usize,
+                anchor: copy(anchor),
+                tag: copy(tag),
+            };
             unsafe_libyaml::yaml_event_delete(event);
-            Some((kind, offset))
+            Some(read)
         }
     }
 }
@@ -306,15 +556,18 @@ mod tests {
         for make in [flow, block, mapping] {
             // The outer mapping of `flow` is one more level.
             let at = make(200);
-            assert!(check_yaml_within(&at, 201, u64::MAX).is_ok(), "{at}");
+            assert!(
+                check_yaml_within(&at, 201, u64::MAX, Aliases::Bounded).is_ok(),
+                "{at}"
+            );
             assert!(matches!(
-                check_yaml_within(&at, 199, u64::MAX),
-                Err(NestingError::TooDeep { limit: 199, .. })
+                check_yaml_within(&at, 199, u64::MAX, Aliases::Bounded),
+                Err(YamlError::Nesting(NestingError::TooDeep { limit: 199, .. }))
             ));
         }
         // Quoted brackets are text, as libyaml reads them.
         let quoted = format!("a: [{}]\n", r#""]]]","#.repeat(300));
-        assert!(check_yaml_within(&quoted, 2, u64::MAX).is_ok());
+        assert!(check_yaml_within(&quoted, 2, u64::MAX, Aliases::Bounded).is_ok());
     }
 
     #[test]
@@ -323,7 +576,7 @@ mod tests {
         let started = std::time::Instant::now();
         assert!(matches!(
             check_yaml(&deep),
-            Err(NestingError::TooDeep { .. })
+            Err(YamlError::Nesting(NestingError::TooDeep { .. }))
         ));
         // Within the depth, a megabyte of content at the deepest levels costs too much.
         let wide = format!(
@@ -334,7 +587,7 @@ mod tests {
         );
         assert!(matches!(
             check_yaml(&wide),
-            Err(NestingError::TooCostly { .. })
+            Err(YamlError::Nesting(NestingError::TooCostly { .. }))
         ));
         // Generous for a debug build on a loaded machine; a stall takes minutes.
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
@@ -346,10 +599,10 @@ mod tests {
         assert_eq!(check_yaml(&flow(MAX_YAML_NESTING)), Ok(()));
         assert_eq!(
             check_yaml(&flow(MAX_YAML_NESTING + 1)),
-            Err(NestingError::TooDeep {
+            Err(YamlError::Nesting(NestingError::TooDeep {
                 limit: MAX_YAML_NESTING,
                 offset: MAX_YAML_NESTING
-            })
+            }))
         );
         // What serde_yaml itself reads: the limit is its own.
         let at_limit: Result<serde_json::Value, _> = serde_yaml::from_str(&flow(MAX_YAML_NESTING));
@@ -367,6 +620,148 @@ mod tests {
     #[test]
     fn invalid_yaml_is_left_to_its_parser() {
         assert_eq!(check_yaml(&format!("{}: : [", "a: [".repeat(50))), Ok(()));
+    }
+
+    /// The rule of the issue: one 4 KiB string anchored, aliased 2,000 times (8 MB written
+    /// out); and the classic billion laughs, each level aliasing the one before ten times.
+    fn bombs() -> [String; 2] {
+        let aliased = format!(
+            "mode: enforce\nnamespaces: [&n \"{}\", {}]\n",
+            "x".repeat(4096),
+            vec!["*n"; 2000].join(", ")
+        );
+        let mut laughs =
+            String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for level in 1..10 {
+            let before = format!("*a{}", level - 1);
+            let _ = std::fmt::Write::write_fmt(
+                &mut laughs,
+                format_args!(
+                    "a{level}: &a{level} [{}]\n",
+                    [before.as_str(); 10].join(", ")
+                ),
+            );
+        }
+        [aliased, laughs]
+    }
+
+    #[test]
+    fn a_rule_spec_may_not_alias() {
+        for bomb in bombs() {
+            let refused = check_rule_yaml(&bomb).expect_err("an alias");
+            assert!(matches!(refused, YamlError::Alias { .. }), "{refused}");
+            let message = refused.to_string();
+            assert!(
+                message.contains("YAML alias *") && message.contains("&"),
+                "{message}"
+            );
+        }
+        let error = check_rule_yaml("mode: enforce\nnamespaces: [&ns a, b]\nexemptUsers: [*ns]\n");
+        assert_eq!(
+            error,
+            Err(YamlError::Alias {
+                anchor: "ns".into(),
+                offset: 51
+            })
+        );
+        // An anchor alone stands for nothing more than its text.
+        assert_eq!(
+            check_rule_yaml("mode: &m enforce\nnamespaces: ['*']\n"),
+            Ok(())
+        );
+        // A long name is quoted cut.
+        let long = format!("a: &{0} 1\nb: *{0}\n", "n".repeat(10_000));
+        match check_rule_yaml(&long) {
+            Err(YamlError::Alias { anchor, .. }) => assert_eq!(anchor.chars().count(), 64),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_expands_to_four_times_its_size_and_64_kib_no_more() {
+        let started = std::time::Instant::now();
+        for bomb in bombs() {
+            match check_yaml(&bomb) {
+                Err(YamlError::Expansion { size, limit, .. }) => {
+                    assert_eq!(size, bomb.len());
+                    assert_eq!(limit, expanded_limit(bomb.len()));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Refused at the first alias past the limit, without expanding anything.
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+
+        // Aliases of a 1,000-byte value: the text with each written out is measured.
+        let value = format!("\"{}\"", "v".repeat(998));
+        let file =
+            |aliases: usize| format!("a: &v {value}\nb: [{}]\n", vec!["*v"; aliases].join(", "));
+        let fits = |aliases: usize| {
+            let text = file(aliases);
+            text.len() as u64 + aliases as u64 * 1_003 <= expanded_limit(text.len())
+        };
+        let most = (1..200).take_while(|&n| fits(n)).last().unwrap();
+        assert_eq!(check_yaml(&file(most)), Ok(()), "{most}");
+        assert!(matches!(
+            check_yaml(&file(most + 2)),
+            Err(YamlError::Expansion { .. })
+        ));
+        // Anchors inside anchors count what their aliases add.
+        let nested = "a: &a [x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b]\n";
+        assert_eq!(check_yaml(nested), Ok(()));
+        // A rule file of ordinary size that reuses a block a few times is read.
+        let reuse = format!(
+            "common: &c {{labels: {{team: a}}, annotations: {{{}}}}}\n{}",
+            (0..40)
+                .map(|i| format!("k{i}: v"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            (0..50).map(|i| format!("o{i}: *c\n")).collect::<String>()
+        );
+        assert_eq!(check_yaml(&reuse), Ok(()));
+    }
+
+    #[test]
+    fn only_core_tags_are_read() {
+        let tag = |text: &str| match check_yaml(text) {
+            Err(YamlError::Tag { tag, offset }) => Some((tag, offset)),
+            Ok(()) => None,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(tag("mode: !enforce\n"), Some(("!enforce".into(), 6)));
+        assert_eq!(tag("mode: !warn warn\n"), Some(("!warn".into(), 6)));
+        assert_eq!(tag("namespaces: !set [a]\n"), Some(("!set".into(), 12)));
+        assert_eq!(tag("a: {b: !x {c: 1}}\n"), Some(("!x".into(), 7)));
+        assert_eq!(tag("a: ! 3\n"), Some(("!".into(), 3)));
+        assert_eq!(
+            tag("a: !!binary aGk=\n"),
+            Some(("tag:yaml.org,2002:binary".into(), 3))
+        );
+        // A %TAG directive cannot make another tag look like a core one.
+        assert_eq!(
+            tag("%TAG !! tag:example.com,2000:\n---\na: !!str x\n"),
+            Some(("tag:example.com,2000:str".into(), 37))
+        );
+        for core in [
+            "a: !!str 3\n",
+            "a: !!int 3\n",
+            "a: !!float 3\n",
+            "a: !!bool true\n",
+            "a: !!null ~\n",
+            "a: !!seq [1]\n",
+            "a: !!map {b: 1}\n",
+            "a: !<tag:yaml.org,2002:str> 3\n",
+            // Text, not tags.
+            "a: '!x'\nb: \"[!a-z]*\"\nc: x!y\n",
+        ] {
+            assert_eq!(tag(core), None, "{core}");
+            assert_eq!(check_rule_yaml(core), Ok(()), "{core}");
+        }
+        let message = check_rule_yaml("mode: !enforce\n").unwrap_err().to_string();
+        assert!(
+            message.contains("YAML tag !enforce") && message.contains("remove the tag"),
+            "{message}"
+        );
     }
 
     #[test]

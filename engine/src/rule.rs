@@ -24,6 +24,12 @@ pub const DEFAULT_BYPASS_ANNOTATION: &str = "drift-sentinel.k8s.io/bypass";
 /// The namespace annotation that overrides a rule's mode.
 pub const MODE_ANNOTATION: &str = "drift-sentinel.k8s.io/mode";
 
+/// The longest `data.spec` a rule may have. A rule is a few hand-written lines (the default
+/// rule is 1.7 KB); compiling one costs up to ~230 times its text in the worst case (32,000
+/// one-character patterns), so the bound on the text is what bounds the memory of compiling it
+/// (reference §5: at most 16 MiB).
+pub const MAX_SPEC_BYTES: usize = 64 * 1024;
+
 /// Fields that Kubernetes manages and that are never compared.
 pub const SYSTEM_FIELDS: &[&str] = &[
     "status",

@@ -202,6 +202,26 @@ fn invalid_rules_table() {
             "invalid type",
             Some(2),
         ),
+        // A rule is as large as its text (reference §2, §5): no alias, no tag serde_yaml would
+        // read as something else.
+        (
+            "mode: enforce\nnamespaces: &ns ['*']\nselectors: [{kind: Deployment}]\nexemptUsers: *ns\n",
+            "",
+            "uses the YAML alias *ns (at byte 81); a rule spec may not use aliases: write out the value that its anchor &ns marks",
+            Some(4),
+        ),
+        (
+            "mode: !enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\n",
+            "",
+            "has the YAML tag !enforce (at byte 6)",
+            Some(1),
+        ),
+        (
+            "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: !!str Deployment}]\nmutable: !paths [spec.replicas]\n",
+            "",
+            "has the YAML tag !paths",
+            Some(4),
+        ),
         ("- a\n- b\n", "", "invalid type", Some(1)),
         ("mode: [enforce\n", "", "", None),
     ];
@@ -220,6 +240,20 @@ fn invalid_rules_table() {
             "{text}"
         );
     }
+}
+
+#[test]
+fn a_spec_is_at_most_64_kib() {
+    let head = "mode: enforce\nnamespaces: ['*']\nselectors: [{kind: Deployment}]\n";
+    let padded = |len: usize| format!("{head}#{}\n", "x".repeat(len - head.len() - 2));
+    assert!(compile(&source(&padded(crate::rule::MAX_SPEC_BYTES))).is_ok());
+    let err = compile(&source(&padded(crate::rule::MAX_SPEC_BYTES + 1))).unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("data.spec"));
+    assert!(
+        err.reason
+            .contains("data.spec is 65537 bytes, more than the 64 KiB a rule may have; split it"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -119,8 +119,12 @@ pub fn read_file(path: &Path) -> anyhow::Result<Connection> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the Connection file {}", path.display()))?;
     // Measured before libyaml reads it (reference §5, "No input stops the agent").
-    drift_engine::nesting::check_yaml(&text)
-        .with_context(|| format!("{} cannot be read as a Connection", path.display()))?;
+    drift_engine::nesting::check_yaml(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} cannot be read as a Connection: the text {e}",
+            path.display()
+        )
+    })?;
     let value: serde_json::Value = serde_yaml::from_str(&text)
         .with_context(|| format!("{} is not a YAML document", path.display()))?;
     let api_version = value.get("apiVersion").and_then(|v| v.as_str());

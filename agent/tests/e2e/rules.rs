@@ -16,6 +16,7 @@ pub fn tests() -> Vec<Trial> {
         trial!(rules_created_changed_broken_and_deleted_take_effect),
         trial!(namespace_modes_take_effect),
         trial!(two_agents_keep_each_others_connection_status),
+        trial!(a_tenants_aliased_rule_is_refused_at_apply_with_memory_flat),
     ]
 }
 
@@ -264,4 +265,75 @@ fn two_agents_keep_each_others_connection_status() {
             })
         },
     );
+}
+
+/// reference §2, §5 (issue 40): a tenant who may write ConfigMaps in its namespace applies a rule
+/// whose 10 KB spec aliases one 4 KiB string 2,000 times (8 MB written out; the agent peaked at
+/// 546 MiB reading it). `kubectl apply` fails with the reason naming the alias and the fix,
+/// nothing is stored, the agent's peak memory stays flat, and the tenant's next, valid rule is
+/// admitted.
+fn a_tenants_aliased_rule_is_refused_at_apply_with_memory_flat() {
+    let env = shared();
+    let ns = env.namespace("e2e-aliases", &[]);
+    let tenant = "e2e-alias-tenant";
+    env.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: configmaps, namespace: {ns}}}\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, create, patch, update, delete]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: configmaps, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmaps}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {tenant}}}]\n"
+    ));
+    let as_tenant = format!("--as={tenant}");
+    let aliased = format!(
+        "mode: enforce\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nnamespaces: [&a \"{}\", {}]\n",
+        "x".repeat(4096),
+        vec!["*a"; 2_000].join(",")
+    );
+    let manifest = crate::support::rule_config_map(&ns, "aliased", &aliased);
+    let before = drift_testkit::peak_rss(env.agent.pid());
+    let output = env.kubectl_stdin(&[&as_tenant, "apply", "-f", "-"], &manifest);
+    let after = drift_testkit::peak_rss(env.agent.pid());
+    assert!(!output.status.success(), "the aliased rule was stored");
+    let printed = stderr(&output);
+    assert!(
+        printed.contains("admission webhook \"rules.drift-sentinel.k8s.io\" denied the request")
+            && printed.contains("uses the YAML alias *a")
+            && printed.contains("write out the value that its anchor &a marks"),
+        "{printed}"
+    );
+    assert!(
+        env.get(&["configmap", "aliased", "-n", &ns]).is_none(),
+        "nothing is stored"
+    );
+    // Flat: far below the 546 MiB the rule took before, with room for the other tests' requests
+    // that this shared agent judges meanwhile.
+    assert!(
+        after.saturating_sub(before) < 16 * 1024 * 1024,
+        "peak memory rose from {} to {} MiB",
+        before >> 20,
+        after >> 20
+    );
+
+    // A tag is refused the same way; then the tenant's rule written out is admitted.
+    let tagged = crate::support::rule_config_map(
+        &ns,
+        "tagged",
+        &format!(
+            "mode: !enforce\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\n"
+        ),
+    );
+    let output = env.kubectl_stdin(&[&as_tenant, "apply", "-f", "-"], &tagged);
+    assert!(!output.status.success(), "the tagged rule was stored");
+    assert!(
+        stderr(&output).contains("has the YAML tag !enforce"),
+        "{}",
+        stderr(&output)
+    );
+    let written_out = crate::support::rule_config_map(
+        &ns,
+        "aliased",
+        &format!(
+            "mode: enforce\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\n"
+        ),
+    );
+    let output = env.kubectl_stdin(&[&as_tenant, "apply", "-f", "-"], &written_out);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = env.kubectl(&["delete", "configmap", "aliased", "-n", &ns]);
+    assert!(output.status.success(), "{}", stderr(&output));
 }

@@ -350,3 +350,60 @@ pub fn build_example_review(extra: &[&str]) -> Value {
     );
     serde_json::from_slice(&output.stdout).expect("the review is JSON")
 }
+
+/// Runs `command` to its end: its exit code, what it printed (stdout, then stderr) and its
+/// peak resident memory in bytes, read from /proc while it runs (every 2 ms: a lower bound,
+/// close for a process whose memory grows over more than a moment). The kernel's own count
+/// (`wait4`'s `ru_maxrss`) is no use here: it includes the test process's memory, which the
+/// child shared until it ran the binary.
+pub fn run_measured(command: &mut Command) -> (Option<i32>, String, u64) {
+    use std::io::Read as _;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let mut readers = Vec::new();
+    for mut stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        readers.push(std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            text
+        }));
+    }
+    let mut peak = 0;
+    let status = loop {
+        if let Some(hwm) = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("VmHWM:"))
+                    .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+        {
+            peak = peak.max(hwm * 1024);
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let printed = readers
+        .into_iter()
+        .map(|r| r.join().unwrap_or_default())
+        .collect::<String>();
+    (status.code(), printed, peak)
+}

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    CompiledRule, DEFAULT_BYPASS_ANNOTATION, LabelRequirement, Mode, NameMatch, RuleError,
-    RuleSource, Selector, SpecText, Tier, never_compared,
+    CompiledRule, DEFAULT_BYPASS_ANNOTATION, LabelRequirement, MAX_SPEC_BYTES, Mode, NameMatch,
+    RuleError, RuleSource, Selector, SpecText, Tier, never_compared,
 };
 use crate::diff::Scope;
 use crate::glob::Glob;
@@ -66,11 +66,11 @@ where
 pub fn compile(source: &RuleSource) -> Result<CompiledRule, RuleError> {
     let spec = spec_yaml(source)?;
     let checks = Checks { source, spec };
-    // Any tenant can write a rule ConfigMap: its nesting is measured before libyaml reads it
-    // (reference §5, "No input stops the agent").
-    crate::nesting::check_yaml(spec).map_err(|e| {
+    // Any tenant can write a rule ConfigMap: its nesting, aliases and tags are checked before
+    // libyaml reads it (reference §5, "No input stops the agent"; §2).
+    crate::nesting::check_rule_yaml(spec).map_err(|e| {
         let (line, column) = position(spec, e.offset());
-        checks.error(None, line, column, format!("the spec is {e}"))
+        checks.error(None, line, column, format!("the spec {e}"))
     })?;
     let document: RuleSpecDocument = serde_yaml::from_str(spec).map_err(|e| {
         // The place is counted from serde_yaml's byte index, as every other place in a rule
@@ -147,6 +147,11 @@ fn spec_yaml(source: &RuleSource) -> Result<&str, RuleError> {
         SpecText::Yaml(spec) if spec.trim().is_empty() => Err(problem(
             "data.spec is empty; it must hold the rule YAML (at least mode, namespaces and selectors)".into(),
         )),
+        SpecText::Yaml(spec) if spec.len() > MAX_SPEC_BYTES => Err(problem(format!(
+            "data.spec is {} bytes, more than the {} KiB a rule may have; split it into several rules",
+            spec.len(),
+            MAX_SPEC_BYTES / 1024
+        ))),
         SpecText::Yaml(spec) => Ok(spec),
         SpecText::Missing => Err(problem(
             "the ConfigMap is annotated as a rule but has no data.spec; put the rule YAML under data.spec".into(),
