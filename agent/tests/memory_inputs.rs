@@ -1,8 +1,9 @@
 //! Black-box tests of reference §5, "Memory", for the inputs the engine reads (issue 40; the
 //! serving side's are in memory.rs): a rule whose YAML aliases stand for far more than its
 //! text, on `/validate-rule`, in rule and Namespace files and in the audit's objects; a YAML
-//! tag in a rule. Each measures the agent's peak memory (VmHWM) before and after, requires an
-//! answer within the webhook's timeout, and judges an ordinary request after it.
+//! tag in a rule; reviews that add a huge value, of which a message shows 64 characters. Each
+//! measures the agent's peak memory (VmHWM) before and after, requires an answer within the
+//! webhook's timeout, and judges an ordinary request after it.
 
 mod support;
 
@@ -244,4 +245,58 @@ fn the_audit_refuses_an_objects_file_that_aliases_too_much() {
     );
     // 80 MB written out; the process with its runtime stays far below it.
     assert!(peak < 64 * MIB, "{} MiB", peak / MIB);
+}
+
+/// A review that replaces `spec.template.spec` with `extra` added under
+/// `spec.template.spec.containers[0]` (denied by the default rule).
+fn adding_review(uid: &str, field: &str, value: Value) -> String {
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let mut new = old.clone();
+    new["spec"]["template"]["spec"]["containers"][0][field] = value;
+    review(uid, &old, &new).to_string()
+}
+
+/// reference §5 "Bounded answers": a value shown in a message is never built whole to be cut.
+/// A 7.9 MiB review adding a list of 4 million zeros added 300 MiB to the agent's peak, one
+/// adding a map of 600,000 entries 98 MiB; each is answered within the bound of 4× its body
+/// plus 1 MiB, the message showing the value's first 64 characters.
+#[test]
+fn a_huge_added_value_is_shown_without_being_built() {
+    let zeros = Value::Array(vec![json!(0); 4_000_000]);
+    let map: serde_json::Map<String, Value> = (0..600_000)
+        .map(|i| (format!("k{i:06}"), json!(0)))
+        .collect();
+    for (field, value, shown) in [
+        (
+            "command",
+            zeros,
+            "spec.template.spec.containers[0].command: <absent> → [0,0,0,0,",
+        ),
+        (
+            "nodeSelector",
+            Value::Object(map),
+            r#"spec.template.spec.containers[0].nodeSelector: <absent> → {"k000000":0,"k000001":0,"#,
+        ),
+    ] {
+        // A fresh agent for each, warmed by one ordinary request: the peak each one raises.
+        let agent = Agent::start(&[], false);
+        assert_still_judging(&agent);
+        let url = format!("{}/validate", agent.base);
+        let body = adding_review(field, field, value);
+        assert!(body.len() < 8 * 1024 * 1024, "{}", body.len());
+        let size = body.len();
+        let before = peak_rss(agent.pid());
+        let (status, text, took) = post_text(&url, body);
+        let after = peak_rss(agent.pid());
+        assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+        assert!(took < WEBHOOK_TIMEOUT, "{field} took {took:?}");
+        let answer: Value = serde_json::from_str(&text).expect("a review");
+        assert_eq!(answer["response"]["uid"], field);
+        assert_eq!(answer["response"]["allowed"], false);
+        let message = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(message.contains(shown), "{message}");
+        assert!(text.len() <= 64 * 1024);
+        assert_within_bound(field, before, after, size);
+        assert_still_judging(&agent);
+    }
 }

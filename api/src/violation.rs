@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use drift_engine::Audit;
 use drift_engine::audit::AuditedObject;
 use drift_engine::evaluation::JudgedChange;
+use drift_engine::json::LazyValue;
 use drift_engine::rule::{CompiledRule, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -147,8 +148,8 @@ impl<'a> Details<'a> {
                 .map(|c| {
                     let mut record = ChangeRecord::new(
                         c.path.as_str(),
-                        c.change.old_value(),
-                        c.change.new_value(),
+                        c.change.old.as_ref(),
+                        c.change.new.as_ref(),
                     );
                     if let Some(edit) = &c.edit {
                         record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
@@ -188,8 +189,8 @@ impl<'a> ChangeRecord<'a> {
     /// A change with both sides encoded as the record format says.
     pub fn new(
         path: impl Into<Cow<'a, str>>,
-        old: Option<Cow<'a, Value>>,
-        new: Option<Cow<'a, Value>>,
+        old: Option<&'a LazyValue<'_>>,
+        new: Option<&'a LazyValue<'_>>,
     ) -> Self {
         let (old, old_cut) = record_value(old);
         let (new, new_cut) = record_value(new);
@@ -204,25 +205,23 @@ impl<'a> ChangeRecord<'a> {
     }
 }
 
-/// A side of a change as a record holds it, and whether it was cut.
-fn record_value(value: Option<Cow<'_, Value>>) -> (Option<Cow<'_, Value>>, bool) {
+/// A side of a change as a record holds it, and whether it was cut. Only the first bytes of
+/// the encoding are written (reference §5: a value is never built whole to be cut); a value
+/// is read whole only when its encoding fits.
+fn record_value<'a>(value: Option<&'a LazyValue<'_>>) -> (Option<Cow<'a, Value>>, bool) {
     let Some(value) = value else {
         return (None, false);
     };
-    // Numbers and booleans are always short; anything else is measured by its encoding.
-    if matches!(*value, Value::Null | Value::Bool(_) | Value::Number(_)) {
-        return (Some(value), false);
-    }
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_CHANGE_VALUE_BYTES {
-        return (Some(value), false);
+    let encoded = value.encoded(MAX_CHANGE_VALUE_BYTES);
+    if encoded.complete {
+        return (Some(value.value()), false);
     }
     let ellipsis = '…';
     let mut end = MAX_CHANGE_VALUE_BYTES - ellipsis.len_utf8();
-    while !encoded.is_char_boundary(end) {
+    while !encoded.text.is_char_boundary(end) {
         end -= 1;
     }
-    let mut cut = encoded[..end].to_owned();
+    let mut cut = encoded.text[..end].to_owned();
     cut.push(ellipsis);
     (Some(Cow::Owned(Value::String(cut))), true)
 }
@@ -654,13 +653,9 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let mut record = admission();
-        let two = json!(2);
-        let five = json!(5);
-        record.details.changes = vec![ChangeRecord::new(
-            "spec.replicas",
-            Some(Cow::Borrowed(&two)),
-            Some(Cow::Borrowed(&five)),
-        )];
+        let two = LazyValue::from(json!(2));
+        let five = LazyValue::Text("5");
+        record.details.changes = vec![ChangeRecord::new("spec.replicas", Some(&two), Some(&five))];
         let line = String::from_utf8(record.encode().unwrap()).unwrap();
         let parsed = ViolationRecord::parse(&line).expect("parses");
         assert_eq!(parsed, record);
@@ -698,8 +693,8 @@ mod tests {
 
     #[test]
     fn large_values_are_cut_and_marked() {
-        let big = json!({"args": vec!["x".repeat(50); 20]});
-        let change = ChangeRecord::new("spec.args", Some(Cow::Borrowed(&big)), None);
+        let big = LazyValue::from(json!({"args": vec!["x".repeat(50); 20]}));
+        let change = ChangeRecord::new("spec.args", Some(&big), None);
         let Some(Cow::Owned(Value::String(cut))) = &change.old else {
             panic!("{change:?}");
         };
@@ -710,15 +705,17 @@ mod tests {
         );
         assert!(change.truncated);
         assert!(change.new.is_none());
-        let small = json!({"a": 1});
-        assert!(
-            !ChangeRecord::new(
-                "a",
-                Some(Cow::Borrowed(&small)),
-                Some(Cow::Borrowed(&small))
-            )
-            .truncated
-        );
+        let small = LazyValue::from(json!({"a": 1}));
+        assert!(!ChangeRecord::new("a", Some(&small), Some(&small)).truncated);
+        // Text is cut as its value would be, without reading it whole.
+        let text = format!("[{}]", vec!["0"; 100_000].join(", "));
+        let long = LazyValue::Text(&text);
+        let change = ChangeRecord::new("spec.args", None, Some(&long));
+        let Some(Cow::Owned(Value::String(cut))) = &change.new else {
+            panic!("{change:?}");
+        };
+        assert_eq!(cut.len(), MAX_CHANGE_VALUE_BYTES);
+        assert!(cut.starts_with("[0,0,0,") && cut.ends_with('…'), "{cut}");
     }
 
     #[test]
@@ -737,6 +734,16 @@ mod tests {
         assert!(query.follow);
         assert_eq!(query.source, Some(Source::Audit));
         assert_eq!(query.since, parse_rfc3339("2027-01-15T08:00:00Z"));
+        // The last second RFC 3339 writes, read and written back as it is.
+        let last = ViolationsQuery::parse(Some("since=9999-12-31T23:59:59Z")).unwrap();
+        let since = last.since.expect("since");
+        assert_eq!(format_rfc3339(since), "9999-12-31T23:59:59.000000Z");
+        assert!(
+            last.to_query_string()
+                .contains("since=9999-12-31T23%3A59%3A59.000000Z"),
+            "{}",
+            last.to_query_string()
+        );
         assert!(ViolationsQuery::parse(Some("follow")).unwrap().follow);
         assert!(!ViolationsQuery::parse(Some("follow=false")).unwrap().follow);
         let same_time = [

@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use crate::audit::{Audit, AuditComparison, AuditResult, AuditedObject, BypassFinding};
 use crate::baseline::LAST_APPLIED_ANNOTATION;
 use crate::bypass::{Bypass, BypassRefusal};
@@ -14,10 +12,11 @@ use crate::evaluation::{
     BadRequest, Comparison, Evaluation, ImperativeEdit, JudgedChange, NoMatch, Outcome, Settled,
     Step, Verdict, Violation,
 };
+use crate::json::LazyValue;
 use crate::review::{AdmissionResponse, ResponseStatus};
 use crate::rule::{CompiledRule, MODE_ANNOTATION};
 use crate::time::{format_rfc3339_seconds, human_duration};
-use crate::truncate::{truncate_bytes, truncate_chars};
+use crate::truncate::truncate_bytes;
 
 /// The fixed beginning of every violation message.
 pub const VIOLATION_PREFIX: &str = "Drift Sentinel: immutable fields changed: ";
@@ -195,14 +194,14 @@ impl JudgedChange<'_> {
     /// audit's text and the plugin show one change. Values are cut to
     /// [`MAX_VALUE_CHARS`] characters.
     pub fn text(&self) -> String {
-        let old = match self.change.old_value() {
+        let old = match &self.change.old {
             None if self.declared_unknown => "<unknown>".to_owned(),
-            old => display_value(old.as_deref()),
+            old => display_value(old.as_ref()),
         };
         let mut text = format!(
             "{}: {old} → {}",
             self.path,
-            display_value(self.change.new_value().as_deref())
+            display_value(self.change.new.as_ref())
         );
         if let Some(edit) = &self.edit {
             use std::fmt::Write as _;
@@ -375,11 +374,12 @@ impl Evaluation<'_> {
     }
 }
 
-/// A value for a message: compact JSON, `<absent>` for a missing side, cut to 64 characters.
-pub fn display_value(value: Option<&Value>) -> String {
+/// A value for a message: compact JSON, `<absent>` for a missing side, cut to 64 characters
+/// (never built whole to be cut: [`LazyValue::shown`]).
+pub fn display_value(value: Option<&LazyValue<'_>>) -> String {
     match value {
         None => "<absent>".to_owned(),
-        Some(value) => truncate_chars(&value.to_string(), MAX_VALUE_CHARS),
+        Some(value) => value.shown(MAX_VALUE_CHARS),
     }
 }
 

@@ -36,6 +36,22 @@ impl<'a> LazyValue<'a> {
         }
     }
 
+    /// The first `max` bytes of the value's compact JSON, written straight from the text or
+    /// the value: showing a value never builds it whole (reference §5).
+    pub fn encoded(&self, max: usize) -> super::Encoded {
+        match self {
+            LazyValue::Value(value) => super::value_prefix(value, max),
+            LazyValue::Text(text) => super::text_prefix(text, max),
+        }
+    }
+
+    /// The value's compact JSON cut to `max_chars` characters, the last being `…` when cut.
+    pub fn shown(&self, max_chars: usize) -> String {
+        // Enough bytes for one character more than shown, however wide the characters.
+        let encoded = self.encoded(max_chars.saturating_add(2).saturating_mul(4));
+        crate::truncate::truncate_chars(&encoded.text, max_chars)
+    }
+
     /// The same value, borrowing nothing.
     pub fn into_owned(self) -> LazyValue<'static> {
         LazyValue::Value(Cow::Owned(self.into_value().into_owned()))

@@ -14,6 +14,7 @@ mod lazy;
 mod number;
 mod raw;
 mod scan;
+mod shown;
 mod string;
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ pub use number::{numbers_eq, text_numbers_eq};
 pub(crate) use raw::is_whitespace_char;
 pub use raw::{RawDocument, RawItems, RawJson, RawMap};
 pub(crate) use scan::scan;
+pub use shown::{Encoded, text_prefix, value_prefix};
 
 /// The JSON type of a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

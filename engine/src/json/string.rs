@@ -116,7 +116,7 @@ fn is_short_escape(e: u8) -> bool {
 
 /// The character at `at` of `text` (a char boundary) and its length: an escape decoded, or
 /// the character itself.
-fn char_at(text: &str, at: usize) -> Option<(char, usize)> {
+pub(super) fn char_at(text: &str, at: usize) -> Option<(char, usize)> {
     let bytes = text.as_bytes();
     match *bytes.get(at)? {
         b'\\' => escape(&bytes[at..]),
@@ -254,7 +254,7 @@ fn char_start(bytes: &[u8], mut at: usize) -> usize {
 }
 
 /// Whether the content from `at` on (a char boundary) is text serde_json reads as a `String`.
-fn valid_from(inner: &str, mut at: usize) -> bool {
+pub(super) fn valid_from(inner: &str, mut at: usize) -> bool {
     let bytes = inner.as_bytes();
     loop {
         at = run_end(bytes, at);

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use drift_engine::json::LazyValue;
 use drift_engine::message::display_value;
 use drift_engine::review::AdmissionRequest;
 use drift_engine::rule::Mode;
@@ -192,17 +193,14 @@ fn changes_table(evaluation: &Evaluation<'_>, style: &Style) -> String {
             };
             (
                 c.path.clone(),
-                arrow(
-                    c.change.old_value().as_deref(),
-                    c.change.new_value().as_deref(),
-                ),
+                arrow(c.change.old.as_ref(), c.change.new.as_ref()),
                 status,
             )
         })
         .chain(excluded(evaluation).iter().map(|c| {
             (
                 c.path.to_string(),
-                arrow(c.old_value().as_deref(), c.new_value().as_deref()),
+                arrow(c.old.as_ref(), c.new.as_ref()),
                 style.yellow("excluded"),
             )
         }))
@@ -242,8 +240,8 @@ fn changes_table(evaluation: &Evaluation<'_>, style: &Style) -> String {
     out
 }
 
-fn arrow(old: Option<&Value>, new: Option<&Value>) -> String {
-    let cut = |v: Option<&Value>| {
+fn arrow(old: Option<&LazyValue<'_>>, new: Option<&LazyValue<'_>>) -> String {
+    let cut = |v: Option<&LazyValue<'_>>| {
         let text = display_value(v);
         truncate_chars(&text, 40)
     };
