@@ -162,3 +162,24 @@ fn deep_rule_yaml_is_refused_at_once() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
+
+/// review (issue 40's seeds): numbers beyond a double (`1e9223372036854775807` →
+/// `1e9223372036854775808`, an exponent of 3,000 digits) are compared exactly by the agent's raw
+/// parse, which denies the change; the whole parse's documents cannot hold them (it answers
+/// "number out of range"), so the bounds check compares the two parses only where documents
+/// reach, as it does past 128 levels.
+#[test]
+fn numbers_beyond_a_double_are_judged_exactly() {
+    let body = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/seeds/review/huge-exponents.json"
+    ))
+    .unwrap();
+    check(&body);
+    let raw = drift_engine::review::parse_review_raw(&body).expect("a review");
+    let answers = admission_bounds::answers(&admission_bounds::rules(), raw);
+    let message = answers[0]["response"]["status"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("spec.replicas"), "{message}");
+}

@@ -155,7 +155,10 @@ pub fn check_body(rules: &RuleSet, body: &[u8]) {
     // The whole parse builds serde_json documents, which stop at 128 levels (on purpose: a
     // document is dropped recursively); the agent's raw parse decides up to 10,000 levels
     // (reference §5). Deeper than the documents go, only the agent's answers are checked.
-    if matches!(&parsed.request, Err(reason) if reason.contains("recursion limit exceeded")) {
+    // Nor do they hold a number beyond a double (`1e9223372036854775808`): the whole parse
+    // refuses it, the agent compares it as text, exactly (reference §4).
+    if matches!(&parsed.request, Err(reason) if reason.contains("recursion limit exceeded") || reason.contains("number out of range"))
+    {
         answers(rules, raw);
         return;
     }
@@ -184,7 +187,7 @@ fn without_position(review: &Value) -> Value {
 }
 
 /// The encoded answers to a parsed review, one per [`Detail`], each checked against the bounds.
-fn answers<O: Document>(rules: &RuleSet, parsed: ParsedReview<O>) -> Vec<Value> {
+pub fn answers<O: Document>(rules: &RuleSet, parsed: ParsedReview<O>) -> Vec<Value> {
     let request = match parsed.request {
         Err(reason) => {
             let review =
