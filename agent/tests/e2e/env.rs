@@ -320,6 +320,15 @@ pub fn base64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
+/// The text of base64 `encoded` (a Secret's data); panics when it is not base64 of UTF-8.
+pub fn base64_decode(encoded: &str) -> String {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(bytes).expect("UTF-8")
+}
+
 /// The shared environment, started by the first test that asks for it and stopped by
 /// [`teardown`] when the run ends.
 static SHARED: Mutex<Option<Arc<Env>>> = Mutex::new(None);

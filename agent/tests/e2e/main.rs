@@ -1,11 +1,13 @@
 //! End-to-end tests against a real Kubernetes control plane (etcd, kube-apiserver,
 //! kube-controller-manager v1.37, built by `.ci/build-cluster`): the agent registered as a real
-//! admission webhook, driven through the real kubectl and helm. `bash .ci/e2e` runs it (it
-//! builds what the suite needs first); one test: `bash .ci/e2e webhook::scale` (a substring of
-//! the test name, as for any cargo test). See docs/testing.md.
+//! admission webhook, driven through the real kubectl and helm; then the installed suite
+//! (`installed`): the chart's pods on a real node. `bash .ci/e2e` runs it (it builds what the
+//! suite needs first); one test: `bash .ci/e2e webhook::scale` (a substring of the test name, as
+//! for any cargo test). See docs/testing.md.
 //!
-//! A custom harness (libtest-mimic) so that the shared environment is stopped — every process,
-//! every temporary directory — when the run ends, also after a failed test.
+//! A custom harness (libtest-mimic) so that the shared environments are stopped — every
+//! process, every temporary directory, the node's changes to the host — when their tests end,
+//! also after a failed test.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -16,6 +18,7 @@ mod chart;
 mod controllers;
 mod env;
 mod faults;
+mod installed;
 mod last_good;
 mod memory;
 mod plugin;
@@ -25,7 +28,7 @@ mod trust;
 mod webhook;
 mod zeros;
 
-/// A trial named `module::function`, from a function that panics on failure.
+/// A trial named `module::function` (see [`trial_name`]), from a function that panics on failure.
 #[macro_export]
 macro_rules! trial {
     ($test:path) => {
@@ -39,8 +42,10 @@ macro_rules! trial {
     };
 }
 
+/// `module::function`, the module's path without the crate's name (`webhook::scale`,
+/// `installed::webhook::…`).
 pub fn trial_name(module: &str, function: &str) -> String {
-    let module = module.split("::").last().unwrap_or(module);
+    let module = module.split_once("::").map_or(module, |(_, path)| path);
     format!("{module}::{function}")
 }
 
@@ -66,5 +71,21 @@ fn main() {
     tests.extend(zeros::tests());
     let conclusion = libtest_mimic::run(&args, tests);
     env::teardown();
-    conclusion.exit();
+
+    // The installed suite, one test at a time, once the agent beside the API server is gone.
+    let installed_args = libtest_mimic::Arguments {
+        test_threads: Some(1),
+        ..args
+    };
+    let installed = libtest_mimic::run(&installed_args, installed::tests());
+    let host_changed = installed::teardown();
+    if !host_changed.is_empty() {
+        eprintln!(
+            "the test node left the host changed:\n  {}",
+            host_changed.join("\n  ")
+        );
+    }
+    if conclusion.has_failed() || installed.has_failed() || !host_changed.is_empty() {
+        std::process::exit(101);
+    }
 }
