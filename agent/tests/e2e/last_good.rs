@@ -192,9 +192,10 @@ fn a_tenants_large_rules_never_crowd_out_the_cluster_rules() {
     });
     let tenant = env.namespace("e2e-tenant", &[]);
     let before = drift_testkit::peak_rss(env.agent.pid());
-    // 250 + 300 + 350 + 400 KB of valid namespace rules: 1.3 MB, past what one ConfigMap holds.
-    // `create`, not `apply`: a last-applied annotation of that size is refused.
-    let sizes = [250_000, 300_000, 350_000, 400_000];
+    // 20 valid namespace rules of 50 to 59.5 KB, each under the 64 KiB a rule may have: 1.1 MB,
+    // past what one ConfigMap holds. `create`, not `apply`: a last-applied annotation of that
+    // size is refused.
+    let sizes: Vec<usize> = (0..20).map(|n| 50_000 + 500 * n).collect();
     for (n, bytes) in sizes.iter().enumerate() {
         let output = env.kubectl_stdin(
             &["create", "-f", "-"],
@@ -206,27 +207,36 @@ fn a_tenants_large_rules_never_crowd_out_the_cluster_rules() {
     wait_for("the cluster rule kept", Duration::from_secs(30), || {
         kept_version(&env, "e2e-cluster").is_some()
     });
+    // The cluster rule came last: once it is kept, every tenant rule has been weighed.
     let store = env
         .get(&["configmap", LAST_GOOD, "-n", AGENT_NAMESPACE])
         .expect("the store");
     let data = store["data"].as_object().cloned().unwrap_or_default();
-    let kept: Vec<&String> = data.keys().collect();
+    let is_kept = |n: usize| data.contains_key(&format!("e2e-tenant_large-{n}"));
     // The cluster rules, and of the tenant's the smallest, within half the store.
-    assert!(
-        kept.iter().any(|k| k.as_str() == "e2e-tenant_large-0"),
-        "{kept:?}"
-    );
-    for n in 1..sizes.len() {
-        let key = format!("e2e-tenant_large-{n}");
-        assert!(!kept.iter().any(|k| **k == key), "{key} kept: {kept:?}");
+    let kept = (0..sizes.len()).take_while(|n| is_kept(*n)).count();
+    assert!(kept > 0, "no tenant rule kept: {:?}", data.keys());
+    assert!(kept < sizes.len(), "every tenant rule kept");
+    for n in kept..sizes.len() {
+        assert!(!is_kept(n), "large-{n} kept past a smaller one left out");
     }
+    let tenant_bytes: usize = data
+        .iter()
+        .filter(|(k, _)| k.starts_with("e2e-tenant_"))
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    assert!(
+        tenant_bytes <= 512_000,
+        "the tenant's rules hold {tenant_bytes} bytes, more than half the store"
+    );
     let size: usize = data
         .iter()
         .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
         .sum();
     assert!(size < 1024 * 1024, "the store holds {size} bytes");
+    let left_out = sizes.len() - kept;
     // Each rule left out is told, on its ConfigMap, once.
-    for n in 1..sizes.len() {
+    for n in kept..sizes.len() {
         let name = format!("large-{n}");
         wait_for("the LastGoodNotKept event", Duration::from_secs(30), || {
             events(&env, &tenant, "LastGoodNotKept", &name)
@@ -242,7 +252,7 @@ fn a_tenants_large_rules_never_crowd_out_the_cluster_rules() {
     }
     assert_eq!(
         env.metric_sum("drift_sentinel_last_good_not_kept"),
-        (sizes.len() - 1) as f64
+        left_out as f64
     );
     // Nothing was refused, nothing is retried.
     assert_eq!(
@@ -260,10 +270,10 @@ fn a_tenants_large_rules_never_crowd_out_the_cluster_rules() {
         .iter()
         .filter(|l| l.contains("is not kept in ConfigMap"))
         .count();
-    assert_eq!(warned, sizes.len() - 1, "{logs:#?}");
+    assert_eq!(warned, left_out, "{logs:#?}");
     let rise = drift_testkit::peak_rss(env.agent.pid()).saturating_sub(before);
     eprintln!(
-        "1.3 MB of tenant rules: the agent's peak memory +{} KiB",
+        "1.1 MB of tenant rules: the agent's peak memory +{} KiB",
         rise / 1024
     );
 
