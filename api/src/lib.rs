@@ -6,12 +6,15 @@
 //! - [`violation`]: the violation record of both sources (reference §7), as the agent writes it to
 //!   disk and streams it on `/violations`, and that query;
 //! - [`status`]: the admin `/status` document;
-//! - [`shapes`]: the shapes of the built-in kinds, for the rule linter.
+//! - [`shapes`]: the shapes of the built-in kinds, for the rule linter;
+//! - [`events`]: Drift Sentinel's Events, the edit records they carry and the audit's memory of
+//!   who made drifted fields' values (reference §6 "Events", §8 "Who and why").
 //!
 //! The agent serialises these types and the plugin deserialises the same ones; round-trip tests
 //! pin them.
 
 pub mod connection;
+pub mod events;
 pub mod shapes;
 pub mod status;
 pub mod violation;

@@ -8,6 +8,7 @@
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
 
 pub mod apply;
+pub mod attribution;
 pub mod audit;
 mod baseline;
 pub mod bypass;
@@ -17,7 +18,7 @@ pub mod evaluation;
 pub mod glob;
 pub mod json;
 pub mod lint;
-mod managed;
+pub mod managed;
 pub mod manifests;
 pub mod message;
 pub mod nesting;
@@ -27,6 +28,7 @@ pub mod review;
 pub mod rule;
 pub mod time;
 pub mod truncate;
+pub mod webhook_scope;
 
 pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};

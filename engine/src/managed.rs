@@ -12,6 +12,7 @@
 use serde_json::{Map, Value};
 
 use crate::diff::{field, value_eq};
+use crate::json::Node;
 use crate::path::{FieldPath, PathSegment};
 
 /// A field of the live object owned by an imperative edit.
@@ -35,6 +36,34 @@ pub fn imperative_fields<'v, S: AsRef<str>>(
     object: &'v Value,
     managers: &[S],
 ) -> Vec<OwnedField<'v>> {
+    fields_where(object, |manager, update| {
+        update && managers.iter().any(|m| m.as_ref() == manager)
+    })
+}
+
+/// The fields of `object` every managedFields entry owns (any manager, `Update` or `Apply`),
+/// as [`imperative_fields`] finds them: where the audit looks up who owns a drifted field now
+/// (reference §8 "Who and why").
+pub fn owned_fields(object: &Value) -> Vec<OwnedField<'_>> {
+    fields_where(object, |_, _| true)
+}
+
+/// The entry that wrote `path` last among `owned`: the latest by `time` of those owning the
+/// path, a part of it or a whole it is part of (an entry without a time counts as oldest).
+pub fn owner_of<'o, 'v>(
+    owned: &'o [OwnedField<'v>],
+    path: &[PathSegment],
+) -> Option<&'o OwnedField<'v>> {
+    owned
+        .iter()
+        .filter(|f| {
+            let owned_path = f.path.segments();
+            owned_path.starts_with(path) || path.starts_with(owned_path)
+        })
+        .max_by(|a, b| a.time.cmp(&b.time))
+}
+
+fn fields_where<'v>(object: &'v Value, keep: impl Fn(&str, bool) -> bool) -> Vec<OwnedField<'v>> {
     let mut out = Vec::new();
     let Some(entries) = field(object, "metadata")
         .and_then(|m| field(m, "managedFields"))
@@ -50,7 +79,7 @@ pub fn imperative_fields<'v, S: AsRef<str>>(
         let fields_v1 = field(entry, "fieldsType")
             .and_then(Value::as_str)
             .is_none_or(|t| t == "FieldsV1");
-        if !is_update || !fields_v1 || !managers.iter().any(|m| m.as_ref() == manager) {
+        if !fields_v1 || !keep(manager, is_update) {
             continue;
         }
         let Some(set) = field(entry, "fieldsV1").and_then(Value::as_object) else {
@@ -70,6 +99,63 @@ pub fn imperative_fields<'v, S: AsRef<str>>(
     }
     out
 }
+
+/// The managedFields entry an UPDATE wrote, as the API server shows it to admission webhooks:
+/// the object's `managedFields` are brought up to date before validating admission, so the
+/// entry (manager, operation, subresource) that the new object has and the old one has not,
+/// or has with another `time`, is the request's. The latest by `time` when several are (a
+/// mutating webhook's `admission` entry besides the request's). This is the key that joins the
+/// webhook's record of an edit with the field's owner the audit finds later.
+pub fn request_entry<'v, N: Node<'v>>(old: N, new: N) -> Option<EntryStamp> {
+    let entries = |object: N| {
+        object
+            .get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .and_then(Node::items)
+            .into_iter()
+            .flatten()
+            .take(MAX_ENTRIES)
+            .filter_map(EntryStamp::of)
+    };
+    let before: Vec<EntryStamp> = entries(old).collect();
+    entries(new)
+        .filter(|entry| !before.contains(entry))
+        .max_by(|a, b| a.time.cmp(&b.time))
+}
+
+/// Most managedFields entries read from one object for [`request_entry`] (the API server
+/// keeps one per manager, operation and subresource: a handful).
+const MAX_ENTRIES: usize = 256;
+
+/// One managedFields entry without its field set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryStamp {
+    pub manager: String,
+    pub operation: String,
+    pub subresource: String,
+    pub time: Option<String>,
+}
+
+impl EntryStamp {
+    fn of<'v, N: Node<'v>>(entry: N) -> Option<Self> {
+        let text = |key: &str| {
+            entry
+                .get(key)
+                .and_then(Node::as_str)
+                .map(|t| crate::truncate::truncate_bytes(&t, MAX_STAMP_BYTES))
+        };
+        Some(Self {
+            manager: text("manager")?,
+            operation: text("operation").unwrap_or_default(),
+            subresource: text("subresource").unwrap_or_default(),
+            time: text("time"),
+        })
+    }
+}
+
+/// Longest manager, operation, subresource or time kept from an entry (the API server takes a
+/// manager of at most 128 characters).
+const MAX_STAMP_BYTES: usize = 256;
 
 /// Who last wrote the annotation `key` of `object`, by any operation: the managedFields entry
 /// that owns `metadata.annotations[key]` (the latest by `time` when several share it). How the
@@ -274,5 +360,78 @@ mod tests {
             .is_empty()
         );
         assert!(paths(&json!("scalar"), &["kubectl-edit"]).is_empty());
+    }
+
+    #[test]
+    fn the_entry_a_request_wrote_is_the_one_it_changed() {
+        let entry = |manager: &str, operation: &str, time: &str| json!({"manager": manager, "operation": operation, "time": time, "fieldsV1": {}});
+        let with = |entries: Vec<Value>| json!({"metadata": {"managedFields": entries}});
+        let old = with(vec![
+            entry(
+                "kubectl-client-side-apply",
+                "Update",
+                "2026-01-01T00:00:00Z",
+            ),
+            entry("kubectl-edit", "Update", "2026-01-02T00:00:00Z"),
+        ]);
+        let stamp = |new: &Value| request_entry(&old, new).map(|e| (e.manager, e.time));
+        // An entry whose time moved.
+        let edited = with(vec![
+            entry(
+                "kubectl-client-side-apply",
+                "Update",
+                "2026-01-01T00:00:00Z",
+            ),
+            entry("kubectl-edit", "Update", "2026-01-03T00:00:00Z"),
+        ]);
+        assert_eq!(
+            stamp(&edited),
+            Some(("kubectl-edit".into(), Some("2026-01-03T00:00:00Z".into())))
+        );
+        // A new entry; the latest of two new ones.
+        let patched = with(vec![
+            entry(
+                "kubectl-client-side-apply",
+                "Update",
+                "2026-01-01T00:00:00Z",
+            ),
+            entry("kubectl-edit", "Update", "2026-01-02T00:00:00Z"),
+            entry("kubectl-patch", "Update", "2026-01-04T00:00:00Z"),
+            entry("before-admission", "Update", "2026-01-03T00:00:00Z"),
+        ]);
+        assert_eq!(
+            stamp(&patched),
+            Some(("kubectl-patch".into(), Some("2026-01-04T00:00:00Z".into())))
+        );
+        // Nothing changed, or no managedFields at all.
+        assert_eq!(stamp(&old), None);
+        assert_eq!(stamp(&json!({"metadata": {}})), None);
+        // The owner of a path: the latest entry that owns it, a part of it or a whole around it.
+        let o = object(json!([
+            {"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+             "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+                 "k:{\"name\":\"app\"}": {".": {}, "f:image": {}}}}}}}},
+            {"manager": "kubectl-set", "operation": "Update", "time": "2026-01-02T00:00:00Z",
+             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                 "k:{\"name\":\"app\"}": {"f:image": {}}}}}}}},
+        ]));
+        let owned = owned_fields(&o);
+        let owner = |path: &str| {
+            owner_of(
+                &owned,
+                crate::path::FieldPath::parse(path).unwrap().segments(),
+            )
+            .map(|f| f.manager)
+        };
+        assert_eq!(
+            owner("spec.template.spec.containers[0].image"),
+            Some("kubectl-set")
+        );
+        assert_eq!(
+            owner("spec.template.spec.containers[0]"),
+            Some("kubectl-set")
+        );
+        assert_eq!(owner("spec.replicas"), Some("kubectl-client-side-apply"));
+        assert_eq!(owner("spec.paused"), None);
     }
 }

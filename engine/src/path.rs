@@ -89,6 +89,24 @@ impl FieldPath {
         child
     }
 
+    /// Reads a rendered path back (`spec.template.spec.containers[0].image`, `metadata.annotations['a/b']`):
+    /// `None` for text that is not one concrete path as rendered (a wildcard, `<root>`, a parse
+    /// error, another spelling of a path such as `['spec'].replicas`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let pattern = PathPattern::parse(text).ok()?;
+        let segments = pattern
+            .segments()
+            .iter()
+            .map(|segment| match segment {
+                PatternSegment::Key(key) => Some(PathSegment::Key(key.clone())),
+                PatternSegment::Index(index) => Some(PathSegment::Index(*index)),
+                PatternSegment::AnyKey | PatternSegment::AnyIndex => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let path = Self { segments };
+        (path.to_string() == text).then_some(path)
+    }
+
     /// The path with every list index written `[*]`, so that metric labels stay bounded.
     pub fn to_wildcard_string(&self) -> String {
         let mut out = String::new();

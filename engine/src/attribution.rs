@@ -1,0 +1,563 @@
+//! Who made a drifted field's live value, and why the webhook let that edit through (reference §8
+//! "Who and why"). The webhook records each edit it lets through with a finding — warned, in a
+//! dry-run, under a bypass, from an exempt user, in mode `off` — as an [`EditRecord`] (carried by
+//! its Event on the object, reference §6 "Events"); the audit joins a drifted field with those
+//! records by the object's uid, the field's path and its live value (a fingerprint of it) and
+//! the managedFields entry that owns the field now. Pure: the records, what an earlier run
+//! remembered, the webhook configuration's verdict ([`crate::webhook_scope`]) and since when the
+//! records have been read are passed in.
+//!
+//! A user is named only from a record of the edit that made the live value. Anything else says
+//! why the user is not known ([`Why::NotSeen`], [`Why::OutsideWebhook`], [`Why::Unknown`]): the
+//! join never guesses.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::json::{Node, Shape};
+use crate::managed::OwnedField;
+use crate::path::{FieldPath, PathSegment};
+use crate::webhook_scope::Interception;
+
+/// The version of the [`EditRecord`] encoding; a record of another version is not read.
+pub const RECORD_VERSION: u32 = 1;
+/// A user name longer than this is cut (`…(cut from N bytes)`): the API server takes user names
+/// of any length from its authenticators; Events and reports take bounded ones.
+pub const MAX_USER_BYTES: usize = 256;
+/// Fields recorded per edit (the first uncovered ones in byte order, with the count of all).
+pub const MAX_RECORDED_FIELDS: usize = 20;
+/// Edits kept per record (the latest; an older one whose fields a later one all covers goes first).
+pub const MAX_RECORDED_EDITS: usize = 8;
+/// A recorded path longer than this is left out (counted): real field paths are far shorter.
+pub const MAX_PATH_BYTES: usize = 512;
+/// A value whose canonical form is longer than this gets no fingerprint; its edit is then joined
+/// by its managedFields entry alone.
+pub const MAX_FINGERPRINTED_BYTES: usize = 64 * 1024;
+/// An edit newer than this at the time the records were last read may not have its record
+/// written yet (the webhook writes Events a few seconds after its answer): not "not seen".
+pub const RECORD_GRACE: Duration = Duration::from_secs(30);
+
+/// Why an edit got past the webhook: what the webhook recorded when it judged it, or, without
+/// such a record, what the audit can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Why {
+    /// The effective mode was `warn`: allowed, with a warning to whoever made it.
+    WarnMode,
+    /// The effective mode was `dry-run`: allowed, recorded as "would deny".
+    DryRunMode,
+    /// The rule's bypass annotation was honoured: until `end` (RFC 3339), or without an end;
+    /// `setBy` is the user who set it, when known.
+    Bypass {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<String>,
+        #[serde(default, rename = "setBy", skip_serializing_if = "Option::is_none")]
+        set_by: Option<String>,
+    },
+    /// The user matched the rule's `exemptUsers`.
+    ExemptUser,
+    /// The rule's `users` did not list the user.
+    UserNotInScope,
+    /// The effective mode was `off`.
+    ModeOff,
+    /// The webhook configuration does not send this object's UPDATEs to the webhook (now).
+    OutsideWebhook { detail: String },
+    /// No record of the edit: the webhook did not see it (it was down and its failure policy let
+    /// the edit through, or the edit came before the rule or the webhook).
+    NotSeen,
+    /// Nothing can be said, and why.
+    Unknown { detail: String },
+}
+
+impl Why {
+    /// Whether the webhook records this why (the others are the audit's own conclusions).
+    pub fn is_recorded(&self) -> bool {
+        !matches!(
+            self,
+            Why::OutsideWebhook { .. } | Why::NotSeen | Why::Unknown { .. }
+        )
+    }
+
+    /// One word for documents and metrics: `warn-mode`, `bypass`, `not-seen` …
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Why::WarnMode => "warn-mode",
+            Why::DryRunMode => "dry-run-mode",
+            Why::Bypass { .. } => "bypass",
+            Why::ExemptUser => "exempt-user",
+            Why::UserNotInScope => "user-not-in-scope",
+            Why::ModeOff => "mode-off",
+            Why::OutsideWebhook { .. } => "outside-webhook",
+            Why::NotSeen => "not-seen",
+            Why::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::WarnMode => f.write_str("warn mode"),
+            Why::DryRunMode => f.write_str("dry-run mode"),
+            Why::Bypass { end, set_by } => {
+                match end {
+                    Some(end) => write!(f, "bypass until {end}")?,
+                    None => f.write_str("bypass without an end")?,
+                }
+                match set_by {
+                    Some(user) => write!(f, ", set by {user}"),
+                    None => Ok(()),
+                }
+            }
+            Why::ExemptUser => f.write_str("exempt user"),
+            Why::UserNotInScope => f.write_str("user not in the rule's users"),
+            Why::ModeOff => f.write_str("mode off"),
+            Why::OutsideWebhook { detail } => {
+                write!(f, "outside what the webhook intercepts: {detail}")
+            }
+            Why::NotSeen => f.write_str("the webhook did not see this edit"),
+            Why::Unknown { detail } => f.write_str(detail),
+        }
+    }
+}
+
+/// Who made a drifted field's live value and why it got through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attribution {
+    /// The user of the edit, from the webhook's record of it; absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    pub why: Why,
+    /// The rule the webhook judged the edit under (`namespace/name`), from its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// When the webhook judged the edit (RFC 3339), from its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
+}
+
+impl Attribution {
+    fn unknown(why: Why) -> Self {
+        Self {
+            user: None,
+            why,
+            rule: None,
+            seen: None,
+        }
+    }
+}
+
+/// `user alice, warn mode`, or `user unknown: the webhook did not see this edit`.
+impl fmt::Display for Attribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.user {
+            Some(user) => write!(f, "user {user}, {}", self.why),
+            None => write!(f, "user unknown: {}", self.why),
+        }
+    }
+}
+
+/// The webhook's record of one user's edits of one object under one finding (an Event's
+/// `drift-sentinel.k8s.io/edits` annotation): what the audit joins drifted fields with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditRecord {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
+    /// The edited object's `metadata.uid`.
+    pub uid: String,
+    /// The requesting user, cut to [`MAX_USER_BYTES`].
+    pub user: String,
+    pub why: Why,
+    /// The rule that judged the edits (`namespace/name`).
+    pub rule: String,
+    /// The latest edits, oldest first, at most [`MAX_RECORDED_EDITS`].
+    pub edits: Vec<RecordedEdit>,
+    /// Older edits left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+/// One edit the webhook judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedEdit {
+    /// When the webhook judged it (RFC 3339, microseconds, UTC).
+    pub seen: String,
+    /// The managedFields entry the edit wrote ([`crate::managed::request_entry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The changed fields the rule does not allow, with their new values' fingerprints; empty
+    /// when the edit was not compared (a bypass, an exempt user, mode `off`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<RecordedField>,
+    /// Changed fields left out of `fields`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fields_omitted: u32,
+}
+
+/// A field an edit changed, and what it changed it to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedField {
+    /// The rendered path (reference §4).
+    pub path: String,
+    /// [`fingerprint`] of the new value; absent when it was too long to take one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl EditRecord {
+    /// Adds `edit` as the latest, keeping at most [`MAX_RECORDED_EDITS`]: an older edit whose
+    /// every field a later one also changed goes first (it no longer made any live value), then
+    /// the oldest.
+    pub fn push(&mut self, edit: RecordedEdit) {
+        self.edits.push(edit);
+        while self.edits.len() > MAX_RECORDED_EDITS {
+            let superseded = (0..self.edits.len() - 1).find(|&i| {
+                let older = &self.edits[i];
+                !older.fields.is_empty()
+                    && older.fields.iter().all(|field| {
+                        self.edits[i + 1..]
+                            .iter()
+                            .any(|later| later.fields.iter().any(|f| f.path == field.path))
+                    })
+            });
+            self.edits.remove(superseded.unwrap_or(0));
+            self.omitted = self.omitted.saturating_add(1);
+        }
+    }
+
+    /// Whether this record can be read as written: the version this code writes, a why the
+    /// webhook records, and the bounds it keeps.
+    pub fn is_valid(&self) -> bool {
+        self.v == RECORD_VERSION
+            && self.why.is_recorded()
+            && self.user.len() <= MAX_USER_BYTES + 32
+            && self.edits.len() <= MAX_RECORDED_EDITS
+            && self
+                .edits
+                .iter()
+                .all(|e| e.fields.len() <= MAX_RECORDED_FIELDS)
+    }
+}
+
+/// `user` as records and reports keep it: whole up to [`MAX_USER_BYTES`], otherwise its first
+/// bytes (on a character boundary) and `…(cut from N bytes)`.
+pub fn bounded_user(user: &str) -> String {
+    if user.len() <= MAX_USER_BYTES {
+        return user.to_owned();
+    }
+    let marker = format!("…(cut from {} bytes)", user.len());
+    let mut end = MAX_USER_BYTES.saturating_sub(marker.len());
+    while !user.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{marker}", &user[..end])
+}
+
+/// A fingerprint of a JSON value, the same for a parsed document and the text of a review:
+/// `sha256:` and the first 32 hex digits of the SHA-256 of its canonical form (object keys in
+/// byte order, numbers as read). `Some("absent")` for no value; `None` when the canonical form
+/// is longer than [`MAX_FINGERPRINTED_BYTES`].
+pub fn fingerprint<'v, N: Node<'v>>(value: Option<N>) -> Option<String> {
+    let Some(value) = value.filter(|v| !v.is_absent()) else {
+        return Some(ABSENT.to_owned());
+    };
+    let mut canonical = Canonical {
+        hasher: sha2::Sha256::new(),
+        written: 0,
+    };
+    canonical.value(value).ok()?;
+    let digest = canonical.hasher.finalize();
+    let mut text = String::with_capacity(7 + 32);
+    text.push_str("sha256:");
+    for byte in &digest[..16] {
+        use fmt::Write as _;
+        let _ = write!(text, "{byte:02x}");
+    }
+    Some(text)
+}
+
+/// The fingerprint of no value.
+pub const ABSENT: &str = "absent";
+
+struct TooLong;
+
+/// The canonical form of a value, written into a hash with a byte budget.
+struct Canonical {
+    hasher: sha2::Sha256,
+    written: usize,
+}
+
+impl Canonical {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), TooLong> {
+        self.written += bytes.len();
+        if self.written > MAX_FINGERPRINTED_BYTES {
+            return Err(TooLong);
+        }
+        self.hasher.update(bytes);
+        Ok(())
+    }
+
+    fn string(&mut self, text: &str) -> Result<(), TooLong> {
+        self.write(format!("s{}:", text.len()).as_bytes())?;
+        self.write(text.as_bytes())
+    }
+
+    fn value<'v, N: Node<'v>>(&mut self, value: N) -> Result<(), TooLong> {
+        crate::nesting::guarded(|| match value.shape() {
+            Shape::Null => self.write(b"n"),
+            Shape::Bool => self.write(if value.as_bool() == Some(true) {
+                b"t"
+            } else {
+                b"f"
+            }),
+            Shape::Number => {
+                let number = match value.to_value().as_ref() {
+                    Value::Number(n) => n.to_string(),
+                    _ => String::new(),
+                };
+                self.write(format!("#{number};").as_bytes())
+            }
+            Shape::String => self.string(&value.as_str().unwrap_or_default()),
+            Shape::Array => {
+                self.write(b"[")?;
+                for item in value.items().into_iter().flatten() {
+                    self.value(item)?;
+                }
+                self.write(b"]")
+            }
+            Shape::Object => {
+                use crate::json::MapView as _;
+                self.write(b"{")?;
+                let Some(map) = value.as_map() else {
+                    return self.write(b"}");
+                };
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                for (key, item) in entries {
+                    self.string(&key)?;
+                    self.value(item)?;
+                }
+                self.write(b"}")
+            }
+        })
+    }
+}
+
+/// The value at `path` in a document, if there is one.
+pub fn value_at<'v, N: Node<'v>>(object: N, path: &[PathSegment]) -> Option<N> {
+    path.iter()
+        .try_fold(object, |value, segment| match segment {
+            PathSegment::Key(key) => value.get(key),
+            PathSegment::Index(index) => value.items()?.nth(*index),
+        })
+}
+
+/// What an earlier audit run attributed to a field, kept after the Events it came from expire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remembered {
+    pub path: String,
+    /// [`fingerprint`] of the live value it was attributed with: a later value is another edit.
+    pub value: String,
+    pub attribution: Attribution,
+}
+
+/// Since when the webhook's records have been read without a gap, and when last: an edit made
+/// in between whose record is not found was not seen by the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coverage {
+    pub since: SystemTime,
+    pub read_at: SystemTime,
+}
+
+/// What the audit knows of an object besides the object: the webhook's records of it, what
+/// earlier runs attributed, whether the webhook is sent its UPDATEs, and since when records
+/// have been read (`None`: they could not be read, or the webhook writes none).
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    pub records: &'a [EditRecord],
+    pub remembered: &'a [Remembered],
+    pub interception: &'a Interception,
+    pub coverage: Option<Coverage>,
+}
+
+/// An attribution and the fingerprint of the live value it is about (what [`Remembered`] keeps).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attributed {
+    pub attribution: Attribution,
+    pub value: Option<String>,
+}
+
+impl Attributed {
+    /// What a later run may reuse: attributions taken from a record, with the value they are
+    /// about; the audit's own conclusions are drawn again each run.
+    pub fn remember(&self, path: &FieldPath) -> Option<Remembered> {
+        if !self.attribution.why.is_recorded() {
+            return None;
+        }
+        Some(Remembered {
+            path: path.to_string(),
+            value: self.value.clone()?,
+            attribution: self.attribution.clone(),
+        })
+    }
+}
+
+/// Who made the live value at `path` of `object` and why it got through. `owned`: the object's
+/// managedFields ([`crate::managed::owned_fields`]).
+///
+/// 1. The records of the object whose edits changed the field (the path, a part of it or a whole
+///    it is part of): the latest decides. When its recorded values are the live ones, it made
+///    them: its user and why. When they are not, a later edit the webhook has no record of made
+///    them: not seen. A record without fields (a bypassed, exempt or `off` edit) counts only when
+///    its managedFields entry is exactly the one that owns the field now, and only when no record
+///    with fields explains the value.
+/// 2. Without such a record: what an earlier run attributed to the same live value.
+/// 3. Otherwise the user is not known, and why: outside what the webhook intercepts, not seen
+///    (an edit made while the records have been read, its time known), or unknown.
+pub fn attribute(
+    object: &Value,
+    path: &FieldPath,
+    owned: &[OwnedField<'_>],
+    evidence: &Evidence<'_>,
+) -> Attributed {
+    let owner = crate::managed::owner_of(owned, path.segments());
+    let value = fingerprint(value_at(object, path.segments()));
+    let attributed = |attribution| Attributed {
+        attribution,
+        value: value.clone(),
+    };
+    if let Some(found) = from_records(object, path, owner, evidence.records) {
+        return attributed(found);
+    }
+    let text = path.to_string();
+    if let Some(remembered) = evidence
+        .remembered
+        .iter()
+        .find(|r| r.path == text && value.as_deref() == Some(r.value.as_str()))
+    {
+        return attributed(remembered.attribution.clone());
+    }
+    attributed(Attribution::unknown(unrecorded(owner, evidence)))
+}
+
+/// Step 1 of [`attribute`].
+fn from_records(
+    object: &Value,
+    path: &FieldPath,
+    owner: Option<&OwnedField<'_>>,
+    records: &[EditRecord],
+) -> Option<Attribution> {
+    let segments = path.segments();
+    let mut latest: Option<(&EditRecord, &RecordedEdit, bool)> = None;
+    let mut stamped: Option<(&EditRecord, &RecordedEdit)> = None;
+    for record in records {
+        for edit in &record.edits {
+            if edit.fields.is_empty() {
+                let same_entry = owner.is_some_and(|o| {
+                    o.time.is_some()
+                        && edit.manager.as_deref() == Some(o.manager)
+                        && edit.time.as_deref() == o.time
+                });
+                if same_entry && stamped.is_none_or(|(_, s)| s.seen < edit.seen) {
+                    stamped = Some((record, edit));
+                }
+                continue;
+            }
+            let related: Vec<(FieldPath, &RecordedField)> = edit
+                .fields
+                .iter()
+                .filter_map(|f| Some((FieldPath::parse(&f.path)?, f)))
+                .filter(|(p, _)| {
+                    p.segments().starts_with(segments) || segments.starts_with(p.segments())
+                })
+                .collect();
+            if related.is_empty() || latest.is_some_and(|(_, l, _)| l.seen >= edit.seen) {
+                continue;
+            }
+            let explains = related.iter().all(|(p, field)| match &field.new {
+                Some(new) => fingerprint(value_at(object, p.segments())).as_ref() == Some(new),
+                // Too long to fingerprint: only its own managedFields entry can say.
+                None => owner.is_some_and(|o| {
+                    o.time.is_some()
+                        && edit.manager.as_deref() == Some(o.manager)
+                        && edit.time.as_deref() == o.time
+                }),
+            });
+            latest = Some((record, edit, explains));
+        }
+    }
+    match (latest, stamped) {
+        (Some((record, edit, true)), _) => Some(from_record(record, edit)),
+        (_, Some((record, edit))) => Some(from_record(record, edit)),
+        (Some((_, _, false)), None) => Some(Attribution::unknown(Why::NotSeen)),
+        (None, None) => None,
+    }
+}
+
+fn from_record(record: &EditRecord, edit: &RecordedEdit) -> Attribution {
+    Attribution {
+        user: Some(record.user.clone()),
+        why: record.why.clone(),
+        rule: Some(record.rule.clone()),
+        seen: Some(edit.seen.clone()),
+    }
+}
+
+/// Step 3 of [`attribute`]: why the user is not known.
+fn unrecorded(owner: Option<&OwnedField<'_>>, evidence: &Evidence<'_>) -> Why {
+    if let Interception::Outside(detail) = evidence.interception {
+        return Why::OutsideWebhook {
+            detail: detail.clone(),
+        };
+    }
+    let Some(coverage) = evidence.coverage else {
+        return Why::Unknown {
+            detail: "the webhook's records of edits could not be read".to_owned(),
+        };
+    };
+    let Some((manager, time)) = owner.and_then(|o| Some((o.manager, o.time?))) else {
+        return Why::Unknown {
+            detail: "no record of this edit, and its managedFields entry has no time to tell whether the webhook would have recorded it".to_owned(),
+        };
+    };
+    let Some(at) = crate::time::parse_rfc3339(time) else {
+        return Why::Unknown {
+            detail: format!("no record of this edit, and its time {time:?} cannot be read"),
+        };
+    };
+    let since = crate::time::format_rfc3339_seconds(coverage.since);
+    if at < coverage.since {
+        return Why::Unknown {
+            detail: format!(
+                "no record of this edit ({manager} at {time}): it came before the webhook's records were read (since {since})"
+            ),
+        };
+    }
+    if at + RECORD_GRACE > coverage.read_at {
+        return Why::Unknown {
+            detail: format!(
+                "no record of this edit ({manager} at {time}) yet: it is too recent for the webhook's record to be written"
+            ),
+        };
+    }
+    Why::NotSeen
+}
+
+#[cfg(test)]
+#[path = "attribution_tests.rs"]
+mod tests;
