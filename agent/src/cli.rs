@@ -181,6 +181,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub shutdown_timeout: Duration,
 
+    /// Write Events (events.k8s.io/v1) on the objects the webhook lets through with a finding
+    /// (warned, dry-run, bypassed, not compared, a bypass not honoured) and, counted, on the rule
+    /// ConfigMap of a denial (reference §6 "Events"). Cluster mode only.
+    #[arg(long, env = "DRIFT_SENTINEL_EVENTS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub events: bool,
+
     /// Export every violation (enforce, warn and dry-run) of the webhook to disk, through the
     /// Connection named by --audit-connection (reference §7). Off by default.
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Violation export")]

@@ -51,6 +51,10 @@ pub struct Metrics {
     pub watch_failures: IntCounterVec,
     pub export_published: IntCounterVec,
     pub export_dropped: IntCounterVec,
+    /// Events (reference §6 "Events") not written, by reason.
+    pub events_dropped: IntCounterVec,
+    /// Event writes to the API server, by result.
+    pub event_writes: IntCounterVec,
     pub export_queue_messages: IntGauge,
     pub export_queue_bytes: IntGauge,
     pub export_spool_segments: IntGauge,
@@ -200,6 +204,20 @@ impl Metrics {
                 ),
                 &["source", "reason"],
             )?,
+            events_dropped: IntCounterVec::new(
+                Opts::new(
+                    "drift_sentinel_events_dropped_total",
+                    "Findings not made into Events, by reason: queue_full (the queue between the decisions and the Event writer was full), series_full (every kept series had writes pending), write_failed (a write still failed after its retries).",
+                ),
+                &["reason"],
+            )?,
+            event_writes: IntCounterVec::new(
+                Opts::new(
+                    "drift_sentinel_event_writes_total",
+                    "Event writes to the API server, by result: created, patched (a repeat counted in the Event's series) or failed (retried with backoff).",
+                ),
+                &["result"],
+            )?,
             export_queue_messages: IntGauge::new(
                 "drift_sentinel_export_queue_messages",
                 "Export queue: messages being built or waiting to be published (limit 1024).",
@@ -268,6 +286,8 @@ impl Metrics {
             Box::new(self.watch_failures.clone()),
             Box::new(self.export_published.clone()),
             Box::new(self.export_dropped.clone()),
+            Box::new(self.events_dropped.clone()),
+            Box::new(self.event_writes.clone()),
         ];
         match role {
             // Admission, and the admission export's queue and spool.

@@ -94,6 +94,8 @@ pub struct ServeState {
     pub export: Option<ExportHandle>,
     /// The threads decisions (and rule checks) run on.
     pub decisions: crate::decisions::DecisionPool,
+    /// Cluster mode with `--events`: where findings go to become Events (reference §6).
+    pub events: Option<crate::events::EventSink>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.

@@ -73,3 +73,17 @@ def test_cluster_rule_namespaces(helm):
     assert "--cluster-rule-namespaces=platform,team-*" in args(docs)
     failed = render_text(sets=["env[0].name=DRIFT_SENTINEL_CLUSTER_RULE_NAMESPACES", "env[0].value=*"], check=False)
     assert failed.returncode != 0 and "clusterRuleNamespaces" in failed.stderr
+
+
+def test_events_are_on_by_default_and_a_value_turns_them_off(helm):
+    """Reference §6 "Events": `events.enabled` is `--events`; the RBAC grants Events create and
+    patch only (invalid rules are reported with Events whatever the value)."""
+    args = lambda docs: next(c for c in find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+                             if c["name"] == "drift-sentinel")["args"]
+    assert "--events=true" in args(render())
+    docs = render(sets=["events.enabled=false"])
+    assert "--events=false" in args(docs)
+    event_rules = [r for r in find(docs, "ClusterRole")["rules"] if "events.k8s.io" in r.get("apiGroups", [])]
+    assert event_rules == [{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+    failed = render_text(sets=["env[0].name=DRIFT_SENTINEL_EVENTS", "env[0].value=off"], check=False)
+    assert failed.returncode != 0 and "events.enabled" in failed.stderr

@@ -46,6 +46,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }),
         export,
         decisions: DecisionPool::for_this_machine().context("cannot start the decision threads")?,
+        events: source.client().filter(|_| args.events).map(|client| {
+            crate::events::EventSink::start(
+                client.clone(),
+                crate::events::Reporter {
+                    controller: drift_api::events::WEBHOOK_CONTROLLER,
+                    instance: args.common.export.pod(),
+                },
+                &metrics,
+                shutdown_rx.clone(),
+            )
+        }),
     });
     let shared = Shared::new(metrics, tier_policy, initial);
     source.start(&args, &shared, &shutdown_rx);

@@ -277,6 +277,11 @@ fn evaluate_and_record(
         return Answer::Abandoned;
     }
     record(shared, &request, &evaluation, started.elapsed());
+    if let Some(events) = &serving.events {
+        for intent in crate::events::admission::intents_of(&request, &evaluation, context.now) {
+            events.send(intent);
+        }
+    }
     if let Some(export) = &serving.export {
         // Whatever happens to the record, the response stands.
         let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {

@@ -17,6 +17,7 @@ mod bypass;
 mod chart;
 mod controllers;
 mod env;
+mod events;
 mod faults;
 mod installed;
 mod last_good;
@@ -59,6 +60,7 @@ fn main() {
     tests.extend(webhook::tests());
     tests.extend(audit::tests());
     tests.extend(bypass::tests());
+    tests.extend(events::tests());
     tests.extend(rules::tests());
     tests.extend(controllers::tests());
     tests.extend(plugin::tests());

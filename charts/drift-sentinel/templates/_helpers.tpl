@@ -302,6 +302,7 @@ value. Included by the Deployment; renders nothing.
   "DRIFT_SENTINEL_CLIENT_CA_FILE" "webhook.clientAuth (caBundle or caSecret)"
   "DRIFT_SENTINEL_CLIENT_NAMES" "webhook.clientAuth.names"
   "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT" "enableAdmissionViolationExport (it also mounts the export volume and grants the Connection's RBAC)"
+  "DRIFT_SENTINEL_EVENTS" "events.enabled"
   "DRIFT_SENTINEL_AUDIT_CONNECTION" "audit.connection"
   "DRIFT_SENTINEL_AUDIT_CHANNEL" "audit.channel"
   "DRIFT_SENTINEL_EXPORT_ROOT" "audit.exportVolumeMount.path (the export root is the export volume)"

@@ -1,0 +1,476 @@
+//! The Events to write, aggregated (reference §6 "Events"): every finding is an [`Intent`]; the
+//! repeats of one finding (the same object, reason, user, why and rule) within
+//! [`SERIES_WINDOW`] of each other are one Event whose `series.count` says how many, written at
+//! most once per [`WRITE_INTERVAL`]. Pure: the writer task ([`super::writer`]) feeds it intents and
+//! the time, asks for the writes that are due and reports how they went.
+//!
+//! Bounded whatever the load: at most [`MAX_SERIES`] series and [`MAX_BYPASS_SETTERS`] bypass
+//! setters are kept; a finding that finds no room is dropped and counted.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use drift_api::events::{
+    EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION, RECORD_LABEL, RECORD_VERSION,
+    RecordedEdit, Why, record_annotation,
+};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use serde_json::{Value, json};
+
+/// A repeat within this of the series' last observation joins it; a later one starts a new
+/// Event (the same window as client-go's and kube-rs's recorders).
+pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+/// A series is written (created, then patched with its count) at most this often.
+pub const WRITE_INTERVAL: Duration = Duration::from_secs(10);
+/// Series kept at once.
+pub const MAX_SERIES: usize = 4096;
+/// Who set which bypass annotation value on which object, kept at once.
+pub const MAX_BYPASS_SETTERS: usize = 4096;
+/// An Event's `note` is at most 1 KiB.
+pub const MAX_NOTE_BYTES: usize = 1000;
+/// Longest wait before a failed write is tried again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Tries of one write before its finding is given up (counted).
+pub const MAX_TRIES: u32 = 8;
+
+/// `Normal` or `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// The object an Event regards.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Regarding {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// Empty when not known (a rule ConfigMap named by its id).
+    pub uid: String,
+}
+
+/// How the note of a series is written. The API server keeps an Event's note as created (it is
+/// immutable): a series says how many times, and a counted one names its latest finding in the
+/// annotation [`LAST_DENIED_ANNOTATION`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The first finding's text, as it is.
+    Latest(String),
+    /// Counted on the regarded object (the denials on a rule ConfigMap): `{what}; the first:
+    /// {last}` and the latest's `last` in the annotation.
+    Counted { what: &'static str, last: String },
+}
+
+/// One finding to make an Event of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    pub regarding: Regarding,
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: Note,
+    /// The user the finding is about; part of the series key (empty: any user).
+    pub user: String,
+    /// The rule (`namespace/name`).
+    pub rule: String,
+    /// The why and the edit the webhook records for the audit (reference §8 "Who and why").
+    pub record: Option<(Why, RecordedEdit)>,
+    /// The bypass annotation on the edited object, for an edit under a bypass.
+    pub bypass: Option<BypassSeen>,
+    pub at: SystemTime,
+}
+
+/// The bypass annotation an edit was made under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BypassSeen {
+    /// Its value on the new object.
+    pub value: String,
+    /// Whether this edit set it (the old object had another value or none): its user set the
+    /// bypass.
+    pub set_here: bool,
+}
+
+/// What makes two findings one series.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    regarding: Regarding,
+    type_: EventType,
+    reason: &'static str,
+    user: String,
+    rule: String,
+    why: Option<String>,
+}
+
+/// One Event as it is and as it should be.
+#[derive(Debug)]
+struct Series {
+    latest: Intent,
+    /// The note of the first finding: the Event's, which cannot change.
+    first_note: Note,
+    record: Option<EditRecord>,
+    first: SystemTime,
+    last: SystemTime,
+    count: u32,
+    /// The Event's name once created.
+    name: Option<String>,
+    /// `count` as last written (0: never).
+    written: u32,
+    written_at: Option<SystemTime>,
+    failures: u32,
+    retry_at: Option<SystemTime>,
+}
+
+impl Series {
+    fn pending(&self) -> bool {
+        self.count > self.written
+    }
+}
+
+/// A write the writer should make now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    Create {
+        id: WriteId,
+        event: Box<Event>,
+    },
+    /// A JSON merge patch of the Event `name`.
+    Patch {
+        id: WriteId,
+        namespace: String,
+        name: String,
+        patch: Value,
+    },
+}
+
+/// Which series a write is of, and the count it writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteId {
+    key: Key,
+    count: u32,
+}
+
+/// How a write went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The Event to patch is gone (expired or deleted): the series starts a new one.
+    Gone,
+    Failed,
+}
+
+/// Who writes the Events (`reportingController`, `reportingInstance`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reporter {
+    pub controller: &'static str,
+    pub instance: String,
+}
+
+/// The series being written, and who set the bypasses seen.
+#[derive(Debug)]
+pub struct Store {
+    reporter: Reporter,
+    series: HashMap<Key, Series>,
+    setters: HashMap<(String, String), (String, SystemTime)>,
+}
+
+impl Store {
+    pub fn new(reporter: Reporter) -> Self {
+        Self {
+            reporter,
+            series: HashMap::new(),
+            setters: HashMap::new(),
+        }
+    }
+
+    /// Adds a finding: to its series, or as a new one. False when there is no room for it
+    /// (every kept series has writes pending): the caller counts it as dropped.
+    pub fn observe(&mut self, mut intent: Intent) -> bool {
+        self.remember_setter(&intent);
+        if let Some((Why::Bypass { set_by, .. }, _)) = &mut intent.record
+            && set_by.is_none()
+            && let Some(bypass) = &intent.bypass
+        {
+            *set_by = self
+                .setters
+                .get(&(intent.regarding.uid.clone(), bypass.value.clone()))
+                .map(|(user, _)| user.clone());
+            if let (Some(setter), Note::Latest(note)) = (set_by.as_ref(), &mut intent.note) {
+                note.push_str(&format!("; the bypass was set by {setter}"));
+            }
+        }
+        let key = Key {
+            regarding: intent.regarding.clone(),
+            type_: intent.type_,
+            reason: intent.reason,
+            user: intent.user.clone(),
+            rule: intent.rule.clone(),
+            why: intent.record.as_ref().map(|(why, _)| why.to_string()),
+        };
+        let at = intent.at;
+        if let Some(series) = self.series.get_mut(&key)
+            && at.duration_since(series.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW
+        {
+            series.count = series.count.saturating_add(1);
+            series.last = series.last.max(at);
+            if let (Some(record), Some((_, edit))) = (&mut series.record, &intent.record) {
+                record.push(edit.clone());
+            }
+            series.latest = intent;
+            return true;
+        }
+        if !self.series.contains_key(&key) && self.series.len() >= MAX_SERIES && !self.evict() {
+            return false;
+        }
+        let record = intent.record.as_ref().map(|(why, edit)| EditRecord {
+            v: RECORD_VERSION,
+            uid: intent.regarding.uid.clone(),
+            user: drift_engine::attribution::bounded_user(&intent.user),
+            why: why.clone(),
+            rule: intent.rule.clone(),
+            edits: vec![edit.clone()],
+            omitted: 0,
+        });
+        // A series past its window starts a new Event.
+        self.series.insert(
+            key,
+            Series {
+                first_note: intent.note.clone(),
+                latest: intent,
+                record,
+                first: at,
+                last: at,
+                count: 1,
+                name: None,
+                written: 0,
+                written_at: None,
+                failures: 0,
+                retry_at: None,
+            },
+        );
+        true
+    }
+
+    /// Makes room for one series: the one observed longest ago of those fully written.
+    fn evict(&mut self) -> bool {
+        let oldest = self
+            .series
+            .iter()
+            .filter(|(_, s)| !s.pending())
+            .min_by_key(|(_, s)| s.last)
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(key) => {
+                self.series.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remember_setter(&mut self, intent: &Intent) {
+        let Some(BypassSeen {
+            value,
+            set_here: true,
+        }) = &intent.bypass
+        else {
+            return;
+        };
+        if self.setters.len() >= MAX_BYPASS_SETTERS
+            && let Some(oldest) = self
+                .setters
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            self.setters.remove(&oldest);
+        }
+        self.setters.insert(
+            (intent.regarding.uid.clone(), value.clone()),
+            (intent.user.clone(), intent.at),
+        );
+    }
+
+    /// The writes due at `now`: a new series at once, a repeat once [`WRITE_INTERVAL`] has
+    /// passed since its Event was last written, a failed write at its retry time. Fully
+    /// written series past their window are forgotten.
+    pub fn due(&mut self, now: SystemTime) -> Vec<Write> {
+        self.series.retain(|_, s| {
+            s.pending() || now.duration_since(s.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW
+        });
+        let mut writes = Vec::new();
+        for (key, series) in &self.series {
+            let ready = series.pending()
+                && series.retry_at.is_none_or(|t| t <= now)
+                && series.written_at.is_none_or(|t| {
+                    now.duration_since(t).unwrap_or(Duration::ZERO) >= WRITE_INTERVAL
+                });
+            if !ready {
+                continue;
+            }
+            let id = WriteId {
+                key: key.clone(),
+                count: series.count,
+            };
+            writes.push(match &series.name {
+                None => Write::Create {
+                    id,
+                    event: Box::new(self.event(series)),
+                },
+                Some(name) => Write::Patch {
+                    id,
+                    namespace: key.regarding.namespace.clone(),
+                    name: name.clone(),
+                    patch: self.patch(series),
+                },
+            });
+        }
+        writes
+    }
+
+    /// Records how a write went. Returns true when a finding was given up (after
+    /// [`MAX_TRIES`]), for the caller to count.
+    pub fn written(&mut self, write: &Write, outcome: Outcome, now: SystemTime) -> bool {
+        let (id, created) = match write {
+            Write::Create { id, event } => (id, event.metadata.name.clone()),
+            Write::Patch { id, .. } => (id, None),
+        };
+        let Some(series) = self.series.get_mut(&id.key) else {
+            return false;
+        };
+        match outcome {
+            Outcome::Done => {
+                if created.is_some() {
+                    series.name = created;
+                }
+                series.written = series.written.max(id.count);
+                series.written_at = Some(now);
+                series.failures = 0;
+                series.retry_at = None;
+                false
+            }
+            Outcome::Gone => {
+                // Created again with its whole count.
+                series.name = None;
+                series.written_at = None;
+                series.written = 0;
+                false
+            }
+            Outcome::Failed => {
+                series.failures += 1;
+                if series.failures >= MAX_TRIES {
+                    // Given up: what it counted so far is lost; later repeats try again.
+                    series.written = series.count;
+                    series.failures = 0;
+                    series.retry_at = None;
+                    return true;
+                }
+                let backoff = Duration::from_secs(1 << series.failures.min(6)).min(MAX_BACKOFF);
+                series.retry_at = Some(now + backoff);
+                false
+            }
+        }
+    }
+
+    /// The Event of a series, as first created.
+    fn event(&self, series: &Series) -> Event {
+        let intent = &series.latest;
+        let regarding = &intent.regarding;
+        let nanos = series
+            .first
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let mut metadata = ObjectMeta {
+            namespace: Some(regarding.namespace.clone()),
+            name: Some(format!("{}.{nanos:x}", regarding.name)),
+            ..ObjectMeta::default()
+        };
+        if let Some(annotation) = series.record.as_ref().and_then(record_annotation) {
+            metadata.labels =
+                Some([(RECORD_LABEL.to_owned(), format!("v{RECORD_VERSION}"))].into());
+            metadata.annotations = Some([(EDITS_ANNOTATION.to_owned(), annotation)].into());
+        }
+        if let Note::Counted { last, .. } = &intent.note {
+            metadata.annotations =
+                Some([(LAST_DENIED_ANNOTATION.to_owned(), bounded(last))].into());
+        }
+        Event {
+            metadata,
+            action: Some(intent.action.to_owned()),
+            reason: Some(intent.reason.to_owned()),
+            type_: Some(intent.type_.as_str().to_owned()),
+            note: Some(self.note(series)),
+            event_time: Some(micro_time(series.first)),
+            series: series_of(series),
+            regarding: Some(ObjectReference {
+                api_version: Some(regarding.api_version.clone()),
+                kind: Some(regarding.kind.clone()),
+                namespace: Some(regarding.namespace.clone()),
+                name: Some(regarding.name.clone()),
+                uid: (!regarding.uid.is_empty()).then(|| regarding.uid.clone()),
+                ..ObjectReference::default()
+            }),
+            reporting_controller: Some(self.reporter.controller.to_owned()),
+            reporting_instance: Some(self.reporter.instance.clone()),
+            ..Event::default()
+        }
+    }
+
+    /// The merge patch that brings a created Event up to date: its series and the annotation
+    /// of the latest finding (the rest of an Event cannot change).
+    fn patch(&self, series: &Series) -> Value {
+        let mut patch = json!({"series": series_of(series)});
+        if let Some(annotation) = series.record.as_ref().and_then(record_annotation) {
+            patch["metadata"] = json!({"annotations": {EDITS_ANNOTATION: annotation}});
+        }
+        if let Note::Counted { last, .. } = &series.latest.note {
+            patch["metadata"] = json!({"annotations": {LAST_DENIED_ANNOTATION: bounded(last)}});
+        }
+        patch
+    }
+
+    /// The note of the Event as created: the first finding's.
+    fn note(&self, series: &Series) -> String {
+        let text = match &series.first_note {
+            Note::Latest(text) => text.clone(),
+            Note::Counted { what, last } => format!(
+                "{what}; the first: {last}; series.count counts them, annotation {LAST_DENIED_ANNOTATION} names the last"
+            ),
+        };
+        drift_engine::truncate::truncate_bytes(&text, MAX_NOTE_BYTES)
+    }
+}
+
+fn bounded(text: &str) -> String {
+    drift_engine::truncate::truncate_bytes(text, MAX_NOTE_BYTES)
+}
+
+fn series_of(series: &Series) -> Option<EventSeries> {
+    (series.count > 1).then(|| EventSeries {
+        count: i32::try_from(series.count).unwrap_or(i32::MAX),
+        last_observed_time: micro_time(series.last),
+    })
+}
+
+fn micro_time(at: SystemTime) -> MicroTime {
+    let timestamp = k8s_openapi::jiff::Timestamp::try_from(at)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    MicroTime(timestamp)
+}
+
+#[cfg(test)]
+#[path = "series_tests.rs"]
+mod tests;

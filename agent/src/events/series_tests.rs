@@ -1,0 +1,293 @@
+use std::time::{Duration, SystemTime};
+
+use drift_api::events::{EDITS_ANNOTATION, EditRecord, RecordedEdit, RecordedField, Why};
+
+use super::*;
+
+fn at(seconds: f64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000) + Duration::from_secs_f64(seconds)
+}
+
+fn reporter() -> Reporter {
+    Reporter {
+        controller: drift_api::events::WEBHOOK_CONTROLLER,
+        instance: "drift-sentinel-0".into(),
+    }
+}
+
+fn warned(user: &str, time: SystemTime) -> Intent {
+    Intent {
+        regarding: Regarding {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            uid: "u-1".into(),
+        },
+        type_: EventType::Warning,
+        reason: drift_api::events::reason::DRIFT_WARNED,
+        action: "Allow",
+        note: Note::Latest(format!("{user} changed spec.replicas: 3 → 5")),
+        user: user.into(),
+        rule: "ops/web".into(),
+        record: Some((
+            Why::WarnMode,
+            RecordedEdit {
+                seen: drift_engine::time::format_rfc3339(time),
+                manager: Some("kubectl-edit".into()),
+                time: None,
+                fields: vec![RecordedField {
+                    path: "spec.replicas".into(),
+                    new: Some("sha256:00".into()),
+                }],
+                fields_omitted: 0,
+            },
+        )),
+        bypass: None,
+        at: time,
+    }
+}
+
+/// Answers every due write with `outcome`; returns them.
+fn flush(store: &mut Store, now: SystemTime, outcome: Outcome) -> Vec<Write> {
+    let writes = store.due(now);
+    for write in &writes {
+        store.written(write, outcome, now);
+    }
+    writes
+}
+
+fn record_of(event: &Event) -> EditRecord {
+    let text = &event.metadata.annotations.as_ref().unwrap()[EDITS_ANNOTATION];
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn a_thousand_warned_edits_in_a_minute_are_one_event_with_a_series() {
+    let mut store = Store::new(reporter());
+    let (mut creates, mut patches) = (Vec::new(), Vec::new());
+    let mut next_flush = 0.0;
+    for i in 0..1000 {
+        let t = f64::from(i) * 0.06;
+        assert!(store.observe(warned("alice", at(t))));
+        if t >= next_flush {
+            for write in flush(&mut store, at(t), Outcome::Done) {
+                match write {
+                    Write::Create { event, .. } => creates.push(event),
+                    Write::Patch { patch, .. } => patches.push(patch),
+                }
+            }
+            next_flush += 1.0;
+        }
+    }
+    for write in flush(&mut store, at(70.0), Outcome::Done) {
+        if let Write::Patch { patch, .. } = write {
+            patches.push(patch);
+        }
+    }
+    assert_eq!(creates.len(), 1, "one Event object");
+    assert!(patches.len() <= 8, "{} patches", patches.len());
+    let last = patches.last().unwrap();
+    assert_eq!(last["series"]["count"], 1000);
+    let event = &creates[0];
+    assert_eq!(event.reason.as_deref(), Some("DriftWarned"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("drift-sentinel.k8s.io/webhook")
+    );
+    assert_eq!(
+        event.reporting_instance.as_deref(),
+        Some("drift-sentinel-0")
+    );
+    assert_eq!(
+        event.regarding.as_ref().unwrap().uid.as_deref(),
+        Some("u-1")
+    );
+    // The record in the last patch keeps the latest edits, the others counted.
+    let record: EditRecord = serde_json::from_str(
+        last["metadata"]["annotations"][EDITS_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record.user, "alice");
+    assert_eq!(record.edits.len() as u32 + record.omitted, 1000);
+    assert!(
+        drift_api::events::record_of(&{
+            let mut e = (**event).clone();
+            e.metadata.annotations.as_mut().unwrap().insert(
+                EDITS_ANNOTATION.into(),
+                last["metadata"]["annotations"][EDITS_ANNOTATION]
+                    .as_str()
+                    .unwrap()
+                    .into(),
+            );
+            e
+        })
+        .is_some()
+    );
+}
+
+#[test]
+fn each_user_and_each_window_is_its_own_event() {
+    let mut store = Store::new(reporter());
+    store.observe(warned("alice", at(0.0)));
+    store.observe(warned("bob", at(1.0)));
+    let writes = flush(&mut store, at(2.0), Outcome::Done);
+    assert_eq!(writes.len(), 2);
+    // Past the window: a new Event, not a patch of the old one.
+    store.observe(warned("alice", at(2.0 + SERIES_WINDOW.as_secs_f64() + 1.0)));
+    let writes = flush(&mut store, at(400.0), Outcome::Done);
+    assert!(
+        matches!(writes.as_slice(), [Write::Create { .. }]),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn a_failed_write_is_tried_again_after_a_backoff_and_a_gone_event_is_created_again() {
+    let mut store = Store::new(reporter());
+    store.observe(warned("alice", at(0.0)));
+    assert_eq!(flush(&mut store, at(0.0), Outcome::Failed).len(), 1);
+    assert!(store.due(at(0.5)).is_empty(), "backing off");
+    assert_eq!(flush(&mut store, at(3.0), Outcome::Done).len(), 1);
+    store.observe(warned("alice", at(4.0)));
+    assert!(store.due(at(5.0)).is_empty(), "within the write interval");
+    let writes = flush(&mut store, at(14.0), Outcome::Gone);
+    assert!(matches!(writes.as_slice(), [Write::Patch { .. }]));
+    match store.due(at(15.0)).as_slice() {
+        [Write::Create { event, .. }] => {
+            assert_eq!(event.series.as_ref().unwrap().count, 2);
+            assert_eq!(record_of(event).edits.len(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_write_failing_every_time_is_given_up_and_counted() {
+    let mut store = Store::new(reporter());
+    store.observe(warned("alice", at(0.0)));
+    let mut given_up = 0;
+    let mut now = 0.0;
+    for _ in 0..200 {
+        for write in store.due(at(now)) {
+            given_up += u32::from(store.written(&write, Outcome::Failed, at(now)));
+        }
+        now += 1.0;
+    }
+    assert_eq!(given_up, 1);
+    assert!(store.due(at(now)).is_empty());
+}
+
+#[test]
+fn an_edit_under_a_bypass_names_who_set_it() {
+    let mut store = Store::new(reporter());
+    let bypassed = |user: &str, set_here: bool, time| {
+        let mut intent = warned(user, time);
+        intent.type_ = EventType::Normal;
+        intent.reason = drift_api::events::reason::BYPASS_USED;
+        intent.note = Note::Latest(format!("{user} edited this object under the bypass"));
+        let set_by = set_here.then(|| user.to_owned());
+        intent.record.as_mut().unwrap().0 = Why::Bypass {
+            end: Some("2057-01-15T08:00:00Z".into()),
+            set_by,
+        };
+        intent.bypass = Some(BypassSeen {
+            value: "2057-01-15T08:00:00Z".into(),
+            set_here,
+        });
+        intent
+    };
+    store.observe(bypassed("bob", true, at(0.0)));
+    store.observe(bypassed("alice", false, at(5.0)));
+    let writes = flush(&mut store, at(6.0), Outcome::Done);
+    let alice = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Create { event, .. } if record_of(event).user == "alice" => Some(event),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        record_of(alice).why,
+        Why::Bypass {
+            end: Some("2057-01-15T08:00:00Z".into()),
+            set_by: Some("bob".into())
+        }
+    );
+    assert!(
+        alice
+            .note
+            .as_ref()
+            .unwrap()
+            .ends_with("the bypass was set by bob")
+    );
+}
+
+#[test]
+fn denials_are_counted_on_the_rule() {
+    let mut store = Store::new(reporter());
+    for i in 0..3 {
+        let mut intent = warned("alice", at(f64::from(i)));
+        intent.regarding = Regarding {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ops".into(),
+            name: "web".into(),
+            uid: String::new(),
+        };
+        intent.reason = drift_api::events::reason::DRIFT_DENIED;
+        intent.user = String::new();
+        intent.record = None;
+        intent.note = Note::Counted {
+            what: "edits this rule denied",
+            last: format!("Deployment shop/web-{i} by alice: spec.replicas: 3 → 5"),
+        };
+        store.observe(intent);
+        if i == 0 {
+            match flush(&mut store, at(0.5), Outcome::Done).as_slice() {
+                [Write::Create { event, .. }] => {
+                    assert_eq!(
+                        event.note.as_deref(),
+                        Some(
+                            "edits this rule denied; the first: Deployment shop/web-0 by alice: spec.replicas: 3 → 5; series.count counts them, annotation drift-sentinel.k8s.io/last-denied names the last"
+                        )
+                    );
+                    assert!(event.regarding.as_ref().unwrap().uid.is_none());
+                    let annotations = event.metadata.annotations.as_ref().unwrap();
+                    assert!(!annotations.contains_key(EDITS_ANNOTATION));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    // The note cannot change: the count and the last go into the series and the annotation.
+    match flush(&mut store, at(12.0), Outcome::Done).as_slice() {
+        [Write::Patch { patch, .. }] => {
+            assert_eq!(patch["series"]["count"], 3);
+            assert!(patch.get("note").is_none());
+            assert_eq!(
+                patch["metadata"]["annotations"]["drift-sentinel.k8s.io/last-denied"],
+                "Deployment shop/web-2 by alice: spec.replicas: 3 → 5"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_series_kept_are_bounded() {
+    let mut store = Store::new(reporter());
+    for i in 0..MAX_SERIES {
+        assert!(store.observe(warned(&format!("user-{i}"), at(0.0))));
+    }
+    // Every series has its first write pending: no room.
+    assert!(!store.observe(warned("one-more", at(0.0))));
+    for write in store.due(at(1.0)) {
+        store.written(&write, Outcome::Done, at(1.0));
+    }
+    assert!(store.observe(warned("one-more", at(2.0))));
+    assert_eq!(store.series.len(), MAX_SERIES);
+}
