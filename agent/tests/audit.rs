@@ -228,6 +228,40 @@ fn errors_exit_two() {
     assert_eq!(output.status.code(), Some(2), "--objects needs --rules");
 }
 
+/// An objects file holding what JSON cannot (`.inf`, a key given twice) is refused naming the
+/// file, the line and the fix; it is never read as something else (`.inf` as `null` would make
+/// `replicas` look removed).
+#[test]
+fn an_objects_file_json_cannot_hold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, says) in [
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a, namespace: shop}\nspec:\n  replicas: .inf\n",
+            "line 5 column 13: spec.replicas: the number inf cannot be written in JSON",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\n  namespace: shop\n  name: b\n",
+            "gives the key \"name\" twice; keep one",
+        ),
+    ] {
+        let objects = dir.path().join("objects.yaml");
+        std::fs::write(&objects, file).unwrap();
+        let output = audit(&[
+            "--once",
+            "--rules",
+            &rules(),
+            "--objects",
+            &objects.display().to_string(),
+        ]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("objects.yaml") && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn the_export_file_of_a_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::rule::{MODE_ANNOTATION, RuleSource, rule_source_from_config_map};
 
+mod document;
+use document::JsonDocument;
+
 /// A YAML document that could not be read, with where it went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: line {line} column {column}: {reason}")]
@@ -34,19 +37,21 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, ManifestE
     })?;
     let mut documents = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let value = Value::deserialize(document).map_err(|e| {
-            let location = e.location();
-            let mut reason = e.to_string();
-            if let Some(at) = reason.rfind(" at line ") {
-                reason.truncate(at);
-            }
-            ManifestError {
-                origin: origin.to_owned(),
-                line: location.as_ref().map_or(0, |l| l.line()),
-                column: location.as_ref().map_or(0, |l| l.column()),
-                reason,
-            }
-        })?;
+        let value = JsonDocument::deserialize(document)
+            .map(|d| d.0)
+            .map_err(|e| {
+                let location = e.location();
+                let mut reason = e.to_string();
+                if let Some(at) = reason.rfind(" at line ") {
+                    reason.truncate(at);
+                }
+                ManifestError {
+                    origin: origin.to_owned(),
+                    line: location.as_ref().map_or(0, |l| l.line()),
+                    column: location.as_ref().map_or(0, |l| l.column()),
+                    reason,
+                }
+            })?;
         flatten(value, &mut documents);
     }
     Ok(documents)
@@ -159,6 +164,59 @@ mod tests {
         ] {
             assert_eq!(resource_of(kind), resource, "{kind}");
         }
+    }
+
+    /// What JSON cannot hold is refused with where it is, never turned into something else.
+    #[test]
+    fn refuses_what_json_cannot_hold() {
+        for (text, line, reason) in [
+            (
+                "a: 1\nb: .inf\n",
+                2,
+                "the number inf cannot be written in JSON",
+            ),
+            (
+                "a:\n  - -.Inf\n",
+                2,
+                "the number -inf cannot be written in JSON",
+            ),
+            (
+                "a: {b: .nan}\n",
+                1,
+                "the number NaN cannot be written in JSON",
+            ),
+            // A key given twice is placed at the start of its mapping.
+            (
+                "a: 1\nb: 2\na: 3\n",
+                1,
+                "the mapping that starts here gives the key \"a\" twice",
+            ),
+            (
+                "x:\n  y: {k: 1, k: 1}\n",
+                2,
+                "gives the key \"k\" twice; keep one",
+            ),
+        ] {
+            let error = parse_documents(text, "objects.yaml").unwrap_err();
+            assert_eq!(error.origin, "objects.yaml");
+            assert_eq!(error.line, line, "{text:?}: {error}");
+            assert!(error.reason.contains(reason), "{text:?}: {error}");
+        }
+    }
+
+    /// Numbers and keys JSON can hold read as they are written.
+    #[test]
+    fn reads_what_json_can_hold() {
+        let text =
+            "i: -3\nu: 18446744073709551615\nf: 1.5e300\ninf: \".inf\"\nn: ~\n1: one\nt: true\n";
+        let documents = parse_documents(text, "o.yaml").unwrap();
+        assert_eq!(
+            documents,
+            [serde_json::json!({
+                "i": -3, "u": 18446744073709551615u64, "f": 1.5e300, "inf": ".inf",
+                "n": null, "1": "one", "t": true
+            })]
+        );
     }
 
     #[test]
