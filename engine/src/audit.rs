@@ -546,7 +546,7 @@ fn compare<'a>(
                 .iter()
                 .any(|c| related(c.change.path.segments(), path))
             || extra.iter().any(|c| c.change.path == field.path)
-            || trusted.is_some_and(|d| baseline::declares(d, object, path))
+            || trusted.is_some_and(|d| baseline::declares(d, object, path, zeros))
         {
             continue;
         }

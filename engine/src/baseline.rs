@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::diff::{self, Change, Scope, element_keys, is_absent, merge_key_for};
-use crate::omitted::OmittedZeros;
+use crate::omitted::{OmittedZeros, Place};
 use crate::path::PathPattern;
 
 /// The annotation `kubectl apply` keeps the declared object in.
@@ -55,39 +55,77 @@ pub fn baseline_of(object: &Value) -> Option<Result<Value, BaselineError>> {
 /// live elements in the live order, each overlaid with the declared element of the same key,
 /// and gain the declared elements missing live at their declared position; anything else
 /// (a scalar, a list of scalars, a list without keys, a value of another type) is the declared
-/// value. A declared `null`, `{}` or `[]` declares nothing (§4: they are all "absent").
-pub fn expected(declared: &Value, live: &Value) -> Value {
-    overlay(Some(live), declared, None)
+/// value. A declared `null`, `{}` or `[]` declares nothing (§4: they are all "absent"), nor does
+/// a zero that the kind's defaulting replaces (`zeros`: `imagePullPolicy: ""`, §8 step 2).
+pub fn expected(declared: &Value, live: &Value, zeros: OmittedZeros) -> Value {
+    overlay(Some(live), declared, None, zeros.defaulted_root())
 }
 
-fn overlay(live: Option<&Value>, declared: &Value, list_name: Option<&str>) -> Value {
+/// Whether `declared`, the value of `key` in a declared object at `place`, declares nothing.
+/// The table is consulted only for a zero (most declared values are not one).
+fn declares_nothing(place: Option<Place>, key: &str, declared: &Value) -> bool {
+    let zero = match declared {
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
+    };
+    is_absent(declared) || (zero && place.is_some_and(|p| p.defaulted_zero(key, declared)))
+}
+
+/// The place of a declared container value `value` at `key` below `place`; a scalar needs none.
+fn place_below(place: Option<Place>, key: &str, value: &Value) -> Option<Place> {
+    match value {
+        Value::Object(_) | Value::Array(_) => place.and_then(|p| p.key(key)),
+        _ => None,
+    }
+}
+
+fn overlay(
+    live: Option<&Value>,
+    declared: &Value,
+    list_name: Option<&str>,
+    place: Option<Place>,
+) -> Value {
     match (live, declared) {
-        (Some(Value::Object(live)), Value::Object(declared)) => overlay_map(live, declared),
+        (Some(Value::Object(live)), Value::Object(declared)) => overlay_map(live, declared, place),
         (Some(Value::Array(live)), Value::Array(declared)) => {
-            overlay_list(live, declared, list_name)
+            overlay_list(live, declared, list_name, place.and_then(Place::items))
         }
         _ => declared.clone(),
     }
 }
 
-fn overlay_map(live: &Map<String, Value>, declared: &Map<String, Value>) -> Value {
+fn overlay_map(
+    live: &Map<String, Value>,
+    declared: &Map<String, Value>,
+    place: Option<Place>,
+) -> Value {
     let mut out = Map::with_capacity(live.len().max(declared.len()));
     for (key, value) in live {
         let merged = match declared.get(key) {
-            Some(d) if !is_absent(d) => overlay(Some(value), d, Some(key)),
+            Some(d) if !declares_nothing(place, key, d) => {
+                overlay(Some(value), d, Some(key), place_below(place, key, d))
+            }
             _ => value.clone(),
         };
         out.insert(key.clone(), merged);
     }
     for (key, value) in declared {
-        if !live.contains_key(key) && !is_absent(value) {
+        if !live.contains_key(key) && !declares_nothing(place, key, value) {
             out.insert(key.clone(), value.clone());
         }
     }
     Value::Object(out)
 }
 
-fn overlay_list(live: &[Value], declared: &[Value], list_name: Option<&str>) -> Value {
+/// `items`: the place of the list's items in the kind's table.
+fn overlay_list(
+    live: &[Value],
+    declared: &[Value],
+    list_name: Option<&str>,
+    items: Option<Place>,
+) -> Value {
     let keys = merge_key_for(list_name, declared.iter(), live.iter()).and_then(|key| {
         Some((
             element_keys(key, declared.iter())?,
@@ -106,7 +144,7 @@ fn overlay_list(live: &[Value], declared: &[Value], list_name: Option<&str>) -> 
     let mut out = Vec::with_capacity(live.len() + declared.len());
     for (item, key) in live.iter().zip(&live_keys) {
         match declared_at.get(key.as_ref()) {
-            Some(&i) => out.push(overlay(Some(item), &declared[i], None)),
+            Some(&i) => out.push(overlay(Some(item), &declared[i], None, items)),
             None => out.push(item.clone()),
         }
     }
@@ -133,7 +171,7 @@ pub fn changes(
     descend: &[PathPattern],
     zeros: OmittedZeros,
 ) -> Vec<Change<'static>> {
-    let expected = expected(declared, live);
+    let expected = expected(declared, live, zeros);
     diff::diff(&expected, live, scope, descend, zeros)
         .into_iter()
         .map(Change::into_owned)
@@ -141,21 +179,30 @@ pub fn changes(
 }
 
 /// Whether the declared state says anything about the live field at `path`: the baseline
-/// declares it (followed through keyed lists by merge key), or it lies in a list the baseline
-/// declares whole (a list of scalars or without keys), which [`changes`] compares whole.
-pub fn declares(declared: &Value, live: &Value, path: &[crate::path::PathSegment]) -> bool {
+/// declares it (followed through keyed lists by merge key; a zero the kind's defaulting
+/// replaces declares nothing), or it lies in a list the baseline declares whole (a list of
+/// scalars or without keys), which [`changes`] compares whole.
+pub fn declares(
+    declared: &Value,
+    live: &Value,
+    path: &[crate::path::PathSegment],
+    zeros: OmittedZeros,
+) -> bool {
     use crate::path::PathSegment;
     let (mut d, mut l) = (declared, Some(live));
     let mut list_name: Option<&str> = None;
+    let mut place = zeros.defaulted_root();
     for segment in path {
         match segment {
             PathSegment::Key(key) => {
-                let Some(next) = diff::field(d, key).filter(|v| !is_absent(v)) else {
+                let Some(next) = diff::field(d, key).filter(|v| !declares_nothing(place, key, v))
+                else {
                     return false;
                 };
                 d = next;
                 l = l.and_then(|l| diff::field(l, key));
                 list_name = Some(key);
+                place = place_below(place, key, next);
             }
             PathSegment::Index(index) => {
                 let (Some(declared_items), Some(live_items)) =
@@ -184,6 +231,7 @@ pub fn declares(declared: &Value, live: &Value, path: &[crate::path::PathSegment
                 d = next;
                 l = Some(item);
                 list_name = None;
+                place = place.and_then(Place::items);
             }
         }
     }

@@ -460,6 +460,66 @@ fn a_zero_the_server_keeps_is_compared_as_any_value() {
     }
 }
 
+/// Zeros kube-apiserver's defaulting replaces with a value of its own: declared, they say
+/// nothing about what is stored ([`stored`] holds those defaults).
+fn defaulted_zeros() -> Vec<(String, Value)> {
+    vec![
+        (format!("{APP}/imagePullPolicy"), json!("")),
+        (format!("{APP}/terminationMessagePath"), json!("")),
+        (format!("{APP}/ports/0/protocol"), json!("")),
+        (format!("{APP}/readinessProbe/timeoutSeconds"), json!(0)),
+        (format!("{APP}/readinessProbe/periodSeconds"), json!(0)),
+        (format!("{POD}/dnsPolicy"), json!("")),
+        (format!("{POD}/restartPolicy"), json!("")),
+    ]
+}
+
+#[test]
+fn a_zero_the_server_defaults_declares_nothing() {
+    for kind in KINDS {
+        let mut declared = manifest(kind);
+        for (at, zero) in defaulted_zeros() {
+            set(&mut declared, &at, zero);
+        }
+        let live = with_baseline(stored(kind), &declared);
+        if kind == "Rollout" {
+            // A custom resource is stored as sent, not defaulted: the live value was set since.
+            let mut want: Vec<String> = defaulted_zeros()
+                .iter()
+                .map(|(at, _)| rendered(at))
+                .collect();
+            want.sort();
+            assert_eq!(drift(&live), Some(want), "{kind}");
+            continue;
+        }
+        assert_eq!(drift(&live), None, "{kind}");
+        // Changed since, it is drift only as an imperative edit, as any undeclared field.
+        let mut changed = stored(kind);
+        set(
+            &mut changed,
+            &format!("{APP}/imagePullPolicy"),
+            json!("Always"),
+        );
+        assert_eq!(
+            drift(&with_baseline(changed.clone(), &declared)),
+            None,
+            "{kind}"
+        );
+        changed["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl-edit", "operation": "Update", "time": "2026-12-01T00:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"app\"}": {"f:imagePullPolicy": {}}}}}}}
+        }]);
+        let path = rendered(&format!("{APP}/imagePullPolicy"));
+        assert_eq!(
+            drift(&with_baseline(changed, &declared)),
+            Some(vec![path.clone()]),
+            "{kind}"
+        );
+    }
+}
+
 // Admission: the API server sends objects as its Go types write them, so a real UPDATE never
 // spells out such a zero; a review built from manifests (preview, `drift-sentinel review`, a
 // custom resource stored as sent) may, and is judged the same.

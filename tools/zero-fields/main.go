@@ -15,6 +15,12 @@
 //	go run ./tools/zero-fields                  # rewrites ../../engine/src/omitted/table.rs
 //	go run ./tools/zero-fields -check           # exit 1 when the committed table is stale
 //
+// Some of those zeros are not stored as nothing but replaced by kube-apiserver's defaulting
+// (`imagePullPolicy: ""` is stored as IfNotPresent, a probe's `timeoutSeconds: 0` as 1): the
+// table marks them `defaulted`, found by running that defaulting (k8s.io/kubernetes, the code
+// kube-apiserver runs for apps/v1) on each kind's object. A custom resource (the Rollout) gets
+// none.
+//
 // Only fields that are such zeros, or lead to one, are written; a field the table does not
 // name keeps every value. `status` is left out: it is never compared (reference §3 step 6).
 package main
@@ -34,23 +40,29 @@ import (
 
 	rollouts "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	appsdefaults "k8s.io/kubernetes/pkg/apis/apps/v1"
 )
 
-// kind is one root of the table: what the rules select, and the Go type the server writes.
+// kind is one root of the table: what the rules select, the Go type the server writes, and the
+// defaulting kube-apiserver runs on it (none for a custom resource: it is stored as sent).
 type kind struct {
 	group, kind string
 	goType      reflect.Type
+	defaults    func(any)
 }
 
 var kinds = []kind{
-	{"apps", "DaemonSet", reflect.TypeOf(appsv1.DaemonSet{})},
-	{"apps", "Deployment", reflect.TypeOf(appsv1.Deployment{})},
-	{"apps", "StatefulSet", reflect.TypeOf(appsv1.StatefulSet{})},
-	{"argoproj.io", "Rollout", reflect.TypeOf(rollouts.Rollout{})},
+	{"apps", "DaemonSet", reflect.TypeOf(appsv1.DaemonSet{}),
+		func(o any) { appsdefaults.SetObjectDefaults_DaemonSet(o.(*appsv1.DaemonSet)) }},
+	{"apps", "Deployment", reflect.TypeOf(appsv1.Deployment{}),
+		func(o any) { appsdefaults.SetObjectDefaults_Deployment(o.(*appsv1.Deployment)) }},
+	{"apps", "StatefulSet", reflect.TypeOf(appsv1.StatefulSet{}),
+		func(o any) { appsdefaults.SetObjectDefaults_StatefulSet(o.(*appsv1.StatefulSet)) }},
+	{"argoproj.io", "Rollout", reflect.TypeOf(rollouts.Rollout{}), nil},
 }
 
 // The modules whose types the table is read from; their versions head the table.
-var sourceModules = []string{"k8s.io/api", "k8s.io/apimachinery", "github.com/argoproj/argo-rollouts"}
+var sourceModules = []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/kubernetes", "github.com/argoproj/argo-rollouts"}
 
 // nesting is how a field holds a struct the table describes.
 type nesting int
@@ -70,6 +82,8 @@ type field struct {
 	nested  reflect.Type // the struct below, for nestedObject, listOf and mapOf
 	// Whether encoding/json writes the field when the struct is its zero value.
 	writtenAtZero bool
+	// Whether kube-apiserver's defaulting replaces the field's zero with a value.
+	defaulted bool
 }
 
 var marshaler = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
@@ -104,7 +118,7 @@ func main() {
 
 // generate reads every kind's type and renders the table.
 func generate() ([]byte, error) {
-	g := &generator{fields: map[reflect.Type][]field{}}
+	g := &generator{fields: map[reflect.Type][]field{}, defaulted: defaultedFields()}
 	for _, k := range kinds {
 		if err := g.visit(k.goType); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", k.group, k.kind, err)
@@ -119,6 +133,8 @@ type generator struct {
 	fields map[reflect.Type][]field
 	// The structs that hold an omitted zero, or lead to one.
 	matters map[reflect.Type]bool
+	// The fields whose zero kube-apiserver's defaulting replaces, by struct and JSON name.
+	defaulted map[reflect.Type]map[string]bool
 }
 
 // visit reads a struct and every struct below it once.
@@ -130,6 +146,14 @@ func (g *generator) visit(t reflect.Type) error {
 	fields, err := jsonFields(t, isKind(t))
 	if err != nil {
 		return fmt.Errorf("%s: %w", t, err)
+	}
+	for i := range fields {
+		if g.defaulted[t][fields[i].name] {
+			if fields[i].zero == "" {
+				return fmt.Errorf("%s.%s: its zero is defaulted but not left out: not modelled", t, fields[i].name)
+			}
+			fields[i].defaulted = true
+		}
 	}
 	g.fields[t] = fields
 	for _, f := range fields {
@@ -338,6 +362,104 @@ func writesOwnFields(t reflect.Type) bool {
 	return true
 }
 
+// defaultedFields runs kube-apiserver's own defaulting (k8s.io/kubernetes, what it runs on
+// apps/v1 objects) on each kind's object with every struct allocated, every list of structs
+// given one element and every scalar at its zero, and lists the scalars it changes: a declared
+// zero of such a field is not what the API server stores (imagePullPolicy "" is stored as
+// IfNotPresent). Defaults that depend on another field's non-zero value are not seen.
+func defaultedFields() map[reflect.Type]map[string]bool {
+	found := map[reflect.Type]map[string]bool{}
+	for _, k := range kinds {
+		if k.defaults == nil {
+			continue
+		}
+		// Two objects filled alike: one defaulted, one to compare it with (defaulting writes
+		// through the pointers a shallow copy would share).
+		object, untouched := reflect.New(k.goType), reflect.New(k.goType)
+		fill(object.Elem(), map[reflect.Type]bool{})
+		fill(untouched.Elem(), map[reflect.Type]bool{})
+		k.defaults(object.Interface())
+		changedScalars(untouched.Elem(), object.Elem(), k.goType, found)
+	}
+	return found
+}
+
+// fill allocates every pointer to a struct and gives every list of structs one element,
+// recursively (a type already on the way is left empty).
+func fill(v reflect.Value, onPath map[reflect.Type]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.Type().Elem().Kind() == reflect.Struct && !onPath[v.Type().Elem()] {
+			v.Set(reflect.New(v.Type().Elem()))
+			fill(v.Elem(), onPath)
+		}
+	case reflect.Struct:
+		if onPath[v.Type()] {
+			return
+		}
+		onPath[v.Type()] = true
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), onPath)
+			}
+		}
+		delete(onPath, v.Type())
+	case reflect.Slice:
+		element := v.Type().Elem()
+		if element.Kind() == reflect.Struct || (element.Kind() == reflect.Pointer && element.Elem().Kind() == reflect.Struct) {
+			items := reflect.MakeSlice(v.Type(), 1, 1)
+			fill(items.Index(0), onPath)
+			v.Set(items)
+		}
+	}
+}
+
+// changedScalars records the scalar fields that are zero in before and not in after, by the
+// struct whose JSON fields they are (an inlined embedded struct's fields are its owner's).
+func changedScalars(before, after reflect.Value, owner reflect.Type, found map[reflect.Type]map[string]bool) {
+	switch before.Kind() {
+	case reflect.Pointer:
+		if !before.IsNil() && !after.IsNil() {
+			changedScalars(before.Elem(), after.Elem(), before.Elem().Type(), found)
+		}
+	case reflect.Slice:
+		for i := 0; i < before.Len() && i < after.Len(); i++ {
+			changedScalars(before.Index(i), after.Index(i), before.Type().Elem(), found)
+		}
+	case reflect.Struct:
+		t := before.Type()
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct {
+				changedScalars(before.Field(i), after.Field(i), owner, found)
+				continue
+			}
+			if !sf.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			b, a := before.Field(i), after.Field(i)
+			switch b.Kind() {
+			case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+				if b.IsZero() && !a.IsZero() {
+					if found[owner] == nil {
+						found[owner] = map[string]bool{}
+					}
+					found[owner][name] = true
+				}
+			case reflect.Struct:
+				changedScalars(b, a, b.Type(), found)
+			default:
+				changedScalars(b, a, owner, found)
+			}
+		}
+	}
+}
+
 // prune keeps the structs that hold an omitted zero or lead to one (a fixpoint: types may
 // refer to each other).
 func (g *generator) prune() {
@@ -375,12 +497,12 @@ func (g *generator) render() []byte {
 	fmt.Fprintln(&b, "//! @generated by tools/zero-fields (`go run .` there); do not edit. Read by reflection from")
 	fmt.Fprintf(&b, "//! the Go types of %s.\n", moduleVersions())
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "use super::{Field, Nested, Object, Zero};")
+	fmt.Fprintln(&b, "use super::{Field, Kind, Nested, Object, Zero};")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "/// `(group, kind, the object's fields)`.")
-	fmt.Fprintln(&b, "pub(super) static KINDS: &[(&str, &str, &Object)] = &[")
+	fmt.Fprintln(&b, "/// The kinds: their fields, and whether kube-apiserver's defaulting runs on them.")
+	fmt.Fprintln(&b, "pub(super) static KINDS: &[Kind] = &[")
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "    (%q, %q, &%s),\n", k.group, k.kind, staticName(k.goType))
+		fmt.Fprintf(&b, "    Kind { group: %q, kind: %q, object: &%s, defaulted: %t },\n", k.group, k.kind, staticName(k.goType), k.defaults != nil)
 	}
 	fmt.Fprintln(&b, "];")
 
@@ -420,7 +542,7 @@ func (g *generator) render() []byte {
 			case mapOf:
 				nested = "Nested::MapOf(&" + staticName(f.nested) + ")"
 			}
-			fmt.Fprintf(&b, "    Field { name: %q, zero: %s, nested: %s },\n", f.name, zero, nested)
+			fmt.Fprintf(&b, "    Field { name: %q, zero: %s, defaulted: %t, nested: %s },\n", f.name, zero, f.defaulted, nested)
 		}
 		fmt.Fprintln(&b, "] };")
 	}

@@ -1,7 +1,8 @@
 //! Zero values the API server leaves out (reference §4, §8 step 2), on the real API server:
 //! Deployments, StatefulSets and DaemonSets whose manifests spell out `false`, `0` and `""`
-//! across their fields (`paused: false`, `hostNetwork: false`, `readOnly: false`, `value: ""`
-//! …), applied with `kubectl apply` and never touched, are clean for `drift-sentinel audit
+//! across their fields (`paused: false`, `hostNetwork: false`, `readOnly: false`, `value: ""`,
+//! and `imagePullPolicy: ""`, which the API server replaces with a default …), applied with
+//! `kubectl apply` and never touched, are clean for `drift-sentinel audit
 //! --once` and `kubectl drift audit`; `kubectl edit` of each such field to another value (and
 //! of the zeros the API server keeps: pointer fields, map values) is reported at that field;
 //! re-applying the same manifests removes a finding only together with its drift. At
@@ -12,7 +13,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use libtest_mimic::Trial;
-use serde_json::Value;
 
 use crate::env::{AGENT_NAMESPACE, Env, shared, stderr, stdout};
 use crate::trial;
@@ -26,8 +26,10 @@ pub fn tests() -> Vec<Trial> {
 
 const NS: &str = "e2e-zeros";
 
-/// A workload of `kind` named `name` whose manifest spells out the zeros a chart renders, and
-/// zeros the API server keeps (a pointer field's `false` and `0`, a map value's `""`).
+/// A workload of `kind` named `name` whose manifest spells out the zeros a chart renders: those
+/// the API server leaves out, those its defaulting replaces (`imagePullPolicy: ""`,
+/// `protocol: ""`, a probe's `timeoutSeconds: 0`, `dnsPolicy: ""`), and those it keeps (a
+/// pointer field's `false` and `0`, a map value's `""`).
 fn manifest(namespace: &str, kind: &str, name: &str) -> String {
     let top = match kind {
         "Deployment" => "  replicas: 1\n  minReadySeconds: 0\n  paused: false\n",
@@ -48,6 +50,7 @@ spec:
       labels: {{app: {name}}}
       annotations: {{note: ""}}
     spec:
+      dnsPolicy: ""
       hostNetwork: false
       hostPID: false
       hostIPC: false
@@ -67,11 +70,12 @@ spec:
       containers:
         - name: app
           image: nginx:1.0
+          imagePullPolicy: ""
           tty: false
           stdin: false
           workingDir: ""
           ports:
-            - {{containerPort: 80, hostPort: 0}}
+            - {{containerPort: 80, hostPort: 0, protocol: ""}}
           env:
             - {{name: A, value: ""}}
             - name: B
@@ -81,6 +85,8 @@ spec:
           readinessProbe:
             tcpSocket: {{port: 80, host: ""}}
             initialDelaySeconds: 0
+            timeoutSeconds: 0
+            periodSeconds: 0
           securityContext:
             allowPrivilegeEscalation: false
             runAsUser: 0
@@ -246,6 +252,14 @@ fn edits() -> Vec<Edit> {
             "probe-host",
             r"/^          tcpSocket:$/a\            host: localhost",
             &[format!("{APP}.readinessProbe.tcpSocket.host")],
+        ),
+        // A zero the defaulting replaced declares nothing; changed with kubectl edit, it is an
+        // imperative edit (reference §8 step 3).
+        edit(
+            "Deployment",
+            "pull-policy",
+            r"0,/imagePullPolicy: IfNotPresent/s//imagePullPolicy: Always/",
+            &[format!("{APP}.imagePullPolicy")],
         ),
         // Zeros the API server keeps: changed, or removed (absent means something else).
         edit(
@@ -422,8 +436,9 @@ fn zeros_as_applied_are_clean_and_edits_of_them_are_drift() {
         .collect();
     assert_eq!(edited, want, "what kubectl edit changed, and only that");
 
-    // The same manifests applied again: a finding goes away only with its drift. kubectl's
-    // three-way merge sends every declared value that differs live, so each edit is undone.
+    // The same manifests applied again: a finding goes away only with its drift, that is when
+    // the field is again what the never-touched twin of the object holds. kubectl's three-way
+    // merge sends every declared value that differs live (a zero too), so each edit is undone.
     env.apply(&all);
     let reapplied = findings(&env);
     for edit in &edits {
@@ -431,19 +446,22 @@ fn zeros_as_applied_are_clean_and_edits_of_them_are_drift() {
         if reapplied.get(&object) == Some(&edit.paths) {
             continue; // still reported: still drifted
         }
-        let live = env
-            .get(&[&edit.kind.to_lowercase(), edit.name, "-n", NS])
-            .expect("the object");
-        let declared: Value = serde_yaml::from_str(&manifest(NS, edit.kind, edit.name)).unwrap();
+        let get = |name: &str| {
+            env.get(&[&edit.kind.to_lowercase(), name, "-n", NS])
+                .expect("the object")
+        };
+        let twin = match edit.kind {
+            "Deployment" => "as-applied",
+            "StatefulSet" => "sts-as-applied",
+            _ => "ds-as-applied",
+        };
+        let (live, untouched) = (get(edit.name), get(twin));
         for path in &edit.paths {
             let pointer = pointer_of(path);
-            let (declared, live) = (declared.pointer(&pointer), live.pointer(&pointer));
-            let zero = |v: Option<&Value>| {
-                v.is_none_or(|v| v == &Value::Bool(false) || v == &Value::from(0) || v == "")
-            };
-            assert!(
-                live == declared || (zero(live) && zero(declared)),
-                "{object}: the finding at {path} went away but the field is still {live:?} (declared {declared:?})"
+            assert_eq!(
+                live.pointer(&pointer),
+                untouched.pointer(&pointer),
+                "{object}: the finding at {path} went away, but the field is not as applied"
             );
         }
     }
@@ -471,7 +489,11 @@ fn an_apply_spelling_out_zeros_over_a_server_side_apply_is_allowed() {
     // A namespace the webhook intercepts, under the chart's default rule (enforce: only images
     // and kubectl's own annotations may change).
     let ns = env.namespace("e2e-zeros-admission", &[]);
-    let spelled = manifest(&ns, "Deployment", "web");
+    // Without `protocol: ""`: kubectl's client-side merge keys ports by containerPort alone,
+    // and adds a second port next to the TCP one that server-side apply stored (the API server
+    // warns of a duplicate port definition): a real change of the object, denied as such.
+    let spelled = manifest(&ns, "Deployment", "web").replace(", protocol: \"\"}", "}");
+    assert!(!spelled.contains("protocol"), "{spelled}");
     // The same object without the zeros the API server leaves out, server-side applied.
     let plain: String = spelled
         .lines()

@@ -327,23 +327,32 @@ fn declares_follows_keyed_lists_by_key() {
     assert!(declares(
         &declared,
         &live,
-        &path("spec.template.spec.containers[1].image")
+        &path("spec.template.spec.containers[1].image"),
+        OmittedZeros::NONE
     ));
     assert!(!declares(
         &declared,
         &live,
-        &path("spec.template.spec.containers[0]")
+        &path("spec.template.spec.containers[0]"),
+        OmittedZeros::NONE
     ));
     assert!(declares(
         &declared,
         &live,
-        &path("spec.template.spec.containers[1].args[1]")
+        &path("spec.template.spec.containers[1].args[1]"),
+        OmittedZeros::NONE
     ));
-    assert!(!declares(&declared, &live, &path("metadata.labels.team")));
     assert!(!declares(
         &declared,
         &live,
-        &path("spec.template.spec.containers[7]")
+        &path("metadata.labels.team"),
+        OmittedZeros::NONE
+    ));
+    assert!(!declares(
+        &declared,
+        &live,
+        &path("spec.template.spec.containers[7]"),
+        OmittedZeros::NONE
     ));
 }
 
@@ -446,7 +455,7 @@ proptest! {
             // Reported at a path the baseline declares, or at a whole-compared list's element
             // (added live), or at a declared element's place.
             prop_assert!(
-                declares(&declared, &live, path) || change.old.is_some(),
+                declares(&declared, &live, path, OmittedZeros::NONE) || change.old.is_some(),
                 "{} is not declared", change.path
             );
         }

@@ -11,6 +11,11 @@
 //! apart (both are an optional bool without a default), so the table (`table.rs`) is generated
 //! from the Go types themselves by `tools/zero-fields`, and compiled in: it is looked up per
 //! kind once per comparison, and only where one side of a field is absent.
+//!
+//! The table also marks the zeros that kube-apiserver's defaulting replaces with a value of its
+//! own (`imagePullPolicy: ""` is stored as `IfNotPresent`, a probe's `timeoutSeconds: 0` as 1),
+//! found by running that defaulting: a declared one says nothing about what is stored, so the
+//! audit's declared state leaves it out (reference §8 step 2, `baseline`).
 
 use serde_json::{Number, Value};
 
@@ -20,17 +25,30 @@ use crate::path::{AsSegment, SegmentRef};
 #[rustfmt::skip]
 mod table;
 
+/// One kind of the table: its object's fields, and whether kube-apiserver's defaulting runs on
+/// it (not on a custom resource, which is stored as sent).
+#[derive(Debug)]
+pub struct Kind {
+    group: &'static str,
+    kind: &'static str,
+    object: &'static Object,
+    defaulted: bool,
+}
+
 /// The fields of one Go struct that the table describes, sorted by JSON name.
 #[derive(Debug)]
 pub struct Object {
     fields: &'static [Field],
 }
 
-/// One JSON field: the zero the API server leaves out, if any, and the struct below it.
+/// One JSON field: the zero the API server leaves out, if any, whether its defaulting replaces
+/// that zero with a value (`imagePullPolicy: ""` is stored as `IfNotPresent`), and the struct
+/// below it.
 #[derive(Debug)]
 pub struct Field {
     name: &'static str,
     zero: Option<Zero>,
+    defaulted: bool,
     nested: Nested,
 }
 
@@ -70,16 +88,21 @@ impl Field {
     /// empty by normalisation is dropped in turn).
     fn omits<'a, N: Node<'a>>(&self, value: N) -> bool {
         match value.shape() {
-            Shape::Bool => self.zero == Some(Zero::Bool) && value.as_bool() == Some(false),
-            Shape::String => {
-                self.zero == Some(Zero::String) && value.as_str().is_some_and(|s| s.is_empty())
-            }
-            Shape::Number => self.zero == Some(Zero::Number) && is_zero_number(value),
             Shape::Object => match self.nested {
                 Nested::Object(object) => crate::nesting::guarded(|| object.all_omitted(value)),
                 _ => false,
             },
-            Shape::Null | Shape::Array => false,
+            _ => self.is_zero(value),
+        }
+    }
+
+    /// Whether `value` is this field's zero (`false`, `0`, `""`, as its type has it).
+    fn is_zero<'a, N: Node<'a>>(&self, value: N) -> bool {
+        match (self.zero, value.shape()) {
+            (Some(Zero::Bool), Shape::Bool) => value.as_bool() == Some(false),
+            (Some(Zero::String), Shape::String) => value.as_str().is_some_and(|s| s.is_empty()),
+            (Some(Zero::Number), Shape::Number) => is_zero_number(value),
+            _ => false,
         }
     }
 }
@@ -106,7 +129,7 @@ fn is_zero_number<'a, N: Node<'a>>(value: N) -> bool {
 /// The zeros one kind's objects leave out: what the diff consults, where one side of a field
 /// is absent. [`OmittedZeros::NONE`] for a kind the table does not know (every value counts).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OmittedZeros(Option<&'static Object>);
+pub struct OmittedZeros(Option<&'static Kind>);
 
 impl OmittedZeros {
     /// No field leaves out its zero.
@@ -118,14 +141,26 @@ impl OmittedZeros {
         Self(
             table::KINDS
                 .iter()
-                .find(|(g, k, _)| *g == group && *k == kind)
-                .map(|(_, _, object)| *object),
+                .find(|k| k.group == group && k.kind == kind),
         )
     }
 
     /// Whether the table knows the kind.
     pub fn is_known(self) -> bool {
         self.0.is_some()
+    }
+
+    fn object(self) -> Option<&'static Object> {
+        self.0.map(|kind| kind.object)
+    }
+
+    /// Where a declared object of this kind starts in the table, for finding the zeros that
+    /// kube-apiserver's defaulting replaces ([`Place::defaulted_zero`]); `None` for a kind it
+    /// does not default (a custom resource) or does not know.
+    pub(crate) fn defaulted_root(self) -> Option<Place> {
+        self.0
+            .filter(|kind| kind.defaulted)
+            .map(|kind| Place::Object(kind.object))
     }
 
     /// Every field of the kind that leaves out its zero, as a path pattern (`[*]` for a list's
@@ -161,7 +196,7 @@ impl OmittedZeros {
             on_path.pop();
         }
         let mut out = Vec::new();
-        if let Some(root) = self.0 {
+        if let Some(root) = self.object() {
             walk(root, "", &mut Vec::new(), &mut out);
         }
         out
@@ -186,7 +221,7 @@ impl OmittedZeros {
     /// a path the table does not follow.
     fn field_at<S: AsSegment>(self, path: &[S]) -> Option<&'static Field> {
         let (last, parents) = path.split_last()?;
-        let mut place = Place::Object(self.0?);
+        let mut place = Place::Object(self.object()?);
         for segment in parents {
             place = place.step(segment.as_segment())?.1?;
         }
@@ -195,7 +230,7 @@ impl OmittedZeros {
 
     /// Where `path` leads in the table, for comparing whole subtrees ([`Place`]).
     pub(crate) fn place_at<S: AsSegment>(self, path: &[S]) -> Option<Place> {
-        let mut place = Place::Object(self.0?);
+        let mut place = Place::Object(self.object()?);
         for segment in path {
             place = place.step(segment.as_segment())?.1?;
         }
@@ -247,6 +282,14 @@ impl Place {
     /// is stored as nothing (see [`OmittedZeros::omits`]).
     pub(crate) fn omits_entry<'a, N: Node<'a>>(self, key: &str, value: N) -> bool {
         matches!(self.step(SegmentRef::Key(key)), Some((Some(field), _)) if field.omits(value))
+    }
+
+    /// Whether `value`, the entry `key` of an object at this place, is a zero that
+    /// kube-apiserver's defaulting replaces with a value of its own (`imagePullPolicy: ""`,
+    /// a probe's `timeoutSeconds: 0`, a port's `protocol: ""`): declared, it says nothing about
+    /// what is stored (reference §8 step 2).
+    pub(crate) fn defaulted_zero<'a, N: Node<'a>>(self, key: &str, value: N) -> bool {
+        matches!(self.step(SegmentRef::Key(key)), Some((Some(field), _)) if field.defaulted && field.is_zero(value))
     }
 }
 

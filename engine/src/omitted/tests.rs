@@ -57,8 +57,8 @@ fn the_table_is_sorted_for_binary_search() {
         }
     }
     let mut seen = Vec::new();
-    for (_, _, object) in table::KINDS {
-        check(object, &mut seen);
+    for kind in table::KINDS {
+        check(kind.object, &mut seen);
     }
     assert!(seen.len() > 50, "{} structs", seen.len());
 }
@@ -387,4 +387,121 @@ fn a_raw_number_is_zero_only_when_it_is_exactly_zero() {
         let document = RawDocument::new(raw);
         assert_eq!(zeros.omits(&path, document.node()), want, "{text}");
     }
+}
+
+/// The zeros kube-apiserver's defaulting replaces, found by running it: declared, they say
+/// nothing about what is stored. A custom resource (the Rollout) is not defaulted.
+#[test]
+fn zeros_the_defaulting_replaces() {
+    let defaulted = |group: &str, kind: &str, path: &str, value: Value| {
+        let path = PathPattern::parse(path).unwrap();
+        let segments: Vec<crate::PathSegment> = path
+            .segments()
+            .iter()
+            .map(|s| match s {
+                crate::PatternSegment::Key(key) => crate::PathSegment::Key(key.clone()),
+                crate::PatternSegment::Index(index) => crate::PathSegment::Index(*index),
+                other => panic!("not a concrete path: {other:?}"),
+            })
+            .collect();
+        let (last, parent) = segments.split_last().unwrap();
+        let crate::PathSegment::Key(key) = last else {
+            panic!("a key")
+        };
+        OmittedZeros::of_kind(group, kind)
+            .defaulted_root()
+            .and_then(|root| {
+                parent
+                    .iter()
+                    .try_fold(root, |place, segment| match segment {
+                        crate::PathSegment::Key(k) => place.key(k),
+                        crate::PathSegment::Index(_) => place.items(),
+                    })
+            })
+            .is_some_and(|place| place.defaulted_zero(key, &value))
+    };
+    let container = "spec.template.spec.containers[0]";
+    for (kind, path, value, want) in [
+        (
+            "Deployment",
+            format!("{container}.imagePullPolicy"),
+            json!(""),
+            true,
+        ),
+        (
+            "StatefulSet",
+            format!("{container}.terminationMessagePath"),
+            json!(""),
+            true,
+        ),
+        (
+            "DaemonSet",
+            format!("{container}.ports[0].protocol"),
+            json!(""),
+            true,
+        ),
+        (
+            "Deployment",
+            format!("{container}.readinessProbe.timeoutSeconds"),
+            json!(0),
+            true,
+        ),
+        (
+            "Deployment",
+            format!("{container}.livenessProbe.httpGet.path"),
+            json!(""),
+            true,
+        ),
+        (
+            "Deployment",
+            "spec.template.spec.dnsPolicy".into(),
+            json!(""),
+            true,
+        ),
+        ("Deployment", "spec.strategy.type".into(), json!(""), true),
+        (
+            "StatefulSet",
+            "spec.podManagementPolicy".into(),
+            json!(""),
+            true,
+        ),
+        // Not the zero, or not defaulted, or not a kind the API server defaults.
+        (
+            "Deployment",
+            format!("{container}.imagePullPolicy"),
+            json!("Always"),
+            false,
+        ),
+        (
+            "Deployment",
+            format!("{container}.readinessProbe.timeoutSeconds"),
+            json!(5),
+            false,
+        ),
+        (
+            "Deployment",
+            format!("{container}.readinessProbe.initialDelaySeconds"),
+            json!(0),
+            false,
+        ),
+        (
+            "Deployment",
+            format!("{container}.tty"),
+            json!(false),
+            false,
+        ),
+        ("Deployment", "spec.paused".into(), json!(false), false),
+    ] {
+        assert_eq!(
+            defaulted("apps", kind, &path, value.clone()),
+            want,
+            "{kind} {path}: {value}"
+        );
+    }
+    assert!(!defaulted(
+        "argoproj.io",
+        "Rollout",
+        &format!("{container}.imagePullPolicy"),
+        json!("")
+    ));
 }
