@@ -2,7 +2,9 @@
 //! rules select: a manifest that spells them out (`paused: false`, `readOnly: false`,
 //! `value: ""` …) is clean against the object the API server stores from it, in the audit and
 //! at admission; a real change beside them — to or from a non-zero value, or of a pointer field
-//! whose zero the API server keeps — is drift, at its own path.
+//! whose zero the API server keeps — is drift, at its own path. Zeros its defaulting replaces,
+//! and empty lists and maps, declare nothing. And, where issue 41 is silent: applying the same
+//! manifest again makes a finding go away only with its drift.
 
 use std::time::SystemTime;
 
@@ -559,6 +561,13 @@ fn admit(old: &Value, new: &Value) -> (Step, Vec<String>) {
     (from_text.step(), from_text.denied_paths().to_vec())
 }
 
+/// An UPDATE from the object as stored to `spelled`, and back, changes nothing.
+fn no_change_either_way(kind: &str, spelled: &Value) {
+    let stored = stored(kind);
+    assert_eq!(admit(&stored, spelled), (Step::NoChanges, vec![]), "{kind}");
+    assert_eq!(admit(spelled, &stored), (Step::NoChanges, vec![]), "{kind}");
+}
+
 #[test]
 fn an_update_spelling_out_zeros_is_no_change() {
     for kind in KINDS {
@@ -566,16 +575,7 @@ fn an_update_spelling_out_zeros_is_no_change() {
         for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
             set(&mut spelled, &field.at, field.zero.clone());
         }
-        assert_eq!(
-            admit(&stored(kind), &spelled),
-            (Step::NoChanges, vec![]),
-            "{kind}"
-        );
-        assert_eq!(
-            admit(&spelled, &stored(kind)),
-            (Step::NoChanges, vec![]),
-            "{kind}"
-        );
+        no_change_either_way(kind, &spelled);
         for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
             let mut changed = stored(kind);
             set(&mut changed, &field.at, field.other.clone());
@@ -671,4 +671,395 @@ proptest! {
         let live = with_baseline(new.clone(), &old);
         prop_assert_eq!(drift(&live).unwrap_or_default(), declared);
     }
+}
+
+/// Empty lists and maps a chart renders (`command: []`, `limits: {}` …), at several depths:
+/// absent to §4 on either side, so they declare nothing. Each with a non-empty value, and the
+/// field (or element) `kubectl edit` of that value owns.
+struct Empty {
+    at: String,
+    empty: Value,
+    other: Value,
+    owned: String,
+}
+
+fn empty_fields() -> Vec<Empty> {
+    let row = |at: String, empty: Value, other: Value, owned: String| Empty {
+        at,
+        empty,
+        other,
+        owned,
+    };
+    vec![
+        row(
+            format!("{POD}/imagePullSecrets"),
+            json!([]),
+            json!([{"name": "registry"}]),
+            format!("{POD}/imagePullSecrets/0"),
+        ),
+        row(
+            format!("{POD}/securityContext/supplementalGroups"),
+            json!([]),
+            json!([1000]),
+            format!("{POD}/securityContext/supplementalGroups"),
+        ),
+        row(
+            format!("{APP}/command"),
+            json!([]),
+            json!(["sh"]),
+            format!("{APP}/command"),
+        ),
+        row(
+            format!("{APP}/resources/limits"),
+            json!({}),
+            json!({"cpu": "1"}),
+            format!("{APP}/resources/limits/cpu"),
+        ),
+        row(
+            format!("{APP}/securityContext/capabilities/drop"),
+            json!([]),
+            json!(["ALL"]),
+            format!("{APP}/securityContext/capabilities/drop"),
+        ),
+        row(
+            format!("{APP}/lifecycle/preStop/exec/command"),
+            json!([]),
+            json!(["sleep", "5"]),
+            format!("{APP}/lifecycle/preStop/exec/command"),
+        ),
+    ]
+}
+
+/// The `FieldsV1` set of the field at `pointer` in `object`, as the API server writes it for
+/// the manager that set it: list elements by their merge key.
+fn fields_v1(object: &Value, pointer: &str) -> Value {
+    let mut set = json!({});
+    let mut at = &mut set;
+    let mut value = object;
+    for key in pointer.split('/').skip(1) {
+        let (step, next) = match value {
+            Value::Array(items) => {
+                let item = &items[key.parse::<usize>().expect("an index")];
+                let mut merge_key = serde_json::Map::new();
+                if let Some(port) = item.get("containerPort") {
+                    merge_key.insert("containerPort".into(), port.clone());
+                    let protocol = item.get("protocol").cloned();
+                    merge_key.insert("protocol".into(), protocol.unwrap_or(json!("TCP")));
+                } else {
+                    let name = ["name", "mountPath"]
+                        .into_iter()
+                        .find(|k| item.get(k).is_some())
+                        .expect("a keyed element");
+                    merge_key.insert(name.into(), item[name].clone());
+                }
+                (format!("k:{}", Value::Object(merge_key)), item)
+            }
+            _ => (format!("f:{key}"), &value[key]),
+        };
+        value = next;
+        at = at
+            .as_object_mut()
+            .expect("a set")
+            .entry(step)
+            .or_insert_with(|| json!({}));
+    }
+    set
+}
+
+/// `object` with the field at `pointer` owned by `kubectl edit`.
+fn edited_by_kubectl(mut object: Value, pointer: &str) -> Value {
+    let fields = fields_v1(&object, pointer);
+    object["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl-edit", "operation": "Update", "time": "2026-12-01T00:00:00Z",
+        "fieldsType": "FieldsV1", "fieldsV1": fields
+    }]);
+    object
+}
+
+#[test]
+fn an_empty_list_or_map_declares_nothing_and_is_no_change() {
+    for kind in KINDS {
+        let mut declared = manifest(kind);
+        for field in empty_fields() {
+            set(&mut declared, &field.at, field.empty.clone());
+        }
+        // As applied: the API server stores none of them.
+        assert_eq!(
+            drift(&with_baseline(stored(kind), &declared)),
+            None,
+            "{kind}"
+        );
+        let mut spelled = stored(kind);
+        for field in empty_fields() {
+            set(&mut spelled, &field.at, field.empty.clone());
+        }
+        no_change_either_way(kind, &spelled);
+        for field in empty_fields() {
+            let mut changed = stored(kind);
+            set(&mut changed, &field.at, field.other.clone());
+            // At admission a real change, reported where it appears (§4: an object that
+            // appears with the change is reported whole).
+            let (step, denied) = admit(&spelled, &changed);
+            assert_eq!(
+                (step, denied),
+                (Step::Violation, vec![first_missing(&spelled, &field.at)]),
+                "{kind} {}",
+                field.at
+            );
+            // In the audit, a field the baseline does not declare: drift as an imperative edit
+            // (§8 step 3), never by the baseline.
+            assert_eq!(
+                drift(&with_baseline(changed.clone(), &declared)),
+                None,
+                "{kind} {}",
+                field.at
+            );
+            let edited = with_baseline(edited_by_kubectl(changed, &field.owned), &declared);
+            assert_eq!(
+                drift(&edited),
+                Some(vec![rendered(&field.owned)]),
+                "{kind} {}",
+                field.at
+            );
+        }
+    }
+}
+
+// Where issue 41 is silent: no finding may go away when the user applies the same manifest
+// again while its drift remains.
+
+/// Lists `kubectl apply` merges element by element (strategic merge patch, by merge key).
+const MERGED_LISTS: [&str; 7] = [
+    "containers",
+    "initContainers",
+    "env",
+    "ports",
+    "volumeMounts",
+    "volumes",
+    "imagePullSecrets",
+];
+
+/// `live` after `kubectl apply` of `declared` again, the manifest it was applied from, as the
+/// API server stores it. kubectl's three-way merge deletes nothing here (the manifest did not
+/// change) and sends every declared value that differs live: a scalar, a zero too, a list of
+/// scalars or without merge key whole; an empty map, or an empty list it merges, sends nothing.
+/// The API server stores a sent value as it stored the manifest the first time, which
+/// `as_applied` holds (a zero it leaves out as nothing, a zero it defaults as the default).
+/// Returns the object and the pointers whose live value that changed.
+fn reapplied(live: &Value, declared: &Value, as_applied: &Value) -> (Value, Vec<String>) {
+    fn walk(
+        declared: &Value,
+        pointer: &str,
+        merged: bool,
+        live: &Value,
+        as_applied: &Value,
+        out: &mut (Value, Vec<String>),
+    ) {
+        match declared {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let merged = MERGED_LISTS.contains(&key.as_str());
+                    let below = format!("{pointer}/{key}");
+                    walk(value, &below, merged, live, as_applied, out);
+                }
+                return;
+            }
+            Value::Array(items) if merged => {
+                for (i, item) in items.iter().enumerate() {
+                    let below = format!("{pointer}/{i}");
+                    let key = |v: Option<&Value>| {
+                        v.and_then(|v| {
+                            v.get("name")
+                                .or(v.get("mountPath"))
+                                .or(v.get("containerPort"))
+                        })
+                        .cloned()
+                    };
+                    // The fixtures keep every element where it was declared.
+                    assert_eq!(key(live.pointer(&below)), key(Some(item)), "{below}");
+                    walk(item, &below, false, live, as_applied, out);
+                }
+                return;
+            }
+            _ => {}
+        }
+        if live.pointer(pointer) == Some(declared) {
+            return; // not sent
+        }
+        let stored = as_applied.pointer(pointer);
+        if out.0.pointer(pointer) == stored {
+            return; // sent, and stored as it was: no change
+        }
+        match stored {
+            Some(value) => set(&mut out.0, pointer, value.clone()),
+            None => remove(&mut out.0, pointer),
+        }
+        out.1.push(pointer.to_owned());
+    }
+    let mut out = (live.clone(), Vec::new());
+    walk(declared, "", false, live, as_applied, &mut out);
+    out
+}
+
+/// `drift-engine`'s rendering of a path as a JSON pointer.
+fn pointer_of(path: &str) -> String {
+    path.split('.')
+        .flat_map(|part| match part.split_once('[') {
+            Some((key, index)) => vec![key.to_owned(), index.trim_end_matches(']').to_owned()],
+            None => vec![part.to_owned()],
+        })
+        .fold(String::new(), |pointer, part| format!("{pointer}/{part}"))
+}
+
+/// One way an object drifts from its manifest: the manifest, the object as the API server
+/// stored it from that manifest, the object now, the field `kubectl edit` owns (if it made the
+/// change), and whether applying the manifest again leaves the drift (kubectl sends nothing
+/// that undoes it).
+struct Drifted {
+    what: String,
+    declared: Value,
+    as_applied: Value,
+    live: Value,
+    owned: Option<String>,
+    stays: bool,
+}
+
+fn drifted_objects(kind: &str) -> Vec<Drifted> {
+    let mut declared = manifest(kind);
+    if kind != "Rollout" {
+        for (at, zero) in defaulted_zeros() {
+            set(&mut declared, &at, zero);
+        }
+    }
+    for field in empty_fields() {
+        set(&mut declared, &field.at, field.empty.clone());
+    }
+    let drifted = |what: String, live: Value, owned: Option<String>, stays| Drifted {
+        what,
+        declared: declared.clone(),
+        as_applied: stored(kind),
+        live,
+        owned,
+        stays,
+    };
+    let mut out = Vec::new();
+    for field in omitted_fields().iter().filter(|f| f.kinds.contains(&kind)) {
+        // A declared zero set to another value.
+        let mut live = stored(kind);
+        set(&mut live, &field.at, field.other.clone());
+        out.push(drifted(format!("{} set", field.at), live, None, false));
+        // A declared non-zero value set back to the zero, which is stored as nothing.
+        let mut other = declared.clone();
+        set(&mut other, &field.at, field.other.clone());
+        let mut as_applied = stored(kind);
+        set(&mut as_applied, &field.at, field.other.clone());
+        out.push(Drifted {
+            what: format!("{} zeroed", field.at),
+            declared: other,
+            as_applied,
+            live: stored(kind),
+            owned: None,
+            stays: false,
+        });
+    }
+    for (at, _) in kept_zeros(kind) {
+        let mut gone = stored(kind);
+        remove(&mut gone, &at);
+        out.push(drifted(format!("{at} removed"), gone, None, false));
+        let mut changed = stored(kind);
+        set(&mut changed, &at, json!(7));
+        out.push(drifted(format!("{at} changed"), changed, None, false));
+    }
+    if kind != "Rollout" {
+        // A zero the API server defaulted (declaring nothing), edited.
+        let at = format!("{APP}/imagePullPolicy");
+        let mut live = stored(kind);
+        set(&mut live, &at, json!("Always"));
+        out.push(drifted(format!("{at} edited"), live, Some(at), false));
+    }
+    for field in empty_fields() {
+        let mut live = stored(kind);
+        set(&mut live, &field.at, field.other.clone());
+        // kubectl sends a declared empty map, or an empty list it merges, as nothing.
+        let stays = field.empty == json!({}) || field.at.ends_with("/imagePullSecrets");
+        out.push(drifted(
+            format!("{} edited", field.at),
+            live,
+            Some(field.owned.clone()),
+            stays,
+        ));
+    }
+    // Fields and elements the manifest does not declare, added by kubectl edit.
+    let mut live = stored(kind);
+    set(&mut live, &format!("{POD}/hostname"), json!("web-0"));
+    out.push(drifted(
+        "hostname added".into(),
+        live,
+        Some(format!("{POD}/hostname")),
+        true,
+    ));
+    let mut live = stored(kind);
+    live.pointer_mut(&format!("{APP}/env"))
+        .and_then(Value::as_array_mut)
+        .expect("env")
+        .push(json!({"name": "D", "value": "x"}));
+    out.push(drifted(
+        "env element added".into(),
+        live,
+        Some(format!("{APP}/env/3")),
+        true,
+    ));
+    out
+}
+
+#[test]
+fn applying_the_same_manifest_again_removes_a_finding_only_with_its_drift() {
+    let (mut gone, mut kept) = (0, 0);
+    for kind in KINDS {
+        for case in drifted_objects(kind) {
+            let what = format!("{kind}: {}", case.what);
+            let owned_by_edit = |object: Value| match &case.owned {
+                Some(owned) => edited_by_kubectl(object, owned),
+                None => object,
+            };
+            let before = drift(&with_baseline(
+                owned_by_edit(case.live.clone()),
+                &case.declared,
+            ))
+            .unwrap_or_else(|| panic!("{what}: no drift to begin with"));
+            let (after, sent) = reapplied(&case.live, &case.declared, &case.as_applied);
+            // A field kubectl's apply changed is its own from then on, no longer kubectl edit's.
+            let edited_still = case.owned.as_ref().is_some_and(|owned| {
+                !sent
+                    .iter()
+                    .any(|s| owned.starts_with(s.as_str()) || s.starts_with(owned.as_str()))
+            });
+            let after = if edited_still {
+                owned_by_edit(after)
+            } else {
+                after
+            };
+            let found = drift(&with_baseline(after.clone(), &case.declared)).unwrap_or_default();
+            for path in &before {
+                if !found.contains(path) {
+                    let pointer = pointer_of(path);
+                    assert_eq!(
+                        after.pointer(&pointer),
+                        case.as_applied.pointer(&pointer),
+                        "{what}: the finding at {path} went away while its field still differs"
+                    );
+                }
+            }
+            // And the model is no vacuous one: what kubectl undoes goes, what it leaves stays.
+            if case.stays {
+                assert_eq!(found, before, "{what}");
+                kept += 1;
+            } else {
+                assert_eq!(found, Vec::<String>::new(), "{what}");
+                assert!(!sent.is_empty(), "{what}: nothing sent");
+                gone += 1;
+            }
+        }
+    }
+    assert!(gone > 50 && kept > 10, "{gone} undone, {kept} left");
 }

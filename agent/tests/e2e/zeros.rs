@@ -27,9 +27,9 @@ pub fn tests() -> Vec<Trial> {
 const NS: &str = "e2e-zeros";
 
 /// A workload of `kind` named `name` whose manifest spells out the zeros a chart renders: those
-/// the API server leaves out, those its defaulting replaces (`imagePullPolicy: ""`,
-/// `protocol: ""`, a probe's `timeoutSeconds: 0`, `dnsPolicy: ""`), and those it keeps (a
-/// pointer field's `false` and `0`, a map value's `""`).
+/// the API server leaves out (empty lists and maps too), those its defaulting replaces
+/// (`imagePullPolicy: ""`, `protocol: ""`, a probe's `timeoutSeconds: 0`, `dnsPolicy: ""`), and
+/// those it keeps (a pointer field's `false` and `0`, a map value's `""`).
 fn manifest(namespace: &str, kind: &str, name: &str) -> String {
     let top = match kind {
         "Deployment" => "  replicas: 1\n  minReadySeconds: 0\n  paused: false\n",
@@ -63,6 +63,7 @@ spec:
       nodeSelector: {{zone: ""}}
       tolerations:
         - {{key: k, operator: Exists, effect: ""}}
+      imagePullSecrets: []
       initContainers:
         - name: init
           image: busybox:1
@@ -74,6 +75,8 @@ spec:
           tty: false
           stdin: false
           workingDir: ""
+          command: []
+          resources: {{limits: {{}}}}
           ports:
             - {{containerPort: 80, hostPort: 0, protocol: ""}}
           env:
@@ -102,12 +105,14 @@ const APP: &str = "spec.template.spec.containers[0]";
 
 /// One `kubectl edit` of a field: the object (kind, name), the sed script the EDITOR runs on
 /// the object as kubectl shows it (`kubectl get -o yaml`: keys sorted, the zeros the API
-/// server leaves out absent), and the paths the audit must then report.
+/// server leaves out absent), the paths the audit must then report, and whether applying the
+/// same manifest again leaves the edit in place (kubectl sends nothing that undoes it).
 struct Edit {
     kind: &'static str,
     name: &'static str,
     sed: &'static str,
     paths: Vec<String>,
+    outlives_apply: bool,
 }
 
 fn edits() -> Vec<Edit> {
@@ -116,6 +121,11 @@ fn edits() -> Vec<Edit> {
         name,
         sed,
         paths: paths.to_vec(),
+        outlives_apply: false,
+    };
+    let lasting = |kind, name, sed, paths: &[String]| Edit {
+        outlives_apply: true,
+        ..edit(kind, name, sed, paths)
     };
     let at = |path: &str| path.to_owned();
     vec![
@@ -260,6 +270,28 @@ fn edits() -> Vec<Edit> {
             "pull-policy",
             r"0,/imagePullPolicy: IfNotPresent/s//imagePullPolicy: Always/",
             &[format!("{APP}.imagePullPolicy")],
+        ),
+        // Empty lists and maps declare nothing (§4 absent): set, they are imperative edits.
+        // kubectl's apply sends a declared `command: []` (a list it replaces whole), so the
+        // same manifest applied again undoes that edit; an empty map it sends as nothing.
+        edit(
+            "Deployment",
+            "command",
+            r"/^        name: app$/a\        command: [sleep, infinity]",
+            &[format!("{APP}.command")],
+        ),
+        lasting(
+            "Deployment",
+            "limits",
+            r#"0,/^        resources: {}$/s//        resources:\n          limits:\n            cpu: "1"/"#,
+            &[format!("{APP}.resources.limits.cpu")],
+        ),
+        // A field the manifest does not declare: kubectl's apply leaves it, and its finding.
+        lasting(
+            "Deployment",
+            "hostname",
+            r"/^      dnsPolicy: /a\      hostname: web-0",
+            &[format!("{POD}.hostname")],
         ),
         // Zeros the API server keeps: changed, or removed (absent means something else).
         edit(
@@ -438,7 +470,8 @@ fn zeros_as_applied_are_clean_and_edits_of_them_are_drift() {
 
     // The same manifests applied again: a finding goes away only with its drift, that is when
     // the field is again what the never-touched twin of the object holds. kubectl's three-way
-    // merge sends every declared value that differs live (a zero too), so each edit is undone.
+    // merge sends every declared value that differs live (a zero too), so those edits are
+    // undone; the others stay, and so do their findings.
     env.apply(&all);
     let reapplied = findings(&env);
     for edit in &edits {
@@ -446,6 +479,10 @@ fn zeros_as_applied_are_clean_and_edits_of_them_are_drift() {
         if reapplied.get(&object) == Some(&edit.paths) {
             continue; // still reported: still drifted
         }
+        assert!(
+            !edit.outlives_apply,
+            "{object}: the finding went away, but kubectl apply leaves this edit: {reapplied:#?}"
+        );
         let get = |name: &str| {
             env.get(&[&edit.kind.to_lowercase(), name, "-n", NS])
                 .expect("the object")
@@ -465,9 +502,14 @@ fn zeros_as_applied_are_clean_and_edits_of_them_are_drift() {
             );
         }
     }
-    assert!(
-        reapplied.is_empty(),
-        "re-applying the manifests left drift: {reapplied:#?}"
+    let lasting: BTreeMap<String, Vec<String>> = edits
+        .iter()
+        .filter(|e| e.outlives_apply)
+        .map(|e| (format!("{}/{}", e.kind, e.name), e.paths.clone()))
+        .collect();
+    assert_eq!(
+        reapplied, lasting,
+        "after the manifests were applied again: exactly the edits kubectl apply leaves"
     );
 }
 
@@ -510,6 +552,9 @@ fn an_apply_spelling_out_zeros_over_a_server_side_apply_is_allowed() {
                 "tty: false",
                 "stdin: false",
                 "workingDir: \"\"",
+                "imagePullSecrets: []",
+                "command: []",
+                "resources: {limits: {}}",
             ]
             .contains(&trimmed)
         })

@@ -4,14 +4,10 @@ use super::*;
 use crate::PathPattern;
 use serde_json::json;
 
-fn omits(kind: &str, path: &str, value: Value) -> bool {
-    let group = if kind == "Rollout" {
-        "argoproj.io"
-    } else {
-        "apps"
-    };
-    let path = PathPattern::parse(path).unwrap();
-    let segments: Vec<crate::PathSegment> = path
+/// The segments of a concrete path (`spec.template.spec.containers[0].tty`).
+fn segments(path: &str) -> Vec<crate::PathSegment> {
+    PathPattern::parse(path)
+        .unwrap()
         .segments()
         .iter()
         .map(|s| match s {
@@ -19,8 +15,16 @@ fn omits(kind: &str, path: &str, value: Value) -> bool {
             crate::PatternSegment::Index(i) => crate::PathSegment::Index(*i),
             other => panic!("not a concrete path: {other:?}"),
         })
-        .collect();
-    OmittedZeros::of_kind(group, kind).omits(&segments, &value)
+        .collect()
+}
+
+fn omits(kind: &str, path: &str, value: Value) -> bool {
+    let group = if kind == "Rollout" {
+        "argoproj.io"
+    } else {
+        "apps"
+    };
+    OmittedZeros::of_kind(group, kind).omits(&segments(path), &value)
 }
 
 #[test]
@@ -394,16 +398,7 @@ fn a_raw_number_is_zero_only_when_it_is_exactly_zero() {
 #[test]
 fn zeros_the_defaulting_replaces() {
     let defaulted = |group: &str, kind: &str, path: &str, value: Value| {
-        let path = PathPattern::parse(path).unwrap();
-        let segments: Vec<crate::PathSegment> = path
-            .segments()
-            .iter()
-            .map(|s| match s {
-                crate::PatternSegment::Key(key) => crate::PathSegment::Key(key.clone()),
-                crate::PatternSegment::Index(index) => crate::PathSegment::Index(*index),
-                other => panic!("not a concrete path: {other:?}"),
-            })
-            .collect();
+        let segments = segments(path);
         let (last, parent) = segments.split_last().unwrap();
         let crate::PathSegment::Key(key) = last else {
             panic!("a key")
