@@ -228,6 +228,79 @@ fn errors_exit_two() {
     assert_eq!(output.status.code(), Some(2), "--objects needs --rules");
 }
 
+/// Issue 41's report, offline: a Deployment whose manifest says `paused: false`,
+/// `hostNetwork: false` and `readOnly: false`, stored by the API server without them (Go
+/// `omitempty`), is clean as applied; the same object with `paused: true` live is drifted at
+/// `spec.paused` alone (reference §8 step 2).
+#[test]
+fn zeros_the_api_server_leaves_out_are_no_drift_offline() {
+    let declared = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"NAME","namespace":"default"},"spec":{"paused":false,"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"hostNetwork":false,"containers":[{"name":"web","image":"nginx:1.27","volumeMounts":[{"name":"data","mountPath":"/data","readOnly":false}]}],"volumes":[{"name":"data","emptyDir":{}}]}}}}"#;
+    let object = |name: &str, paused: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: default
+  annotations:
+    kubectl.kubernetes.io/last-applied-configuration: '{}'
+spec:
+  replicas: 1{paused}
+  progressDeadlineSeconds: 600
+  revisionHistoryLimit: 10
+  selector: {{matchLabels: {{app: web}}}}
+  strategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 25%, maxUnavailable: 25%}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+          imagePullPolicy: IfNotPresent
+          resources: {{}}
+          terminationMessagePath: /dev/termination-log
+          terminationMessagePolicy: File
+          volumeMounts: [{{name: data, mountPath: /data}}]
+      dnsPolicy: ClusterFirst
+      restartPolicy: Always
+      schedulerName: default-scheduler
+      securityContext: {{}}
+      terminationGracePeriodSeconds: 30
+      volumes: [{{name: data, emptyDir: {{}}}}]
+"#,
+            declared.replace("NAME", name)
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects.yaml");
+    let file = [object("web", ""), object("paused", "\n  paused: true")].join("---\n");
+    std::fs::write(&objects, file).unwrap();
+    let output = audit(&[
+        "--once",
+        "--rules",
+        &rules(),
+        "--objects",
+        &objects.display().to_string(),
+    ]);
+    let stdout = stdout_of(&output, 1);
+    let reported: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("drifted ") || l.starts_with("  "))
+        .collect();
+    assert_eq!(
+        reported,
+        [
+            "drifted apps/v1 Deployment default/paused (rule drift-system/workloads, enforce)",
+            "  spec.paused: false → true",
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(": 2 objects: 1 drifted, 1 clean, 0 no_baseline, 0 skipped"),
+        "{stdout}"
+    );
+}
+
 /// An objects file holding what JSON cannot (`.inf`, a key given twice) is refused naming the
 /// file, the line and the fix; it is never read as something else (`.inf` as `null` would make
 /// `replicas` look removed).
