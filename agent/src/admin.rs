@@ -14,6 +14,7 @@ use axum::routing::get;
 use drift_api::status::{AgentStatus, ExportState, InvalidRule, LoadedRule, QueueDepth};
 use tokio::sync::watch;
 
+use crate::export::stream::Unavailable;
 use crate::state::{AuditRuns, ExportHandle, ServeState, Shared};
 
 /// Idle timeout of admin connections: `/violations?follow=true` streams for as long as the
@@ -58,11 +59,13 @@ pub fn router(
 }
 
 /// The admin API of the audit process: `/status` with its last run, and `/violations` of the
-/// channel directory its last run wrote to (`?source=audit` streams the runs' records).
+/// channel directory its last run wrote to (`?source=audit` streams the runs' records), when it
+/// `exports`.
 pub fn audit_router(
     shared: Arc<Shared>,
     runs: Arc<AuditRuns>,
     dir: Arc<arc_swap::ArcSwapOption<std::path::PathBuf>>,
+    exports: bool,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
     Router::new()
@@ -70,7 +73,11 @@ pub fn audit_router(
         .route(
             "/violations",
             get(move |State(state): State<AdminState>, uri: Uri| {
-                let dir = dir.load_full().map(|d| d.as_ref().clone());
+                let dir = match dir.load_full() {
+                    Some(dir) => Ok(dir.as_ref().clone()),
+                    None if exports => Err(Unavailable::NoAuditRun),
+                    None => Err(Unavailable::AuditExportOff),
+                };
                 async move {
                     crate::export::stream::response(
                         dir,
@@ -89,12 +96,19 @@ pub fn audit_router(
         })
 }
 
+/// `/violations` of the webhook: its channel directory, when it exports.
 async fn violations(State(state): State<AdminState>, uri: Uri) -> Response {
-    let dir = match &state.process {
+    let export = match &state.process {
         Process::Serve(serving) => serving.export.as_ref(),
         Process::Audit(_) => None,
-    }
-    .and_then(|export| export.exporter.channel_dir());
+    };
+    let dir = match export {
+        None => Err(Unavailable::WebhookExportOff),
+        Some(export) => export
+            .exporter
+            .channel_dir()
+            .ok_or(Unavailable::NoConnection),
+    };
     crate::export::stream::response(dir, uri.query(), FOLLOW_POLL, state.shutdown.clone())
 }
 

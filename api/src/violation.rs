@@ -435,6 +435,11 @@ pub struct ViolationsQuery {
     pub follow: bool,
 }
 
+/// How an admin API's `GET /violations` answer begins when the process exports nothing (404: it
+/// never will until it is restarted with export on), so that a client gives up instead of
+/// asking again; a 503 means export is on but has nothing to read from yet.
+pub const EXPORT_NOT_ENABLED: &str = "violation export is not enabled";
+
 /// A `/violations` query that cannot be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

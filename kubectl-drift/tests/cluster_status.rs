@@ -162,6 +162,105 @@ fn status_of_a_healthy_installation_exits_0() {
     assert_eq!(document["problems"], json!([]));
 }
 
+/// Issue 42: what `helm install` gives by default reads clean — export off, so no Connection;
+/// the admission webhook leaving the agent's namespace alone and the rule webhook (`Ignore`,
+/// every namespace: the rule ConfigMaps live in the agent's) beside it. A webhook that fails
+/// closed in the agent's namespace is still a warning.
+#[test]
+fn status_of_a_default_install_has_no_warning() {
+    let cluster = Cluster::start();
+    let agent = cluster
+        .agent("drift-sentinel-7d9f-a")
+        .without_export()
+        .start();
+    cluster.agent_pod("drift-sentinel-7d9f-a", true, Some(agent.admin_addr()));
+    cluster.webhook(true);
+    // The chart's audit pod, exporting nothing either, once it has run.
+    let fixtures = drift_testkit::workspace().join("agent/tests/fixtures/audit");
+    let audit = Agent::audit(&cluster.dir().join("audit"))
+        .rules(fixtures.join("rules"))
+        .objects(fixtures.join("deployments.yaml"))
+        .args(["--audit-interval", "1s"])
+        .without_export()
+        .ready_when(Duration::from_secs(30), |status| {
+            status["audit"]["lastCompleted"].is_string()
+        })
+        .start();
+    cluster.api().apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "drift-sentinel-audit-5c7d-x", "namespace": NAMESPACE,
+            "creationTimestamp": rfc3339_ago(600),
+            "labels": {"app.kubernetes.io/name": "drift-sentinel",
+                "app.kubernetes.io/instance": "drift-sentinel",
+                "app.kubernetes.io/component": "audit"}},
+        "spec": {"containers": [{"name": "audit", "image": "drift-sentinel:test"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    cluster.api().set_pod_port_target(
+        NAMESPACE,
+        "drift-sentinel-audit-5c7d-x",
+        9090,
+        audit.admin_addr(),
+    );
+    let with_rule_webhook = |failure_policy: &str| {
+        let mut configuration = cluster
+            .api()
+            .get(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "",
+                "drift-sentinel",
+            )
+            .unwrap();
+        let mut rules = configuration["webhooks"][0].clone();
+        rules["name"] = json!("rules.drift-sentinel.k8s.io");
+        rules["failurePolicy"] = json!(failure_policy);
+        rules["clientConfig"]["service"]["path"] = json!("/validate-rule");
+        rules["namespaceSelector"] = json!({});
+        rules["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"], "scope": "Namespaced"}]);
+        configuration["webhooks"] = json!([configuration["webhooks"][0].clone(), rules]);
+        configuration["metadata"] = json!({"name": "drift-sentinel",
+            "labels": configuration["metadata"]["labels"].clone()});
+        cluster.api().apply(configuration);
+    };
+    with_rule_webhook("Ignore");
+
+    let output = cluster.plugin(&["status", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        document["pods"][0]["admin"]["exportEnabled"], false,
+        "{document:#}"
+    );
+    assert_eq!(document["connection"]["found"], false, "{document:#}");
+    assert_eq!(
+        (&document["problems"], &document["warnings"]),
+        (&json!([]), &json!([])),
+        "{document:#}"
+    );
+    let output = cluster.plugin(&["status"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Connection drift-sentinel/audit-connection: not found (violation export is off on the agent pods read: none is needed)"),
+        "{text}"
+    );
+    assert!(text.contains("rules.drift-sentinel.k8s.io"), "{text}");
+    assert!(text.trim_end().ends_with("Healthy."), "{text}");
+
+    with_rule_webhook("Fail");
+    let output = cluster.plugin(&["status", "-o", "json"]);
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        document["warnings"],
+        json!([
+            "webhook rules.drift-sentinel.k8s.io of drift-sentinel may intercept the agent's own namespace drift-sentinel with failurePolicy Fail (namespaceSelector: (all namespaces)): while no agent answers, updates there are refused"
+        ]),
+        "{document:#}"
+    );
+}
+
 /// An unhealthy installation: three pods with one agent behind them all (its rules include a
 /// broken one; agent-c not ready), agent-d's admin port leading nowhere, the webhook without a
 /// caBundle, and the Connection's sources stale, erring and idle. The agent runs while the

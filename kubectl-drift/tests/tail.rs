@@ -693,6 +693,48 @@ fn tail_follows_the_agent_pods_through_port_forwarding_and_finds_a_replacement()
     assert!(forwards("agent-3") >= 1);
 }
 
+/// Issue 42: agents without export (the chart's default) have nothing to tail: the plugin says
+/// so, with how to turn it on, and exits 2 instead of asking again forever — as lines, in the
+/// terminal UI, and through port-forwarding to every agent pod.
+#[test]
+fn tail_of_agents_without_export_says_so_and_exits_2() {
+    const OFF: &str = "violation export is not enabled on this agent: start it with --enable-admission-violation-export (the chart's enableAdmissionViolationExport=true)";
+    let dir = tempfile::tempdir().unwrap();
+    let agent = strict_agent(dir.path()).without_export().start();
+    let output = support::agents::run_plugin(&["tail", "--no-tui", "--url", &agent.admin_url()]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cannot follow {}: {OFF}",
+            agent.admin_url()
+        )),
+        "{stderr}"
+    );
+
+    let tmux = ui_in_tmux(dir.path(), &agent.admin_url(), 140, 30);
+    let screen = assert_exited_with_and_restored(&tmux, 2);
+    assert!(
+        screen.contains("violation export is not enabled on this agent"),
+        "{screen}"
+    );
+
+    let cluster = Cluster::start();
+    let first = cluster.agent("agent-1").without_export().start();
+    let second = cluster.agent("agent-2").without_export().start();
+    cluster.agent_pod("agent-1", true, Some(first.admin_addr()));
+    cluster.agent_pod("agent-2", true, Some(second.admin_addr()));
+    let output = cluster.plugin(&["tail", "--no-tui", "--agent-namespace", NAMESPACE]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cannot follow pod/agent-1, pod/agent-2: {OFF}"
+        )),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn tail_without_agent_pods_exits_2() {
     let cluster = Cluster::start();

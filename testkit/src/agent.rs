@@ -1,7 +1,8 @@
 //! The agent (`drift-sentinel`) as a process for black-box tests: [`Agent::serve`] or
 //! [`Agent::audit`] give an [`AgentBuilder`] (rules, objects, pod name, ports, flags, when it
 //! counts as ready); [`AgentBuilder::start`] runs it on loopback with its violations exported to
-//! a spool directory of its own and waits until its admin API answers. The process is killed
+//! a spool directory of its own (unless [`AgentBuilder::without_export`]) and waits until its
+//! admin API answers. The process is killed
 //! when the [`Agent`] is dropped, or stopped gracefully with [`Agent::stop`].
 //!
 //! ```no_run
@@ -70,6 +71,8 @@ pub struct AgentBuilder {
     args: Vec<OsString>,
     ready: Box<dyn Fn(&Value) -> bool>,
     ready_within: Duration,
+    /// Violations exported to the spool (through its Connection); off as the chart's default.
+    export: bool,
 }
 
 impl AgentBuilder {
@@ -84,7 +87,14 @@ impl AgentBuilder {
             args: Vec::new(),
             ready: Box::new(|_| true),
             ready_within: Duration::from_secs(20),
+            export: true,
         }
+    }
+
+    /// No violation export (the chart's default): no Connection, nothing in the spool.
+    pub fn without_export(mut self) -> Self {
+        self.export = false;
+        self
     }
 
     /// A `--rules` file or directory (in the order given).
@@ -169,13 +179,16 @@ impl AgentBuilder {
         if let Some(name) = &self.pod_name {
             command.arg("--pod-name").arg(name);
         }
-        command.arg(match self.mode {
-            Mode::Serve => "--enable-admission-violation-export",
-            Mode::Audit => "--enable-violation-export",
-        });
+        if self.export {
+            command
+                .arg(match self.mode {
+                    Mode::Serve => "--enable-admission-violation-export",
+                    Mode::Audit => "--enable-violation-export",
+                })
+                .arg("--connection")
+                .arg(&connection);
+        }
         let child = command
-            .arg("--connection")
-            .arg(&connection)
             .arg("--address")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--admin-address")

@@ -668,6 +668,14 @@ def test_notes_tell_how_to_check_the_webhook_and_how_to_get_out(helm):
     assert "kubectl apply --dry-run=server -f -" in text
     assert "denied the request: Drift Sentinel: immutable fields changed: spec.replicas" in text
     assert f"kubectl delete validatingwebhookconfiguration {FULLNAME}" in text
+    # Issue 42: no export by default, so no Connection to name (status would report it missing);
+    # with export on (the webhook's or the audit's), the Connection the pods use.
+    status = next(line for line in text.splitlines() if "kubectl drift status" in line)
+    assert status.endswith(f"--webhook {FULLNAME}"), status
+    for on in ("enableAdmissionViolationExport=true", "enableViolationExport=true"):
+        status = next(line for line in notes(on, "audit.connection=mine").splitlines()
+                      if "kubectl drift status" in line)
+        assert status.endswith(f"--webhook {FULLNAME} --connection mine"), (on, status)
     # The names follow the release.
     other = notes("fullnameOverride=guard", "nameOverride=sentinel")
     assert "kubectl delete validatingwebhookconfiguration guard" in other

@@ -256,6 +256,7 @@ async fn periodic(
         shutdown: std::time::Duration::from_secs(10),
     };
     let admin_dir = auditor.admin_dir();
+    let exports = auditor.export.is_some();
     // No admission request comes here, so no shutdown delay: the listeners close at SIGTERM
     // and finish what is in flight (a scrape, a `/status`).
     let (phase_tx, phase_rx) = watch::channel(crate::server::Phase::Serving);
@@ -270,7 +271,13 @@ async fn periodic(
         )),
         tokio::spawn(crate::server::serve(
             admin,
-            crate::admin::audit_router(shared.clone(), runs, admin_dir, shutdown_rx.clone()),
+            crate::admin::audit_router(
+                shared.clone(),
+                runs,
+                admin_dir,
+                exports,
+                shutdown_rx.clone(),
+            ),
             None,
             crate::server::ConnectionTimeouts {
                 idle: crate::admin::IDLE_TIMEOUT,

@@ -332,10 +332,51 @@ fn open_segment(segment: &Segment) -> io::Result<Option<(File, bool)>> {
 /// being held in memory at once.
 const CHUNK_BYTES: usize = 256 * 1024;
 
-/// `GET /violations`: 400 for a bad query, 503 when export is not enabled (`dir` is `None`),
-/// otherwise 200 with an NDJSON body.
+/// Why `GET /violations` has no channel directory to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The webhook runs without `--enable-admission-violation-export`: 404, for good.
+    WebhookExportOff,
+    /// The audit runs without `--enable-violation-export`: 404, for good.
+    AuditExportOff,
+    /// Export is on but there is no usable Connection yet: 503, ask again.
+    NoConnection,
+    /// The audit exports, but no run has written its file yet: 503, ask again.
+    NoAuditRun,
+}
+
+impl Unavailable {
+    fn answer(self) -> (StatusCode, String) {
+        use drift_api::violation::EXPORT_NOT_ENABLED;
+        match self {
+            Unavailable::WebhookExportOff => (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{EXPORT_NOT_ENABLED} on this agent: start it with --enable-admission-violation-export (the chart's enableAdmissionViolationExport=true)\n"
+                ),
+            ),
+            Unavailable::AuditExportOff => (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{EXPORT_NOT_ENABLED} on this audit: start it with --enable-violation-export (the chart's enableViolationExport=true)\n"
+                ),
+            ),
+            Unavailable::NoConnection => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "violation export has no usable Connection yet: see the Connection's status and the errors in /status\n".to_owned(),
+            ),
+            Unavailable::NoAuditRun => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no audit run has written its violations yet\n".to_owned(),
+            ),
+        }
+    }
+}
+
+/// `GET /violations`: 400 for a bad query, 404 or 503 when there is nothing to read from
+/// ([`Unavailable`]), otherwise 200 with an NDJSON body.
 pub fn response(
-    dir: Option<PathBuf>,
+    dir: Result<PathBuf, Unavailable>,
     query_string: Option<&str>,
     poll_interval: Duration,
     shutdown: watch::Receiver<bool>,
@@ -345,14 +386,12 @@ pub fn response(
         Ok(query) => query,
         Err(e) => return (StatusCode::BAD_REQUEST, text_plain, format!("{e}\n")).into_response(),
     };
-    let Some(dir) = dir else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            text_plain,
-            "violation export is not enabled: start the agent with \
-             --enable-admission-violation-export and a valid Connection\n",
-        )
-            .into_response();
+    let dir = match dir {
+        Ok(dir) => dir,
+        Err(why) => {
+            let (status, text) = why.answer();
+            return (status, text_plain, text).into_response();
+        }
     };
     let state = StreamState {
         cursor: Some(Cursor::new(dir, &query)),

@@ -379,7 +379,7 @@ async fn body_text(response: Response) -> String {
 async fn response_statuses() {
     let (_tx, rx) = watch::channel(false);
     let response = super::response(
-        Some(PathBuf::from("/nonexistent")),
+        Ok(PathBuf::from("/nonexistent")),
         Some("source=all"),
         Duration::from_millis(10),
         rx.clone(),
@@ -393,17 +393,43 @@ async fn response_statuses() {
     );
     assert!(body_text(response).await.contains("webhook and audit"));
 
-    let response = super::response(None, None, Duration::from_millis(10), rx.clone());
-    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert!(
-        body_text(response)
-            .await
-            .contains("--enable-admission-violation-export")
-    );
+    // Export off, for good: 404 and how to turn it on; on but nothing to read yet: 503.
+    for (why, status, says) in [
+        (
+            Unavailable::WebhookExportOff,
+            StatusCode::NOT_FOUND,
+            "violation export is not enabled on this agent: start it with --enable-admission-violation-export (the chart's enableAdmissionViolationExport=true)",
+        ),
+        (
+            Unavailable::AuditExportOff,
+            StatusCode::NOT_FOUND,
+            "violation export is not enabled on this audit: start it with --enable-violation-export (the chart's enableViolationExport=true)",
+        ),
+        (
+            Unavailable::NoConnection,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no usable Connection yet",
+        ),
+        (
+            Unavailable::NoAuditRun,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no audit run",
+        ),
+    ] {
+        let response = super::response(Err(why), None, Duration::from_millis(10), rx.clone());
+        assert_eq!(response.status(), status, "{why:?}");
+        let text = body_text(response).await;
+        assert!(text.contains(says), "{why:?}: {text}");
+        assert_eq!(
+            status == StatusCode::NOT_FOUND,
+            text.starts_with(drift_api::violation::EXPORT_NOT_ENABLED),
+            "{text}"
+        );
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let response = super::response(
-        Some(dir.path().join("missing")),
+        Ok(dir.path().join("missing")),
         None,
         Duration::from_millis(10),
         rx.clone(),
@@ -432,7 +458,7 @@ async fn response_without_follow_ends_after_the_backlog() {
     write(d, "run-1.txt", &audited(1, T0));
     let (_tx, rx) = watch::channel(false);
     let response = super::response(
-        Some(d.to_owned()),
+        Ok(d.to_owned()),
         Some("source=webhook"),
         Duration::from_secs(3600),
         rx,
@@ -454,7 +480,7 @@ async fn response_follows_until_shutdown() {
     );
     let (tx, rx) = watch::channel(false);
     let response = super::response(
-        Some(d.clone()),
+        Ok(d.clone()),
         Some("follow=true"),
         Duration::from_millis(20),
         rx,
@@ -512,7 +538,7 @@ async fn follow_stops_when_the_client_goes_away() {
         "/violations",
         axum::routing::get(move |uri: axum::http::Uri| {
             let (d, rx) = (d.clone(), rx.clone());
-            async move { super::response(Some(d), uri.query(), Duration::from_millis(20), rx) }
+            async move { super::response(Ok(d), uri.query(), Duration::from_millis(20), rx) }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -321,6 +321,28 @@ fn install_with_defaults_shows_notes_that_work() {
                 "{command}: {text}"
             );
             assert!(text.contains(RELEASE), "{command}: {text}");
+            // Issue 42: a default install has no export, hence no Connection, and the rule
+            // webhook (`Ignore`) must see the rule ConfigMaps of the agent's namespace: neither
+            // is worth a warning. (The pods cannot run here: those findings are real.)
+            let json = shell(&format!("{command} -o json"), &admin);
+            let document: Value = serde_json::from_slice(&json.stdout)
+                .unwrap_or_else(|e| panic!("{command} -o json: {e}: {}", stdout(&json)));
+            for finding in document["warnings"]
+                .as_array()
+                .into_iter()
+                .chain(document["problems"].as_array())
+                .flatten()
+            {
+                let finding = finding.as_str().unwrap_or_default();
+                assert!(
+                    !finding.contains("Connection") && !finding.contains("own namespace"),
+                    "{command}: {finding}"
+                );
+            }
+            assert!(
+                !command.contains("--connection"),
+                "the NOTES name a Connection with export off: {command}"
+            );
             continue;
         }
         match expected {

@@ -404,29 +404,16 @@ fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
 
 /// The Connection: found when export is on, each current pod's entry and sources.
 fn connection_findings(report: &Report, now: SystemTime, found: &mut Findings) {
-    let export_on: Vec<&str> = report
-        .pods
-        .iter()
-        .filter(|p| {
-            p.admin
-                .as_ref()
-                .is_some_and(|a| a.export_enabled == Some(true))
-        })
-        .map(|p| p.pod.name.as_str())
-        .collect();
+    let export_on: Vec<&str> = report.exporting_pods().collect();
     let connection = &report.connection;
     let connection_name = format!("{}/{}", report.namespace, connection.name);
-    if !connection.found {
-        if !export_on.is_empty() {
-            found.problems.push(format!(
-                "Connection {connection_name} not found, but export is enabled on pod {}",
-                export_on.join(", ")
-            ));
-        } else {
-            found.warnings.push(format!(
-                "Connection {connection_name} not found (export is not enabled on the agent pods read; see --connection)"
-            ));
-        }
+    // Without export nothing needs a Connection (the chart renders none): its absence is
+    // shown, not flagged.
+    if !connection.found && !export_on.is_empty() {
+        found.problems.push(format!(
+            "Connection {connection_name} not found, but export is enabled on pod {}",
+            export_on.join(", ")
+        ));
     }
     for entry in connection.by_pod.iter().filter(|e| e.pod_found) {
         if !entry.connection_errors.is_empty() {
@@ -496,10 +483,13 @@ fn webhook_findings(report: &Report, named: Option<&str>, found: &mut Findings) 
                     "{which} has no caBundle: the API server cannot verify the agent's certificate"
                 ));
             }
-            if webhook.intercepts_agent_namespace {
+            // A lockout needs a webhook that fails closed there: one that would block updates
+            // of the agent's own objects while no agent answers. `Ignore` (the chart's rule
+            // webhook, which must see the rule ConfigMaps of that namespace) cannot.
+            if webhook.intercepts_agent_namespace && webhook.failure_policy != "Ignore" {
                 found.warnings.push(format!(
-                    "{which} may intercept the agent's own namespace {} (namespaceSelector: {})",
-                    report.namespace, webhook.namespace_selector_text
+                    "{which} may intercept the agent's own namespace {} with failurePolicy {} (namespaceSelector: {}): while no agent answers, updates there are refused",
+                    report.namespace, webhook.failure_policy, webhook.namespace_selector_text
                 ));
             }
         }
@@ -728,5 +718,80 @@ mod tests {
             SourceState::Stale
         );
         assert!(!report.connection.by_pod[1].pod_found);
+    }
+
+    /// The chart's defaults (issue 42): export off and no Connection; the admission webhook
+    /// leaves the agent's namespace alone, the rule webhook (`Ignore`) sees the rule ConfigMaps
+    /// there. Nothing to warn about. A webhook that fails closed in that namespace is.
+    #[test]
+    fn a_default_install_reads_clean() {
+        let now = t("2027-01-15T08:10:00Z");
+        let webhook = |name: &str, policy: &str, selector: Value| {
+            json!({"name": name, "failurePolicy": policy, "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "namespaceSelector": selector,
+                "clientConfig": {"caBundle": "Y2E=", "service":
+                    {"name": "drift-sentinel", "namespace": "drift-sentinel", "path": "/validate"}}})
+        };
+        let configuration = |rule_policy: &str| -> ValidatingWebhookConfiguration {
+            serde_json::from_value(json!({
+                "metadata": {"name": "drift-sentinel"},
+                "webhooks": [
+                    webhook("validate.drift-sentinel.k8s.io", "Fail", json!({"matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                         "values": ["drift-sentinel", "kube-system"]}]})),
+                    webhook("rules.drift-sentinel.k8s.io", rule_policy, json!({}))]
+            }))
+            .unwrap()
+        };
+        let facts = |rule_policy: &str| {
+            Facts {
+            agents: crate::cluster::pods::Located {
+                namespace: "drift-sentinel".into(),
+                selector: "app=agent".into(),
+                port: 9090,
+            },
+            pods: vec![pod("a", true)],
+            admins: vec![Some(Ok((
+                200,
+                serde_json::to_vec(&json!({
+                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
+                    "export": {"enabled": false}
+                }))
+                .unwrap(),
+            )))],
+            connection: None,
+            webhook_configurations: vec![configuration(rule_policy)],
+            audit_pods: vec![pod("audit-0", true)],
+            audit_admins: vec![Some(Ok((
+                200,
+                serde_json::to_vec(&json!({
+                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
+                    "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
+                    "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
+                        "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
+                        "counts": {"drifted": 0, "clean": 2, "noBaseline": 0, "skipped": 0}}
+                }))
+                .unwrap(),
+            )))],
+        }
+        };
+        let report = report_of(facts("Ignore"), &plan(), now);
+        assert!(!report.connection.found);
+        assert_eq!(
+            (report.problems.as_slice(), report.warnings.as_slice()),
+            (&[][..], &[][..]),
+            "{report:#?}"
+        );
+        assert!(report.healthy);
+
+        let report = report_of(facts("Fail"), &plan(), now);
+        assert!(
+            report.warnings.iter().any(|w| w
+                == "webhook rules.drift-sentinel.k8s.io of drift-sentinel may intercept the agent's own namespace drift-sentinel with failurePolicy Fail (namespaceSelector: (all namespaces)): while no agent answers, updates there are refused"),
+            "{:#?}",
+            report.warnings
+        );
     }
 }

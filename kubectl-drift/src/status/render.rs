@@ -249,7 +249,17 @@ fn connection_text(report: &Report, now: SystemTime, style: &Style, out: &mut St
     let connection = &report.connection;
     let _ = write!(out, "\nConnection {}/{}", report.namespace, connection.name);
     if !connection.found {
-        out.push_str(": not found\n");
+        // Said only when some pod answered that its export is off and none that it is on.
+        let export_known_off = report.exporting_pods().next().is_none()
+            && report
+                .pods
+                .iter()
+                .any(|p| p.admin.as_ref().is_some_and(|a| a.export_enabled.is_some()));
+        out.push_str(if export_known_off {
+            ": not found (violation export is off on the agent pods read: none is needed)\n"
+        } else {
+            ": not found\n"
+        });
         return;
     }
     if connection.by_pod.is_empty() {

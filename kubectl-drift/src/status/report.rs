@@ -25,6 +25,21 @@ pub(crate) struct Report {
     pub audit: AuditReport,
 }
 
+impl Report {
+    /// The agent pods read whose admin API says violation export is on: the ones that need
+    /// the Connection.
+    pub fn exporting_pods(&self) -> impl Iterator<Item = &str> {
+        self.pods
+            .iter()
+            .filter(|p| {
+                p.admin
+                    .as_ref()
+                    .is_some_and(|a| a.export_enabled == Some(true))
+            })
+            .map(|p| p.pod.name.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PodReport {

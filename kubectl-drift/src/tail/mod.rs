@@ -149,7 +149,7 @@ async fn lines(
     let count = streams.labels.len();
     let mut dedupe = Dedupe::new(100_000);
     let mut states: Vec<Option<ConnState>> = vec![None; count];
-    let mut failed = vec![false; count];
+    let mut failed: Vec<Option<String>> = vec![None; count];
     let mut last_said: Vec<String> = vec![String::new(); count];
     while let Some(event) = streams.events.recv().await {
         match event {
@@ -187,9 +187,9 @@ async fn lines(
                     last_said[stream] = text;
                 }
                 if let ConnState::Failed(reason) = &state {
-                    failed[stream] = true;
-                    if failed.iter().all(|f| *f) {
-                        bail!("cannot follow {}: {reason}", streams.labels[stream]);
+                    failed[stream] = Some(reason.clone());
+                    if let Some(all) = all_failed(&streams.labels, &failed) {
+                        bail!(all);
                     }
                 }
                 if !matches!(state, ConnState::Connecting) {
@@ -199,6 +199,23 @@ async fn lines(
         }
     }
     Ok(())
+}
+
+/// When every stream has given up (`failed`: each one's reason, or `None`), the error to end
+/// with: the reason once when all share it (export off on every agent), else each stream's.
+fn all_failed(labels: &[String], failed: &[Option<String>]) -> Option<String> {
+    let reasons: Vec<&str> = failed.iter().map(Option::as_deref).collect::<Option<_>>()?;
+    let first = *reasons.first()?;
+    Some(if reasons.iter().all(|r| *r == first) {
+        format!("cannot follow {}: {first}", labels.join(", "))
+    } else {
+        let each: Vec<String> = labels
+            .iter()
+            .zip(&reasons)
+            .map(|(label, reason)| format!("{label}: {reason}"))
+            .collect();
+        format!("cannot follow any agent: {}", each.join("; "))
+    })
 }
 
 /// What to say on stderr when a stream's state becomes `state`.
@@ -303,6 +320,20 @@ async fn tui(specs: Vec<StreamSpec>, filters: Filters, colour: bool) -> anyhow::
         }
         if app.quit {
             break;
+        }
+        // Nothing will ever arrive (export off on every agent, not an admin API): say so.
+        let (labels, failed): (Vec<String>, Vec<Option<String>>) = app
+            .streams
+            .iter()
+            .map(|s| match &s.state {
+                ConnState::Failed(reason) => (s.url.clone(), Some(reason.clone())),
+                _ => (s.url.clone(), None),
+            })
+            .unzip();
+        if let Some(all) = all_failed(&labels, &failed) {
+            drop(streams);
+            drop(guard);
+            bail!(all);
         }
         if terminal::panicked() {
             drop(guard);
@@ -487,5 +518,33 @@ mod tests {
         );
         assert_eq!(state_change(None, &ConnState::Connected), None);
         assert_eq!(state_change(None, &ConnState::Connecting), None);
+    }
+
+    #[test]
+    fn tail_ends_only_when_every_stream_gave_up() {
+        let labels = ["pod/a".to_owned(), "pod/b".to_owned()];
+        let off = || Some("violation export is not enabled on this agent".to_owned());
+        for (failed, expected) in [
+            (vec![None, None], None),
+            // One agent still followed: keep going.
+            (vec![off(), None], None),
+            (
+                vec![off(), off()],
+                Some("cannot follow pod/a, pod/b: violation export is not enabled on this agent"),
+            ),
+            (
+                vec![off(), Some("HTTP 403 Forbidden".to_owned())],
+                Some(
+                    "cannot follow any agent: pod/a: violation export is not enabled on this agent; pod/b: HTTP 403 Forbidden",
+                ),
+            ),
+        ] {
+            assert_eq!(
+                all_failed(&labels, &failed).as_deref(),
+                expected,
+                "{failed:?}"
+            );
+        }
+        assert_eq!(all_failed(&[], &[]), None);
     }
 }

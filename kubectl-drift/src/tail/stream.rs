@@ -284,6 +284,10 @@ async fn refused(response: http::Response) -> Attempt {
         .ok()
         .and_then(|s| s.canonical_reason())
         .map_or(format!("HTTP {status}"), |r| format!("HTTP {status} {r}"));
+    // The agent's own word that it exports nothing (it names the flag and the chart value).
+    if status == 404 && first.starts_with(drift_api::violation::EXPORT_NOT_ENABLED) {
+        return Attempt::Refused(truncate_chars(first, 300));
+    }
     let text = if first.is_empty() {
         reason
     } else {
