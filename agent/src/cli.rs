@@ -153,7 +153,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_period, help_heading = "Rule sources")]
     pub reload_interval: Duration,
 
-    /// Longest time to read a request's headers.
+    /// Longest time to read a request's headers: from a connection's opening for its first
+    /// request, from their first byte for a later one (a kept-alive connection waiting for its
+    /// next request is idle; only the idle timeout closes it).
     #[arg(long, env = "DRIFT_SENTINEL_READ_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub read_header_timeout: Duration,
 
@@ -165,8 +167,10 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_WRITE_TIMEOUT", default_value = "15s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub write_timeout: Duration,
 
-    /// A connection with nothing to read for this long is closed.
-    #[arg(long, env = "DRIFT_SENTINEL_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Timeouts")]
+    /// A connection with no request for this long is closed. Longer than the API server's own
+    /// limit for an idle webhook connection (90 s), so that the API server closes it first and
+    /// never sends a request on a connection the agent is closing.
+    #[arg(long, env = "DRIFT_SENTINEL_IDLE_TIMEOUT", default_value = "120s", value_parser = parse_duration, help_heading = "Timeouts")]
     pub idle_timeout: Duration,
 
     /// After SIGTERM, how long to keep accepting and answering, not ready, before the listener

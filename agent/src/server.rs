@@ -211,12 +211,20 @@ where
         phase: phase.clone(),
     });
     let mut builder = Builder::new(TokioExecutor::new());
+    // hyper's own header-read timer also runs while a keep-alive connection waits for its next
+    // request, so it would close every connection idle for READ_HEADER_TIMEOUT, crossing the
+    // request a client (the API server's connection pool) may be sending on it: a failed
+    // admission. [`Activity`] times request heads instead, from their first byte.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(timeouts.read_header);
+        .header_read_timeout(None);
     builder.http2().timer(TokioTimer::new());
     crate::capacity::bound_connection(&mut builder);
+    let io = HeadWatch {
+        io,
+        activity: activity.clone(),
+    };
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
     let mut going = false;
@@ -264,6 +272,9 @@ struct ActivityState {
     in_flight: usize,
     requests: u64,
     last_done: Instant,
+    /// When bytes came on an idle HTTP/1 connection after its first request: a request head
+    /// has begun, and must be read within the read-header timeout.
+    head_started: Option<Instant>,
 }
 
 impl Activity {
@@ -275,6 +286,7 @@ impl Activity {
                 in_flight: 0,
                 requests: 0,
                 last_done: now,
+                head_started: None,
             }),
             changed: Notify::new(),
             http2: std::sync::atomic::AtomicBool::new(false),
@@ -294,6 +306,25 @@ impl Activity {
         }
     }
 
+    /// Bytes were read: on an idle HTTP/1 connection that has had a request, a new request head
+    /// begins (HTTP/2 sends frames that are no request, such as PINGs, between requests; before
+    /// the first request the connection's opening already starts the clock).
+    fn bytes_read(&self) {
+        if self.is_http2() {
+            return;
+        }
+        let started = self.state.lock().is_ok_and(|mut state| {
+            let begins = state.in_flight == 0 && state.requests > 0 && state.head_started.is_none();
+            if begins {
+                state.head_started = Some(Instant::now());
+            }
+            begins
+        });
+        if started {
+            self.changed.notify_one();
+        }
+    }
+
     fn update(&self, f: impl FnOnce(&mut ActivityState)) {
         if let Ok(mut state) = self.state.lock() {
             f(&mut state);
@@ -304,7 +335,8 @@ impl Activity {
     /// When the connection must close if nothing changes: the first request must reach the
     /// service within the read-header timeout of the connection's opening (a connection that
     /// sends nothing, or a request head sent in pieces); between requests the idle timeout
-    /// runs from the end of the last one. `None` while a request is in flight.
+    /// runs from the end of the last one, and a later HTTP/1 head must be read within the
+    /// read-header timeout of its first byte. `None` while a request is in flight.
     fn deadline(&self, timeouts: ConnectionTimeouts) -> Option<Instant> {
         let state = *self.state.lock().ok()?;
         if state.in_flight > 0 {
@@ -313,7 +345,10 @@ impl Activity {
         Some(if state.requests == 0 {
             self.opened + timeouts.read_header
         } else {
-            state.last_done + timeouts.idle
+            let idle = state.last_done + timeouts.idle;
+            state
+                .head_started
+                .map_or(idle, |head| idle.min(head + timeouts.read_header))
         })
     }
 
@@ -395,6 +430,7 @@ impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
         self.activity.update(|state| {
             state.in_flight += 1;
             state.requests += 1;
+            state.head_started = None;
         });
         let version = request.version();
         self.activity.saw(version);
@@ -418,6 +454,58 @@ impl tower::Service<axum::extract::Request<hyper::body::Incoming>> for Tracked {
                 })
             }))
         })
+    }
+}
+
+/// A connection's stream as hyper reads it (the plaintext, under TLS), telling its [`Activity`]
+/// when bytes arrive: the start of a request head.
+struct HeadWatch<I> {
+    io: I,
+    activity: Arc<Activity>,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for HeadWatch<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.bytes_read();
+        }
+        read
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for HeadWatch<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, data)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -1,8 +1,8 @@
 //! reference §5 and §6 timeouts through the real binary: a request the write timeout answers is
 //! recorded as nothing but a timeout; `/healthz` and `/readyz` answer within the kubelet's probe
 //! timeout while decisions run; the read-header timeout bounds silent connections and request
-//! heads over HTTP/1 and HTTP/2 alike; HTTP/2 pings do not keep a connection open past the idle
-//! timeout.
+//! heads over HTTP/1 and HTTP/2 alike, and spares keep-alive connections waiting for their next
+//! request; HTTP/2 pings do not keep a connection open past the idle timeout.
 
 mod support;
 
@@ -314,5 +314,84 @@ fn the_read_header_timeout_holds_for_silent_connections_and_slow_heads() {
     assert!(
         !open || closed_within(&mut pinging, Duration::from_millis(500)),
         "pings kept the connection open for 5 s"
+    );
+}
+
+/// Sends `GET /healthz` on `stream` and reads its whole answer (a keep-alive HTTP/1.1 response
+/// with a Content-Length); the status line, or why there was none.
+fn health_on(stream: &mut TcpStream) -> Result<String, String> {
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .map_err(|e| format!("write: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap())
+                })
+                .unwrap_or(0);
+            if body.len() >= length {
+                return Ok(head.lines().next().unwrap_or_default().to_owned());
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return Err(format!("closed after {text:?}")),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+}
+
+/// A keep-alive connection waiting for its next request is idle, not reading a head: only the
+/// idle timeout closes it (the API server reuses its pooled connections; one closed under it
+/// fails an admission). A head that begins on it must still be read within the read-header
+/// timeout.
+#[test]
+fn the_read_header_timeout_spares_idle_keep_alive_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = offline(
+        dir.path(),
+        &["--read-header-timeout", "1s", "--idle-timeout", "30s"],
+    );
+    let mut kept = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    for round in 0..2 {
+        let status = health_on(&mut kept).unwrap_or_else(|e| panic!("request {round}: {e}"));
+        assert!(status.contains(" 200 "), "request {round}: {status}");
+        // Three read-header timeouts of quiet.
+        std::thread::sleep(Duration::from_secs(3));
+    }
+
+    // On a connection that has answered a request, a later head sent in pieces.
+    let mut slow = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let status = health_on(&mut slow).unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    let started = Instant::now();
+    let mut cut = false;
+    for piece in
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n".chunks(4)
+    {
+        if slow.write_all(piece).is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        cut || closed_within(&mut slow, Duration::from_secs(1)),
+        "a slow head on a kept connection was kept"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "a slow head on a kept connection lasted {:?}",
+        started.elapsed()
     );
 }

@@ -294,6 +294,45 @@ impl Installed {
             .collect()
     }
 
+    /// The Service's endpoints that are ready (EndpointSlices), by pod name.
+    pub fn ready_endpoints(&self) -> Vec<String> {
+        self.endpoints()
+            .into_iter()
+            .filter(|(_, ready, _)| *ready)
+            .map(|(name, _, _)| name)
+            .collect()
+    }
+
+    /// The Service's endpoints (EndpointSlices): pod name, ready, terminating.
+    pub fn endpoints(&self) -> Vec<(String, bool, bool)> {
+        let slices = self
+            .get(&[
+                "endpointslices",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "kubernetes.io/service-name=drift-sentinel",
+            ])
+            .unwrap_or(Value::Null);
+        let mut endpoints: Vec<(String, bool, bool)> = slices["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|slice| slice["endpoints"].as_array().cloned().unwrap_or_default())
+            .filter_map(|e| {
+                let name = e["targetRef"]["name"].as_str()?.to_owned();
+                let conditions = &e["conditions"];
+                Some((
+                    name,
+                    conditions["ready"] == true,
+                    conditions["terminating"] == true,
+                ))
+            })
+            .collect();
+        endpoints.sort();
+        endpoints
+    }
+
     /// Creates namespace `name` (intercepted by the webhook unless `labels` opt it out).
     pub fn namespace(&self, name: &str, labels: &[(&str, &str)]) -> String {
         let mut manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
