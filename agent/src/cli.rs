@@ -416,6 +416,12 @@ pub struct AuditArgs {
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_violation_export: bool,
 
+    /// Write a `DriftDetected` Warning Event on each drifted object, and read the webhook's
+    /// Events to name who made each drifted field and why it got through (reference §6
+    /// "Events", §8 "Who and why"). Cluster mode only.
+    #[arg(long, env = "DRIFT_SENTINEL_EVENTS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub events: bool,
+
     /// Periodic mode: address of the health, readiness and metrics listener (plain HTTP).
     #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
     pub address: SocketAddr,

@@ -102,6 +102,23 @@ pub struct AttributionMemory {
     pub objects: BTreeMap<String, Vec<Remembered>>,
 }
 
+/// Who made one drifted field's live value and why it got through, as the audit's records,
+/// Reports and output carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldAttribution {
+    pub path: String,
+    #[serde(flatten)]
+    pub attribution: Attribution,
+}
+
+/// `spec.replicas: user alice, warn mode`.
+impl std::fmt::Display for FieldAttribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.attribution)
+    }
+}
+
 /// The key of the memory ConfigMap's `data` holding the [`AttributionMemory`] (JSON).
 pub const MEMORY_KEY: &str = "attribution.json";
 

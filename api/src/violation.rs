@@ -70,6 +70,10 @@ pub struct ViolationRecord<'a> {
     /// The bypass annotation the audit found ([`BYPASS_EVENT`] records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bypass: Option<BypassFields<'a>>,
+    /// The audit's records: who made each drifted field's live value and why it got through
+    /// (reference §8 "Who and why"), the first [`MAX_DETAILED_CHANGES`] drifted fields.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub who: Vec<crate::events::FieldAttribution>,
 }
 
 /// A bypass annotation as the audit found it.
@@ -329,6 +333,7 @@ impl<'a> ViolationRecord<'a> {
             message: Cow::Borrowed(""),
             details: Details::default(),
             bypass: None,
+            who: Vec::new(),
         }
     }
 }
@@ -652,6 +657,7 @@ mod tests {
                 changed_count: 1,
             },
             bypass: None,
+            who: Vec::new(),
         }
     }
 

@@ -451,6 +451,12 @@ fn status_shows_the_last_run_of_the_audit_pods() {
         "{section}"
     );
     assert!(row.trim_end().ends_with("ok"), "{row}");
+    // Issue 43 item 6: where the findings are by default.
+    assert!(
+        section.contains("5 drifted objects in the last run, each with a DriftDetected Event")
+            && section.contains("kubectl get events -A --field-selector reason=DriftDetected"),
+        "{section}"
+    );
     let _guard = runtime.enter();
     drop(server);
 }

@@ -7,6 +7,7 @@
 //! export module's validation and status reporting), OpenReports ([`reports`]), metrics,
 //! `/status`, and — run once — a summary on standard output.
 
+mod attribution;
 pub mod files;
 pub mod objects;
 pub mod reports;
@@ -116,6 +117,17 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         _ => false,
     };
+    let events = client.clone().filter(|_| args.events).map(|client| {
+        crate::events::EventSink::start(
+            client,
+            crate::events::Reporter {
+                controller: drift_api::events::AUDIT_CONTROLLER,
+                instance: args.common.export.pod(),
+            },
+            &shared.metrics,
+            shutdown_rx.clone(),
+        )
+    });
     // Run once, nothing serves `/status`.
     let runs = Arc::new(AuditRuns::new(
         (!args.audit_once).then_some(args.audit_interval),
@@ -139,11 +151,20 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         reports,
         print: args.audit_once,
         last_dir: Arc::default(),
+        attribution: client
+            .clone()
+            .filter(|_| args.events)
+            .map(|c| tokio::sync::Mutex::new(attribution::Attributor::new(c))),
+        events: events.as_ref().map(|(sink, _)| sink.clone()),
     };
 
     if args.audit_once {
         let outcome = auditor.run().await;
         let _ = shutdown_tx.send(true);
+        if let Some((_, writer)) = events {
+            // The last Events are written before the process ends.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
+        }
         println!("{}", outcome.summary());
         if let Some(error) = &outcome.error {
             eprintln!("drift-sentinel audit: {error}");

@@ -73,7 +73,14 @@ pub struct Reports {
 
 impl Reports {
     /// Counts an audited object and, when it drifted, adds its result.
-    pub fn add(&mut self, namespace: &str, object: &Value, audit: &Audit<'_>, seconds: i64) {
+    pub fn add(
+        &mut self,
+        namespace: &str,
+        object: &Value,
+        audit: &Audit<'_>,
+        who: &[drift_api::events::FieldAttribution],
+        seconds: i64,
+    ) {
         let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
         let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
         let resources = json!([{
@@ -138,6 +145,11 @@ impl Reports {
                 "paths": truncate_bytes(&drift.denied.join(", "), MAX_PATHS_BYTES),
                 "mode": audit.mode().map_or("", |m| m.as_str()),
                 "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
+                // Who made the drifted fields and why it got through (reference §8 "Who and why").
+                "who": truncate_bytes(
+                    &who.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+                    MAX_PATHS_BYTES,
+                ),
             },
             "resources": resources,
             "timestamp": {"seconds": seconds, "nanos": 0},
@@ -270,7 +282,7 @@ mod tests {
                 },
                 Detail::Verdict,
             );
-            reports.add("shop", &object, &audit, 1_800_000_000);
+            reports.add("shop", &object, &audit, &[], 1_800_000_000);
         }
         let (namespace, document) = reports.documents().next().unwrap();
         assert_eq!(namespace, "shop");
@@ -302,7 +314,7 @@ mod tests {
             },
             Detail::Verdict,
         );
-        cluster.add("", &json!({}), &audit, 0);
+        cluster.add("", &json!({}), &audit, &[], 0);
         let (namespace, document) = cluster.documents().next().unwrap();
         assert_eq!(
             (namespace, &document["kind"]),
@@ -340,7 +352,7 @@ mod tests {
             Detail::Verdict,
         );
         let mut reports = Reports::default();
-        reports.add("shop", &object, &audit, 0);
+        reports.add("shop", &object, &audit, &[], 0);
         let (_, document) = reports.documents().next().unwrap();
         assert_eq!(document["summary"]["skip"], 1);
         let result = &document["results"][0];

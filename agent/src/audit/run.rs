@@ -54,6 +54,10 @@ pub struct Auditor {
     pub print: bool,
     /// The channel directory of the last run (what the admin `/violations` reads).
     pub last_dir: Arc<arc_swap::ArcSwapOption<PathBuf>>,
+    /// Cluster mode with `--events`: who made the drifted fields (reference §8 "Who and why").
+    pub attribution: Option<tokio::sync::Mutex<super::attribution::Attributor>>,
+    /// Cluster mode with `--events`: the `DriftDetected` Events.
+    pub events: Option<crate::events::EventSink>,
 }
 
 /// What a run did.
@@ -118,6 +122,8 @@ struct Progress<'s> {
     now_seconds: i64,
     /// Namespaces whose invalid mode annotation was already logged this run.
     warned: std::collections::BTreeSet<String>,
+    who: Option<super::attribution::RunEvidence>,
+    events: Option<&'s crate::events::EventSink>,
 }
 
 impl Progress<'_> {
@@ -148,8 +154,12 @@ impl Progress<'_> {
             );
         }
         self.counts.add(&audit);
+        let who = match &mut self.who {
+            Some(evidence) if audit.is_drifted() => evidence.attribute(object, &audit),
+            _ => Vec::new(),
+        };
         if let Some(reports) = &mut self.reports {
-            reports.add(identity.namespace, object, &audit, self.now_seconds);
+            reports.add(identity.namespace, object, &audit, &who, self.now_seconds);
         }
         self.list_bypass(&identity, &audit)?;
         if !audit.is_drifted() {
@@ -158,11 +168,31 @@ impl Progress<'_> {
         if let Some(rule) = audit.rule() {
             *self.drifted_by_rule.entry(rule.id.to_string()).or_default() += 1;
         }
+        if let Some(events) = self.events {
+            let uid = object
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            events.send_all(crate::events::audit::drift_detected(
+                &identity,
+                uid,
+                &audit,
+                &who,
+                self.judged_at,
+            ));
+        }
         if self.print {
-            let text = drift_text(&identity, &audit);
+            let mut text = drift_text(&identity, &audit);
+            for field in &who {
+                text.push_str(&format!("  who: {field}\n"));
+            }
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
         let encoded = ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
+            .map(|mut record| {
+                record.who = who;
+                record
+            })
             .and_then(|record| record.encode().ok());
         self.write(encoded)
     }
@@ -255,6 +285,11 @@ impl Auditor {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
             warned: std::collections::BTreeSet::new(),
+            who: match &self.attribution {
+                Some(attributor) => Some(attributor.lock().await.start_run().await),
+                None => None,
+            },
+            events: self.events.as_ref(),
         };
         let mut export_error = None;
         if let Some(files) = &files {
@@ -287,6 +322,12 @@ impl Auditor {
                 .await;
         }
         errors.extend(export_error);
+        if let (Some(attributor), Some(evidence)) = (&self.attribution, progress.who.take()) {
+            attributor
+                .lock()
+                .await
+                .finish_run(evidence, errors.is_empty());
+        }
         if errors.is_empty()
             && let (Some(reports), Some(client)) = (&progress.reports, &self.client)
             && let Err(e) = reports::publish(client, reports).await

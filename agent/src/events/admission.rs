@@ -61,6 +61,7 @@ pub fn intents_of<O: Document>(
         rule: rule_id.clone(),
         record,
         bypass: None,
+        distinct: None,
         at,
     };
     let edit = |fields: Vec<RecordedField>, fields_omitted: u32| {
@@ -213,6 +214,7 @@ pub fn intents_of<O: Document>(
                 rule: rule_id.clone(),
                 record: None,
                 bypass: None,
+                distinct: None,
                 at,
             });
         }

@@ -5,6 +5,7 @@
 //! into one Event with a series count ([`series`]) and writes them with backoff ([`writer`]).
 
 pub mod admission;
+pub mod audit;
 pub mod series;
 mod writer;
 
@@ -41,25 +42,34 @@ impl EventMetrics {
 }
 
 impl EventSink {
-    /// Starts the writer task on the current runtime; it ends at `shutdown` after a last write.
+    /// Starts the writer task on the current runtime; it ends at `shutdown` after a last write
+    /// (its handle says when).
     pub fn start(
         client: kube::Client,
         reporter: Reporter,
         metrics: &Metrics,
         shutdown: watch::Receiver<bool>,
-    ) -> Self {
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let store = series::Store::new(reporter);
-        tokio::spawn(writer::run(
+        let writer = tokio::spawn(writer::run(
             client,
             store,
             receiver,
             EventMetrics::of(metrics),
             shutdown,
         ));
-        Self {
+        let sink = Self {
             queue,
             metrics: EventMetrics::of(metrics),
+        };
+        (sink, writer)
+    }
+
+    /// Hands each finding to the writer ([`Self::send`]).
+    pub fn send_all(&self, intents: impl IntoIterator<Item = Intent>) {
+        for intent in intents {
+            self.send(intent);
         }
     }
 

@@ -90,6 +90,8 @@ pub struct Intent {
     pub record: Option<(Why, RecordedEdit)>,
     /// The bypass annotation on the edited object, for an edit under a bypass.
     pub bypass: Option<BypassSeen>,
+    /// What else tells this finding's series apart (the audit's drift: its note).
+    pub distinct: Option<String>,
     pub at: SystemTime,
 }
 
@@ -112,6 +114,7 @@ struct Key {
     user: String,
     rule: String,
     why: Option<String>,
+    distinct: Option<String>,
 }
 
 /// One Event as it is and as it should be.
@@ -218,6 +221,7 @@ impl Store {
             user: intent.user.clone(),
             rule: intent.rule.clone(),
             why: intent.record.as_ref().map(|(why, _)| why.to_string()),
+            distinct: intent.distinct.clone(),
         };
         let at = intent.at;
         if let Some(series) = self.series.get_mut(&key)

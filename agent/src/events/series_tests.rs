@@ -44,6 +44,7 @@ fn warned(user: &str, time: SystemTime) -> Intent {
             },
         )),
         bypass: None,
+        distinct: None,
         at: time,
     }
 }

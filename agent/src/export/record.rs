@@ -103,6 +103,7 @@ pub fn admission_record<'a, O: Document>(
         }),
         details,
         bypass,
+        who: Vec::new(),
     })
 }
 

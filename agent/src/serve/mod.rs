@@ -56,6 +56,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 &metrics,
                 shutdown_rx.clone(),
             )
+            .0
         }),
     });
     let shared = Shared::new(metrics, tier_policy, initial);

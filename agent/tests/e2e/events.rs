@@ -19,11 +19,16 @@ pub fn tests() -> Vec<Trial> {
         trial!(a_warned_edit_is_an_event_naming_the_user_the_fields_and_the_rule),
         trial!(a_flood_of_warned_edits_is_one_event_with_a_series),
         trial!(denials_are_counted_on_the_rule_and_a_bypass_names_who_set_it),
+        trial!(the_audit_names_the_user_and_the_why_of_a_warned_edit),
     ]
 }
 
 const WARN_NS: &str = "e2e-events";
 const WARN_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
+const FLOOD_NS: &str = "e2e-events-flood";
+const FLOOD_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events-flood]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
+const AUDIT_NS: &str = "e2e-events-audit";
+const AUDIT_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events-audit]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 const DENY_NS: &str = "e2e-events-deny";
 const DENY_RULE: &str = "mode: enforce\npriority: 10\nnamespaces: [e2e-events-deny]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 
@@ -142,11 +147,12 @@ fn a_warned_edit_is_an_event_naming_the_user_the_fields_and_the_rule() {
 
 fn a_flood_of_warned_edits_is_one_event_with_a_series() {
     let env = shared();
-    let ns = env.namespace(WARN_NS, &[]);
+    // Its own namespace and rule: tests run in parallel, and two creating one rule race.
+    let ns = env.namespace(FLOOD_NS, &[]);
     env.apply(&deployment(&ns, "flood", 1, "nginx:1.0"));
     env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
-    ruled(&env, "e2e-events", WARN_RULE, &ns, |ok, err| {
-        ok && err.contains("rule drift-system/e2e-events")
+    ruled(&env, "e2e-events-flood", FLOOD_RULE, &ns, |ok, err| {
+        ok && err.contains("rule drift-system/e2e-events-flood")
     });
     const EDITS: u32 = 40;
     for n in 0..EDITS {
@@ -232,4 +238,59 @@ fn denials_are_counted_on_the_rule_and_a_bypass_names_who_set_it() {
     let note = dave[0]["note"].as_str().unwrap();
     assert!(note.contains("the bypass was set by carol"), "{note}");
     assert_eq!(dave[0]["type"], "Normal");
+}
+
+/// Reference §8 "Who and why": the audit joins the drifted field with the webhook's record of
+/// the edit: the user and "warn mode", in its output and in a `DriftDetected` Event.
+fn the_audit_names_the_user_and_the_why_of_a_warned_edit() {
+    let env = shared();
+    let ns = env.namespace(AUDIT_NS, &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
+    ruled(&env, "e2e-events-audit", AUDIT_RULE, &ns, |ok, err| {
+        ok && err.contains("rule drift-system/e2e-events-audit")
+    });
+    let edited = patch_as(&env, &ns, "web", "alice", &replicas(5));
+    assert!(edited.status.success(), "{}", stderr(&edited));
+    wait_for("alice's edit record", Duration::from_secs(30), || {
+        !events(&env, &ns, "Deployment", "web", "DriftWarned").is_empty()
+    });
+
+    let audit = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .args(["audit", "--once", "--kubeconfig"])
+        .arg(env.cluster.admin_kubeconfig())
+        .args([
+            "--pod-namespace",
+            AGENT_NAMESPACE,
+            "--pod-name",
+            "e2e-audit-events",
+            "--audit-reports",
+            "none",
+        ])
+        .output()
+        .expect("run drift-sentinel audit");
+    let printed = stdout(&audit);
+    assert_eq!(audit.status.code(), Some(1), "{printed}{}", stderr(&audit));
+    assert!(
+        printed.contains(&format!("drifted apps/v1 Deployment {ns}/web"))
+            && printed.contains("  who: spec.replicas: user alice, warn mode"),
+        "{printed}"
+    );
+
+    let mut found = Vec::new();
+    wait_for("the DriftDetected Event", Duration::from_secs(30), || {
+        found = events(&env, &ns, "Deployment", "web", "DriftDetected");
+        !found.is_empty()
+    });
+    let event = &found[0];
+    let note = event["note"].as_str().expect("a note");
+    assert!(
+        note.contains("spec.replicas: 2 → 5 (by kubectl-patch at ")
+            && note.contains("user alice, warn mode")
+            && note.contains("rule drift-system/e2e-events-audit"),
+        "{note}"
+    );
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["reportingController"], "drift-sentinel.k8s.io/audit");
+    assert_eq!(event["reportingInstance"], "e2e-audit-events");
 }

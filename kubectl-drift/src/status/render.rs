@@ -102,6 +102,24 @@ fn audit_text(report: &Report, now: SystemTime, out: &mut String) {
         .map(|p| super::audit::row(p, now))
         .collect();
     out.push_str(&table(super::audit::HEADER, &rows));
+    // The findings themselves, by default (without export or Reports), are the audit's
+    // DriftDetected Events on the drifted objects (reference §6 "Events", §8).
+    let drifted = audit
+        .pods
+        .iter()
+        .filter_map(|p| p.admin.as_ref()?.last_run.as_ref())
+        .map(|run| run.counts.drifted)
+        .max()
+        .unwrap_or(0);
+    if drifted > 0 {
+        out.push_str(&format!(
+            "
+{drifted} drifted objects in the last run, each with a DriftDetected Event naming its fields and who changed them:
+  kubectl get events -A --field-selector reason=DriftDetected
+  kubectl events -n NAMESPACE --for KIND/NAME
+"
+        ));
+    }
 }
 
 fn pod_row(p: &PodReport, now: SystemTime, style: &Style) -> Vec<String> {
