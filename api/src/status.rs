@@ -272,6 +272,18 @@ impl AuditCounts {
     pub fn total(&self) -> u64 {
         self.drifted + self.clean + self.no_baseline + self.skipped
     }
+
+    /// `bypass annotations: 1 without an end, 2 active, 0 expired, 0 not honoured`, as the
+    /// agent's and the plugin's audits end their summary; `None` when no object carries one.
+    pub fn bypass_summary(&self) -> Option<String> {
+        let b = &self.bypassed;
+        (b.none + b.active + b.expired + b.not_honoured > 0).then(|| {
+            format!(
+                "bypass annotations: {} without an end, {} active, {} expired, {} not honoured",
+                b.none, b.active, b.expired, b.not_honoured
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -598,7 +598,7 @@ mod tests {
         let identity = AuditedObject::of(&object, "deployments");
         assert_eq!(
             drift_engine::message::bypass_text(&identity, &audit).unwrap(),
-            "bypass apps/v1 Deployment shop/web (rule ops/web): bypass until 2026-12-04T16:00:00Z, in 4h (set by kubectl-drift at 2026-12-04T11:00:00Z)\n"
+            "bypass apps/v1 Deployment shop/web (rule ops/web): bypass until 2026-12-04T16:00:00Z (set by kubectl-drift at 2026-12-04T11:00:00Z)\n"
         );
         let record = ViolationRecord::bypass_listed("run-1", &identity, &audit, now).unwrap();
         assert_eq!(record.event_type, BYPASS_EVENT);

@@ -247,6 +247,59 @@ impl<'a> Audit<'a> {
     pub fn changes(&self) -> &[JudgedChange<'a>] {
         self.comparison().map_or(&[], |c| &c.changes)
     }
+
+    /// The id of what the audit reports about `object` (reference §8 "Reports",
+    /// `properties.resultID`): its drift, or the bypass it is skipped under; `None` when it
+    /// reports neither. Made of what identifies the finding — which of the two, the rule, the
+    /// mode, the object (kind, namespace, name, uid), and the drifted paths or the bypass
+    /// annotation's value — never of the run's time or the live values, so that the same
+    /// finding has the same id on every run and a reader that notifies on new ids (Policy
+    /// Reporter) notifies once; a changed mode, path set or bypass is a new finding. 32 hex
+    /// digits of a SHA-256, the same in every version that keeps these inputs.
+    pub fn finding_id(&self, object: &AuditedObject<'_>) -> Option<String> {
+        use sha2::Digest as _;
+        let rule = self.rule()?;
+        let mode = self.mode()?;
+        let mut hasher = sha2::Sha256::new();
+        // Each part with its length first, so that no two lists of parts hash alike.
+        let mut part = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_be_bytes());
+            hasher.update(bytes);
+        };
+        let (found, bypass) = match (&self.result, &self.bypass) {
+            (AuditResult::Drifted(_), _) => ("drift", None),
+            (AuditResult::Skipped(SkipReason::Bypassed), Some(bypass)) => ("bypass", Some(bypass)),
+            _ => return None,
+        };
+        for text in [
+            found,
+            &rule.id.to_string(),
+            mode.as_str(),
+            object.kind,
+            object.namespace,
+            object.name,
+            object.uid,
+        ] {
+            part(text.as_bytes());
+        }
+        match (self.drift(), bypass) {
+            (Some(drift), _) => {
+                part(drift.denied_count.to_string().as_bytes());
+                for path in &drift.denied {
+                    part(path.as_bytes());
+                }
+            }
+            (None, Some(bypass)) => part(bypass.value.trim().as_bytes()),
+            (None, None) => return None,
+        }
+        let digest = hasher.finalize();
+        let mut id = String::with_capacity(32);
+        for byte in &digest[..16] {
+            use std::fmt::Write as _;
+            let _ = write!(id, "{byte:02x}");
+        }
+        Some(id)
+    }
 }
 
 /// `(group, kind)` of an object from its `apiVersion` and `kind`.
@@ -358,6 +411,8 @@ pub struct AuditedObject<'a> {
     pub kind: &'a str,
     pub namespace: &'a str,
     pub name: &'a str,
+    /// `metadata.uid`; empty for an object read from a file that has none.
+    pub uid: &'a str,
     pub labels: &'a Map<String, Value>,
 }
 
@@ -376,6 +431,7 @@ impl<'a> AuditedObject<'a> {
             kind: text("/kind"),
             namespace: text("/metadata/namespace"),
             name: text("/metadata/name"),
+            uid: text("/metadata/uid"),
             labels: object
                 .pointer("/metadata/labels")
                 .and_then(Value::as_object)

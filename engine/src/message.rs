@@ -50,7 +50,7 @@ pub(crate) fn violation_reason(
     comparison: &Comparison<'_>,
     violation: &Violation,
     prefix: &str,
-    refused_bypass: Option<&BypassRefusal>,
+    refused_bypass: Option<&dyn std::fmt::Display>,
 ) -> String {
     let (judged, denied) = (&comparison.changes, &violation.denied);
     let (denied_count, uncovered_count) = (violation.denied_count, comparison.uncovered_count);
@@ -104,63 +104,116 @@ fn bypass_hint(rule: &CompiledRule) -> String {
     }
 }
 
-/// Why a bypass annotation is not honoured, for reasons and warnings.
+/// Why a bypass annotation is not honoured, for reasons and warnings: as the webhook says it at
+/// the moment of an edit, with how long ago its end passed or how far ahead it is.
 impl std::fmt::Display for BypassRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BypassRefusal::Expired { end, now } => write!(
-                f,
-                "its end {} passed {} ago",
-                format_rfc3339_seconds(*end),
-                human_duration(now.duration_since(*end).unwrap_or_default())
-            ),
-            BypassRefusal::Invalid { value } => write!(
-                f,
-                "{value:?} is neither \"true\" nor an RFC 3339 time such as 2026-12-10T18:00:00Z"
-            ),
-            BypassRefusal::NoEndUnderMax { max } => write!(
-                f,
-                "\"true\" has no end, and the rule's maxBypass allows at most {} ahead",
-                human_duration(*max)
-            ),
-            BypassRefusal::BeyondMax { end, now, max } => write!(
-                f,
-                "its end {} is {} ahead, more than the rule's maxBypass of {}",
-                format_rfc3339_seconds(*end),
-                human_duration(end.duration_since(*now).unwrap_or_default()),
-                human_duration(*max)
-            ),
-        }
+        write_refusal(f, self, Clock::Relative)
     }
 }
 
 /// `bypass until 2026-12-10T18:00:00Z, in 2d4h` or `bypass without an end`.
 impl std::fmt::Display for Bypass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.end, self.remaining()) {
-            (Some(end), Some(left)) => write!(
-                f,
-                "bypass until {}, in {}",
-                format_rfc3339_seconds(end),
-                human_duration(left)
-            ),
-            _ => f.write_str("bypass without an end"),
-        }
+        write_bypass(f, self, Clock::Relative)
     }
 }
 
-/// A bypass the audit found: `bypass until …, in 4h (set by kubectl-annotate at T)`, or why it
-/// is none.
+/// A bypass the audit found: `bypass until 2026-12-10T18:00:00Z (set by kubectl-annotate at T)`,
+/// or why it is none. Absolute times only ([`Clock::Absolute`]): the audit's texts are kept (its
+/// export, its Report, whose reader derives a result's id from the message), so the same
+/// finding reads the same on every run.
 impl std::fmt::Display for BypassFinding<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.read {
-            Ok(bypass) => write!(f, "{bypass}")?,
-            Err(refusal) => write!(f, "no bypass: {refusal}")?,
+            Ok(bypass) => write_bypass(f, bypass, Clock::Absolute)?,
+            Err(refusal) => {
+                f.write_str("no bypass: ")?;
+                write_refusal(f, refusal, Clock::Absolute)?;
+            }
         }
         match &self.set_by {
             Some(edit) => write!(f, " (set by {edit})"),
             None => Ok(()),
         }
+    }
+}
+
+/// How a text places a bypass end in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// Also relative to when it was read (`in 4h`, `passed 10m ago`): what the webhook says to
+    /// whoever makes an edit, now.
+    Relative,
+    /// The RFC 3339 time alone: what the audit keeps, the same on every run.
+    Absolute,
+}
+
+fn write_bypass(
+    f: &mut std::fmt::Formatter<'_>,
+    bypass: &Bypass,
+    clock: Clock,
+) -> std::fmt::Result {
+    match (bypass.end, bypass.remaining()) {
+        (Some(end), Some(left)) if clock == Clock::Relative => write!(
+            f,
+            "bypass until {}, in {}",
+            format_rfc3339_seconds(end),
+            human_duration(left)
+        ),
+        (Some(end), _) => write!(f, "bypass until {}", format_rfc3339_seconds(end)),
+        (None, _) => f.write_str("bypass without an end"),
+    }
+}
+
+fn write_refusal(
+    f: &mut std::fmt::Formatter<'_>,
+    refusal: &BypassRefusal,
+    clock: Clock,
+) -> std::fmt::Result {
+    match refusal {
+        BypassRefusal::Expired { end, now } => match clock {
+            Clock::Relative => write!(
+                f,
+                "its end {} passed {} ago",
+                format_rfc3339_seconds(*end),
+                human_duration(now.duration_since(*end).unwrap_or_default())
+            ),
+            Clock::Absolute => write!(f, "its end {} has passed", format_rfc3339_seconds(*end)),
+        },
+        BypassRefusal::Invalid { value } => write!(
+            f,
+            "{value:?} is neither \"true\" nor an RFC 3339 time such as 2026-12-10T18:00:00Z"
+        ),
+        BypassRefusal::NoEndUnderMax { max } => write!(
+            f,
+            "\"true\" has no end, and the rule's maxBypass allows at most {} ahead",
+            human_duration(*max)
+        ),
+        BypassRefusal::BeyondMax { end, now, max } => match clock {
+            Clock::Relative => write!(
+                f,
+                "its end {} is {} ahead, more than the rule's maxBypass of {}",
+                format_rfc3339_seconds(*end),
+                human_duration(end.duration_since(*now).unwrap_or_default()),
+                human_duration(*max)
+            ),
+            Clock::Absolute => write!(
+                f,
+                "its end {} is further ahead than the rule's maxBypass of {}",
+                format_rfc3339_seconds(*end),
+                human_duration(*max)
+            ),
+        },
+    }
+}
+
+/// A refused bypass in the audit's reason: without the time of the run.
+struct AbsoluteRefusal<'r>(&'r BypassRefusal);
+
+impl std::fmt::Display for AbsoluteRefusal<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_refusal(f, self.0, Clock::Absolute)
     }
 }
 
@@ -180,12 +233,14 @@ pub(crate) fn drift_reason(
             LAST_APPLIED_ANNOTATION
         ),
     };
+    // The audit's reason is kept (export, Report): its refused bypass without the run's time.
+    let refusal = refused_bypass.map(AbsoluteRefusal);
     violation_reason(
         rule,
         &compared.comparison,
         violation,
         &prefix,
-        refused_bypass,
+        refusal.as_ref().map(|r| r as &dyn std::fmt::Display),
     )
 }
 
@@ -275,7 +330,11 @@ impl Evaluation<'_> {
                             comparison,
                             violation,
                             VIOLATION_PREFIX,
-                            matched.bypass.as_ref().and_then(|b| b.as_ref().err()),
+                            matched
+                                .bypass
+                                .as_ref()
+                                .and_then(|b| b.as_ref().err())
+                                .map(|r| r as &dyn std::fmt::Display),
                         )
                     })
                     .clone(),

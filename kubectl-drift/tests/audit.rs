@@ -195,6 +195,91 @@ fn the_plugin_and_the_agent_name_the_same_objects_and_paths() {
     assert_eq!(from_yaml["counts"], document["counts"]);
 }
 
+/// Every object carrying the bypass annotation is listed (reference §8 step 1, §9): the object,
+/// its end or "without an end", and who set it when — in the text, line for line as the agent
+/// prints it, and in `-o json` as the agent's `bypass` records; the summary counts them by end.
+/// The dump's `image` Deployment (its image changed by `kubectl set image`) under four bypasses.
+#[test]
+fn bypassed_objects_are_listed_with_their_ends() {
+    let dump = std::fs::read_to_string(dump()).unwrap();
+    let documents = drift_engine::manifests::parse_documents(&dump, "deployments.yaml").unwrap();
+    let image = documents
+        .iter()
+        .find(|d| d["metadata"]["name"] == "image")
+        .expect("the dump's image Deployment");
+    let now = std::time::SystemTime::now();
+    let hour = Duration::from_secs(3600);
+    let time = drift_engine::time::format_rfc3339_seconds;
+    let (set_at, ahead, past) = (time(now - hour), time(now + 4 * hour), time(now - hour));
+    let with_bypass = drift_testkit::objects::with_bypass;
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        with_bypass(image, "forever", "true", &set_at),
+        with_bypass(image, "ahead", &ahead, &set_at),
+        with_bypass(image, "expired", &past, &set_at),
+        with_bypass(image, "garbled", "next tuesday", &set_at),
+    ]});
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.json");
+    std::fs::write(&file, objects.to_string()).unwrap();
+    let file = file.display().to_string();
+
+    let (stdout, _) = audit_both(&file);
+    let rule = "(rule drift-system/workloads)";
+    let by = format!("(set by kubectl-annotate at {set_at})");
+    for line in [
+        format!("bypass apps/v1 Deployment shop/forever {rule}: bypass without an end {by}\n"),
+        format!("bypass apps/v1 Deployment shop/ahead {rule}: bypass until {ahead} {by}\n"),
+        format!(
+            "bypass apps/v1 Deployment shop/expired {rule}: no bypass: its end {past} has passed {by}\n"
+        ),
+        format!(
+            "bypass apps/v1 Deployment shop/garbled {rule}: no bypass: \"next tuesday\" is neither"
+        ),
+    ] {
+        assert!(stdout.contains(&line), "{line}\nnot in:\n{stdout}");
+    }
+    assert!(
+        stdout.ends_with(
+            "4 objects: 2 drifted, 0 clean, 0 no_baseline, 2 skipped; bypass annotations: 1 without an end, 1 active, 1 expired, 1 not honoured\n"
+        ),
+        "{stdout}"
+    );
+
+    let json_out = plugin(&["audit", "--rules", &rules(), "-f", &file, "-o", "json"]);
+    assert_eq!(json_out.status.code(), Some(1));
+    let document: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    let listed: Vec<(&str, &str, Option<&str>, &str)> = document["bypassed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["eventType"], "bypass");
+            assert_eq!(r["bypass"]["since"], set_at.as_str());
+            (
+                r["resourceName"].as_str().unwrap(),
+                r["bypass"]["endState"].as_str().unwrap(),
+                r["bypass"]["end"].as_str(),
+                r["bypass"]["setBy"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("forever", "none", None, "kubectl-annotate"),
+            ("ahead", "active", Some(ahead.as_str()), "kubectl-annotate"),
+            (
+                "expired",
+                "expired",
+                Some(past.as_str()),
+                "kubectl-annotate"
+            ),
+            ("garbled", "not-honoured", None, "kubectl-annotate"),
+        ]
+    );
+    assert_eq!(document["drifted"].as_array().unwrap().len(), 2);
+}
+
 #[test]
 fn no_drift_exits_0_and_namespaces_filter_and_annotate() {
     // -n: only that namespace's objects.

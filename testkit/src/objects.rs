@@ -224,3 +224,28 @@ pub fn deep_review(uid: &str, depth: usize, maps: bool) -> String {
         1,
     )
 }
+
+/// `object` (with a `last-applied-configuration` baseline and managedFields) renamed `name`, its
+/// baseline too, carrying the bypass annotation `value` set by `kubectl-annotate` at `set_at`
+/// (RFC 3339), as `kubectl annotate` leaves it: the audit's bypass listings read who set it from
+/// that managedFields entry.
+pub fn with_bypass(object: &Value, name: &str, value: &str, set_at: &str) -> Value {
+    let mut object = object.clone();
+    object["metadata"]["name"] = json!(name);
+    let annotations = &mut object["metadata"]["annotations"];
+    let key = "kubectl.kubernetes.io/last-applied-configuration";
+    let mut declared: Value =
+        serde_json::from_str(annotations[key].as_str().expect("a baseline")).expect("JSON");
+    declared["metadata"]["name"] = json!(name);
+    annotations[key] = json!(declared.to_string());
+    annotations["drift-sentinel.k8s.io/bypass"] = json!(value);
+    object["metadata"]["managedFields"]
+        .as_array_mut()
+        .expect("managedFields")
+        .push(json!({
+            "manager": "kubectl-annotate", "operation": "Update", "apiVersion": "apps/v1",
+            "time": set_at, "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}
+        }));
+    object
+}

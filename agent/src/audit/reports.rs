@@ -2,13 +2,18 @@
 //! `ClusterReport` for cluster-scoped objects) named [`REPORT_NAME`], written by server-side apply
 //! with one field manager and replaced whole every run, so that an object no longer drifting
 //! leaves it; reports of namespaces the run found nothing in are deleted. `results[]` holds one
-//! entry per drifted object (policy = rule `namespace/name`, `fail` for enforce and `warn`
-//! otherwise, message = the reason, properties = the drifted paths), `summary` counts every
-//! audited object. A report stays under 1 MiB: past [`MAX_RESULTS`] results (or
+//! entry per drifted object (policy and rule = rule `namespace/name`, `fail` for enforce and
+//! `warn` otherwise, a [`severity`] by mode, category [`DRIFT_CATEGORY`], message = the reason,
+//! properties = the drifted paths and the finding's stable `resultID`) and one `skip` entry per
+//! bypassed object, `summary` counts every audited object. Messages hold absolute times only
+//! and `resultID` is [`drift_engine::Audit::finding_id`]: Policy Reporter, the usual reader,
+//! notifies its targets of results whose id it has not seen, so a finding must keep its id
+//! from one run to the next (docs/audit.md "Policy Reporter"). A report stays under 1 MiB: past [`MAX_RESULTS`] results (or
 //! [`MAX_REPORT_BYTES`]) the first ones are kept and an annotation says how many more there were.
 
 use std::collections::BTreeMap;
 
+use drift_engine::audit::AuditedObject;
 use drift_engine::truncate::truncate_bytes;
 use drift_engine::{Audit, AuditResult, SkipReason, rule::Mode};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -30,6 +35,24 @@ pub const MAX_REPORT_BYTES: usize = 900 * 1024;
 const MAX_MESSAGE_BYTES: usize = 1024;
 const MAX_PATHS_BYTES: usize = 1024;
 pub const GROUP: &str = "openreports.io";
+/// The `category` of a drift result, and of a bypass result.
+pub const DRIFT_CATEGORY: &str = "Drift";
+pub const BYPASS_CATEGORY: &str = "Bypass";
+/// The key of a result's stable id in its `properties`, as Policy Reporter reads it.
+pub const RESULT_ID_PROPERTY: &str = "resultID";
+
+/// The `severity` of a drift result, by the effective mode: how much the rule's owner asked
+/// for it to matter. `enforce` (an edit of it would be denied) is `high`, `warn` `medium`,
+/// `dry-run` (only recorded) `low`; `critical` is left to the operator's own tooling. A
+/// bypassed object is `info`: it is listed to be seen, not a failure.
+pub fn severity(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Enforce => "high",
+        Mode::Warn => "medium",
+        Mode::DryRun => "low",
+        Mode::Off => "info",
+    }
+}
 pub const VERSION: &str = "v1alpha1";
 
 /// One namespace's report, as the run builds it.
@@ -82,14 +105,15 @@ impl Reports {
         seconds: i64,
     ) {
         let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
-        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let identity = AuditedObject::of(object, "");
         let resources = json!([{
-            "apiVersion": text("/apiVersion"),
-            "kind": text("/kind"),
-            "namespace": text("/metadata/namespace"),
-            "name": text("/metadata/name"),
-            "uid": text("/metadata/uid"),
+            "apiVersion": identity.api_version,
+            "kind": identity.kind,
+            "namespace": identity.namespace,
+            "name": identity.name,
+            "uid": identity.uid,
         }]);
+        let result_id = audit.finding_id(&identity).unwrap_or_default();
         let (Some(drift), Some(rule)) = (audit.drift(), audit.rule()) else {
             match audit.result_label() {
                 "skipped" | "no_baseline" => pending.skip += 1,
@@ -103,10 +127,14 @@ impl Reports {
                 let entry = json!({
                     "source": "drift-sentinel",
                     "policy": rule.id.to_string(),
+                    "rule": rule.id.to_string(),
                     "result": "skip",
                     "scored": false,
+                    "severity": "info",
+                    "category": BYPASS_CATEGORY,
                     "message": truncate_bytes(&finding.to_string(), MAX_MESSAGE_BYTES),
                     "properties": {
+                        RESULT_ID_PROPERTY: result_id,
                         "bypassEnd": finding.end_time().map(drift_engine::time::format_rfc3339_seconds).unwrap_or_else(|| "none".to_owned()),
                         "bypassSetBy": finding.set_by.as_ref().map(|e| e.to_string()).unwrap_or_default(),
                         "mode": audit.mode().map_or("", |m| m.as_str()),
@@ -138,10 +166,14 @@ impl Reports {
         let entry = json!({
             "source": "drift-sentinel",
             "policy": rule.id.to_string(),
+            "rule": rule.id.to_string(),
             "result": result,
             "scored": true,
+            "severity": audit.mode().map_or("info", severity),
+            "category": DRIFT_CATEGORY,
             "message": truncate_bytes(&audit.reason(), MAX_MESSAGE_BYTES),
             "properties": {
+                RESULT_ID_PROPERTY: result_id,
                 "paths": truncate_bytes(&drift.denied.join(", "), MAX_PATHS_BYTES),
                 "mode": audit.mode().map_or("", |m| m.as_str()),
                 "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
@@ -358,11 +390,95 @@ mod tests {
         let result = &document["results"][0];
         assert_eq!(result["result"], "skip");
         assert_eq!(result["policy"], "ops/r");
-        assert_eq!(
-            result["message"],
-            "bypass until 2026-12-04T16:00:00Z, in 4h"
-        );
+        assert_eq!(result["message"], "bypass until 2026-12-04T16:00:00Z");
         assert_eq!(result["properties"]["bypassEnd"], "2026-12-04T16:00:00Z");
         assert_eq!(result["resources"][0]["name"], "web");
+        assert_eq!(
+            (&result["rule"], &result["severity"], &result["category"]),
+            (&json!("ops/r"), &json!("info"), &json!(BYPASS_CATEGORY))
+        );
+        assert_eq!(
+            result["properties"][RESULT_ID_PROPERTY]
+                .as_str()
+                .map(str::len),
+            Some(32)
+        );
+    }
+
+    #[test]
+    fn severity_by_mode() {
+        let table = [
+            (Mode::Enforce, "high"),
+            (Mode::Warn, "medium"),
+            (Mode::DryRun, "low"),
+            (Mode::Off, "info"),
+        ];
+        for (mode, want) in table {
+            assert_eq!(severity(mode), want, "{mode:?}");
+        }
+    }
+
+    /// One drifted object under an expired bypass, reported by two runs ten minutes apart: the
+    /// same result, field for field but the timestamp (its message holds no relative time, its
+    /// `resultID` is the finding's); another object, another `resultID`. Every result has what
+    /// Policy Reporter reads: policy, rule, result, severity, category, message, properties.
+    #[test]
+    fn a_finding_is_the_same_result_on_every_run() {
+        let rules = RuleSet::build([drift_engine::RuleSource {
+            id: drift_engine::RuleId {
+                namespace: "ops".into(),
+                name: "r".into(),
+            },
+            spec: drift_engine::SpecText::Yaml(
+                "mode: dry-run\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n"
+                    .into(),
+            ),
+            origin: None,
+        }]);
+        let object = |name: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+                    "annotations": {"drift-sentinel.k8s.io/bypass": "2026-12-04T11:00:00Z",
+                        "kubectl.kubernetes.io/last-applied-configuration":
+                            "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":{\"replicas\":1}}"}},
+                "spec": {"replicas": 3}})
+        };
+        let result = |object: &Value, now: &str, seconds: i64| {
+            let now = drift_engine::time::parse_rfc3339(now).unwrap();
+            let context = AuditContext {
+                namespace_mode: None,
+                drift_managers: &[],
+                now,
+            };
+            let audit = drift_engine::audit(&rules, object, &context, Detail::Verdict);
+            let mut reports = Reports::default();
+            reports.add("shop", object, &audit, seconds);
+            let (_, document) = reports.documents().next().unwrap();
+            document["results"][0].clone()
+        };
+        let web = object("web");
+        let mut first = result(&web, "2026-12-04T12:00:00Z", 1);
+        let mut second = result(&web, "2026-12-04T12:10:04Z", 2);
+        assert_eq!(first["result"], "warn");
+        assert_eq!(first["severity"], "low");
+        assert_eq!(first["category"], DRIFT_CATEGORY);
+        assert_eq!(first["rule"], "ops/r");
+        assert_eq!(first["policy"], "ops/r");
+        assert_eq!(first["properties"]["paths"], "spec.replicas");
+        let message = first["message"].as_str().unwrap();
+        assert!(
+            message.contains("is no bypass: its end 2026-12-04T11:00:00Z has passed;")
+                && !message.contains(" ago"),
+            "{message}"
+        );
+        for result in [&mut first, &mut second] {
+            result.as_object_mut().unwrap().remove("timestamp");
+        }
+        assert_eq!(first, second);
+        let other = result(&object("api"), "2026-12-04T12:00:00Z", 1);
+        assert_ne!(
+            other["properties"][RESULT_ID_PROPERTY],
+            first["properties"][RESULT_ID_PROPERTY]
+        );
     }
 }

@@ -87,12 +87,9 @@ impl RunOutcome {
             c.no_baseline,
             c.skipped
         );
-        let b = &c.bypassed;
-        if b.none + b.active + b.expired + b.not_honoured > 0 {
-            text.push_str(&format!(
-                "; bypass annotations: {} without an end, {} active, {} expired, {} not honoured",
-                b.none, b.active, b.expired, b.not_honoured
-            ));
+        if let Some(bypasses) = c.bypass_summary() {
+            text.push_str("; ");
+            text.push_str(&bypasses);
         }
         if let Some(error) = &self.error {
             text.push_str("; error: ");

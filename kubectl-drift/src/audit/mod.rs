@@ -16,7 +16,7 @@ mod report;
 
 use serde_json::Value;
 
-use report::{Report, Run};
+use report::{Found, Report, Run};
 
 use crate::files;
 use crate::plan::{Audit, AuditSource, Print};
@@ -88,28 +88,39 @@ fn summary(report: &Report) -> String {
         Some(namespace) => format!(" in namespace {namespace}"),
         None => String::new(),
     };
-    format!(
+    let mut line = format!(
         "{} objects{place}: {} drifted, {} clean, {} no_baseline, {} skipped",
         c.total(),
         c.drifted,
         c.clean,
         c.no_baseline,
         c.skipped
-    )
+    );
+    if let Some(bypasses) = c.bypass_summary() {
+        line.push_str("; ");
+        line.push_str(&bypasses);
+    }
+    line
 }
 
-/// `-o text`: each drifted object (its first word coloured by the mode: red for enforce,
-/// yellow otherwise), then the summary.
+/// `-o text`: each object carrying the bypass annotation (its end or "without an end", who set
+/// it and when) and each drifted object (its first word coloured by the mode: red for enforce,
+/// yellow otherwise), in the order judged, then the summary.
 fn text(report: &Report, style: &Style) -> String {
     let mut out = String::new();
-    for (drifted, record) in report.text.iter().zip(&report.drifted) {
-        let word = match drifted.strip_prefix("drifted") {
-            Some(_) if record["mode"] == "enforce" => style.red("drifted"),
-            Some(_) => style.yellow("drifted"),
-            None => String::new(),
-        };
-        out.push_str(&word);
-        out.push_str(drifted.strip_prefix("drifted").unwrap_or(drifted));
+    for printed in &report.text {
+        let text = printed.text.as_str();
+        match (printed.found, text.strip_prefix("drifted")) {
+            (Found::Drifted { enforce: true }, Some(rest)) => {
+                out.push_str(&style.red("drifted"));
+                out.push_str(rest);
+            }
+            (Found::Drifted { enforce: false }, Some(rest)) => {
+                out.push_str(&style.yellow("drifted"));
+                out.push_str(rest);
+            }
+            _ => out.push_str(text),
+        }
     }
     if report.counts.total() == 0 {
         out.push_str(
@@ -149,6 +160,7 @@ mod tests {
                 ..AuditCounts::default()
             },
             drifted: Vec::new(),
+            bypassed: Vec::new(),
             text: Vec::new(),
         };
         assert_eq!(

@@ -8,7 +8,7 @@ use drift_api::violation::ViolationRecord;
 use drift_engine::RuleSet;
 use drift_engine::audit::AuditedObject;
 use drift_engine::manifests::Namespaces;
-use drift_engine::message::drift_text;
+use drift_engine::message::{bypass_text, drift_text};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,9 +23,28 @@ pub(super) struct Report {
     pub counts: AuditCounts,
     /// One `violation_audited` record per drifted object, as the agent exports them.
     pub drifted: Vec<Value>,
-    /// Text of each drifted object, for `-o text`.
+    /// One `bypass` record per object carrying the bypass annotation, honoured or not (its end
+    /// or none, who set it and since when), as the agent exports them (reference §8 step 1).
+    pub bypassed: Vec<Value>,
+    /// Text of each bypassed and drifted object in the order judged, for `-o text`.
     #[serde(skip)]
-    pub text: Vec<String>,
+    pub text: Vec<Printed>,
+}
+
+/// One object's text, and what its first word is.
+#[derive(Debug)]
+pub(super) struct Printed {
+    pub text: String,
+    pub found: Found,
+}
+
+/// What a printed text reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    /// The object drifted, under a rule in mode `enforce` (or another mode).
+    Drifted { enforce: bool },
+    /// The object carries the bypass annotation.
+    Bypass,
 }
 
 /// A run in progress: the rules and namespaces it judges with, and what it found.
@@ -52,6 +71,7 @@ impl<'r> Run<'r> {
                 namespace,
                 counts: AuditCounts::default(),
                 drifted: Vec::new(),
+                bypassed: Vec::new(),
                 text: Vec::new(),
             },
         }
@@ -74,10 +94,26 @@ impl<'r> Run<'r> {
             return;
         };
         self.report.counts.add(&audit);
+        let identity = AuditedObject::of(object, resource);
+        // Listed first, as the agent prints them.
+        if let Some(text) = bypass_text(&identity, &audit)
+            && let Some(record) = ViolationRecord::bypass_listed(
+                &self.report.id,
+                &identity,
+                &audit,
+                SystemTime::now(),
+            )
+            && let Ok(value) = serde_json::to_value(&record)
+        {
+            self.report.bypassed.push(value);
+            self.report.text.push(Printed {
+                text,
+                found: Found::Bypass,
+            });
+        }
         if !audit.is_drifted() {
             return;
         }
-        let identity = AuditedObject::of(object, resource);
         // A drifted object always has a record (its mode is not off); text and record go
         // together so that `-o text` and `-o json` show the same objects.
         if let Some(record) =
@@ -85,7 +121,12 @@ impl<'r> Run<'r> {
             && let Ok(value) = serde_json::to_value(&record)
         {
             self.report.drifted.push(value);
-            self.report.text.push(drift_text(&identity, &audit));
+            self.report.text.push(Printed {
+                text: drift_text(&identity, &audit),
+                found: Found::Drifted {
+                    enforce: audit.mode() == Some(drift_engine::rule::Mode::Enforce),
+                },
+            });
         }
     }
 }
