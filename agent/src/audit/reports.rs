@@ -452,7 +452,7 @@ mod tests {
             };
             let audit = drift_engine::audit(&rules, object, &context, Detail::Verdict);
             let mut reports = Reports::default();
-            reports.add("shop", object, &audit, seconds);
+            reports.add("shop", object, &audit, &[], seconds);
             let (_, document) = reports.documents().next().unwrap();
             document["results"][0].clone()
         };
