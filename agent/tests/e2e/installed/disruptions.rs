@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use libtest_mimic::Trial;
 
 use super::env::{Installed, NAMESPACE, WEBHOOK_PODS, container, installed, pod_name, pod_ready};
-use super::traffic::{Report, Traffic};
+use super::traffic::{DENIED, Report, Traffic};
 use crate::env::{stderr, stdout, wait_for};
 use crate::trial;
 
@@ -52,6 +52,26 @@ fn under_traffic(
         .get(&["deployment", "target", "-n", TRAFFIC_NAMESPACE])
         .map(|d| d["spec"]["replicas"].clone());
     assert_eq!(replicas, Some(0.into()), "the target's replicas changed");
+    // Measured from a webhook that answers through its Service: right after the install,
+    // kube-proxy may not route the new ClusterIP yet ("connection refused"), which is no
+    // disruption's doing.
+    wait_for(
+        "the webhook to answer through its Service",
+        Duration::from_secs(30),
+        || {
+            let edit = env.kubectl(&[
+                "patch",
+                "deployment",
+                "target",
+                "-n",
+                TRAFFIC_NAMESPACE,
+                "--dry-run=server",
+                "-p",
+                r#"{"spec":{"replicas":1}}"#,
+            ]);
+            stderr(&edit).contains(DENIED)
+        },
+    );
     let traffic = Traffic::start(&env.cluster, TRAFFIC_NAMESPACE, "target", RATE);
     let watch = EndpointWatch::start(env, traffic.started());
     std::thread::sleep(Duration::from_secs(3));

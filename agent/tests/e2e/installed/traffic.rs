@@ -13,7 +13,7 @@ use drift_testkit::cluster::Cluster;
 use serde_json::json;
 
 /// How the webhook's own denial reads in the API server's answer.
-const DENIED: &str = "admission webhook \"validate.drift-sentinel.k8s.io\" denied the request";
+pub const DENIED: &str = "admission webhook \"validate.drift-sentinel.k8s.io\" denied the request";
 
 /// One UPDATE and its outcome.
 #[derive(Debug, Clone)]
