@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use libtest_mimic::Trial;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::env::{AGENT_NAMESPACE, Env, deployment, shared, stderr, stdout, workspace};
 use crate::trial;
@@ -267,6 +267,19 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
         .unwrap();
     assert_eq!(image["policy"], format!("{AGENT_NAMESPACE}/audit-e2e"));
     assert_eq!(image["result"], "fail");
+    // What Policy Reporter reads (docs/audit.md "Policy Reporter"), as the real API server
+    // stored it: rule, severity by mode, category, a stable resultID.
+    assert_eq!(image["rule"], image["policy"]);
+    assert_eq!(
+        (&image["severity"], &image["category"]),
+        (&json!("high"), &json!("Drift"))
+    );
+    assert_eq!(
+        image["properties"]["resultID"].as_str().map(str::len),
+        Some(32),
+        "{image}"
+    );
+    let first_run = report["results"].clone();
     assert!(
         image["properties"]["changedBy"]
             .as_str()
@@ -307,10 +320,36 @@ fn imperative_edits_show_up_in_the_run_files_and_the_report() {
     env.apply(&deployment(NS, "replaced", 2, "nginx:1.0"));
     let output = run_audit(&env);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let second_report = namespace_report(&env);
     assert_eq!(
-        reported_objects(&namespace_report(&env)),
+        reported_objects(&second_report),
         ["env", "scaled", "sidecar"]
     );
+    // The findings that stayed are the same results, id and message, on the next run: a
+    // reader that notifies on new ids notifies them once.
+    let identity = |result: &Value| {
+        (
+            result["resources"][0]["name"].clone(),
+            result["properties"]["resultID"].clone(),
+            result["message"].clone(),
+        )
+    };
+    let mut stayed: Vec<_> = first_run
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(identity)
+        .filter(|(name, ..)| name != "image" && name != "replaced")
+        .collect();
+    let mut again: Vec<_> = second_report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(identity)
+        .collect();
+    stayed.sort_by_key(|(name, ..)| name.to_string());
+    again.sort_by_key(|(name, ..)| name.to_string());
+    assert_eq!(again, stayed);
     let names: Vec<Value> = last_run_records(&channel)
         .iter()
         .map(|r| r["resourceName"].clone())
