@@ -395,6 +395,8 @@ fn drifted(output: &Output) -> BTreeMap<String, Vec<String>> {
             if let Some(object) = &current {
                 found.entry(object.clone()).or_default();
             }
+        } else if line.starts_with("  who: ") {
+            // Who made the change and why (reference §8 "Who and why"): not a changed path.
         } else if let (Some(object), Some(change)) = (&current, line.strip_prefix("  ")) {
             let path = change.split_once(": ").map_or(change, |(path, _)| path);
             found.get_mut(object).unwrap().push(path.to_owned());
