@@ -108,7 +108,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
         let output = scale(&env, "web", 6, true);
         !output.status.success()
             && stderr(&output).contains(&format!(
-                "annotation drift-sentinel.k8s.io/bypass is no bypass: its end {end} passed"
+                "annotation drift-sentinel.k8s.io/bypass is no bypass: its end {end} has passed"
             ))
     });
 
@@ -147,7 +147,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     let printed = stdout(&audit);
     for line in [
         "drifted apps/v1 Deployment e2e-bypass/web (rule drift-system/e2e-bypass, enforce)\n  spec.replicas: 2 → 5 (by kubectl-patch at".to_owned(),
-        format!("bypass apps/v1 Deployment e2e-bypass/web (rule drift-system/e2e-bypass): no bypass: its end {end} passed"),
+        format!("bypass apps/v1 Deployment e2e-bypass/web (rule drift-system/e2e-bypass): no bypass: its end {end} has passed"),
         "bypass apps/v1 Deployment e2e-bypass/held (rule drift-system/e2e-bypass): bypass until ".to_owned(),
     ] {
         assert!(printed.contains(&line), "{line}\nnot in\n{printed}{}", stderr(&audit));
