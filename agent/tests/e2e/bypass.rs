@@ -108,7 +108,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
         let output = scale(&env, "web", 6, true);
         !output.status.success()
             && stderr(&output).contains(&format!(
-                "annotation drift-sentinel.k8s.io/bypass is no bypass: its end {end} has passed"
+                "annotation drift-sentinel.k8s.io/bypass is no bypass: its end {end} passed"
             ))
     });
 
