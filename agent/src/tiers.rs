@@ -11,21 +11,17 @@ pub fn tier_policy(
     offline: bool,
     agent_namespace: String,
 ) -> anyhow::Result<TierPolicy> {
-    let mut globs = globs.to_vec();
-    globs.retain(|g| !g.trim().is_empty());
-    if globs.is_empty() {
-        if offline {
-            return Ok(TierPolicy::all_cluster());
-        }
-        globs.push(agent_namespace);
-    }
-    if globs.iter().any(|g| g == "*") {
+    let flag_error = |e| anyhow::anyhow!("--cluster-rule-namespaces: {e}");
+    let policy = match TierPolicy::given(globs).map_err(flag_error)? {
+        Some(policy) => policy,
+        None if offline => return Ok(TierPolicy::all_cluster()),
+        None => TierPolicy::cluster_namespaces(&[agent_namespace]).map_err(flag_error)?,
+    };
+    if policy.is_all_cluster() {
         tracing::warn!(
             "--cluster-rule-namespaces '*': every rule ConfigMap is a cluster rule, so whoever may write a ConfigMap in any namespace can weaken protection everywhere (the original's behaviour)"
         );
     }
-    let policy = TierPolicy::cluster_namespaces(&globs)
-        .map_err(|e| anyhow::anyhow!("--cluster-rule-namespaces: {e}"))?;
-    tracing::info!(cluster_rule_namespaces = ?globs, "rule ConfigMaps in these namespaces are cluster rules; elsewhere namespace rules");
+    tracing::info!(cluster_rule_namespaces = ?policy.cluster_namespace_globs(), "rule ConfigMaps in these namespaces are cluster rules; elsewhere namespace rules");
     Ok(policy)
 }

@@ -129,6 +129,20 @@ impl TierPolicy {
         })
     }
 
+    /// The globs of `--cluster-rule-namespaces` as the agent and the plugin take them: each
+    /// trimmed, blank ones left out; `None` when none is left (each program has its default).
+    pub fn given<S: AsRef<str>>(globs: &[S]) -> Result<Option<Self>, crate::glob::GlobError> {
+        let globs: Vec<&str> = globs
+            .iter()
+            .map(|g| g.as_ref().trim())
+            .filter(|g| !g.is_empty())
+            .collect();
+        if globs.is_empty() {
+            return Ok(None);
+        }
+        Self::cluster_namespaces(&globs).map(Some)
+    }
+
     /// Whether every namespace is a cluster rule namespace.
     pub fn is_all_cluster(&self) -> bool {
         self.cluster_namespaces.is_none()

@@ -389,3 +389,16 @@ fn max_bypass_is_a_duration() {
         );
     }
 }
+
+#[test]
+fn tier_policy_globs_as_the_flag_gives_them() {
+    let given = |globs: &[&str]| TierPolicy::given(globs).unwrap();
+    assert!(given(&[]).is_none());
+    assert!(given(&["", "  "]).is_none());
+    let policy = given(&[" drift-system ", "", "team-*"]).unwrap();
+    assert_eq!(policy.cluster_namespace_globs(), ["drift-system", "team-*"]);
+    assert_eq!(policy.tier_of("team-a"), Tier::Cluster);
+    assert_eq!(policy.tier_of("shop"), Tier::Namespace);
+    assert!(given(&["x", "*"]).unwrap().is_all_cluster());
+    assert!(TierPolicy::given(&["[oops"]).is_err());
+}

@@ -149,18 +149,8 @@ pub(super) fn offline_rules(offline: &Offline, tiers: &Tiers) -> anyhow::Result<
 
 /// `--cluster-rule-namespaces` as a tier policy; `None` when not given (or only empty globs).
 pub(super) fn tier_policy(tiers: &Tiers) -> anyhow::Result<Option<TierPolicy>> {
-    let globs: Vec<&str> = tiers
-        .cluster_rule_namespaces
-        .iter()
-        .map(|g| g.trim())
-        .filter(|g| !g.is_empty())
-        .collect();
-    if globs.is_empty() {
-        return Ok(None);
-    }
-    let policy = TierPolicy::cluster_namespaces(&globs)
-        .map_err(|e| anyhow::anyhow!("--cluster-rule-namespaces: {e}"))?;
-    Ok(Some(policy))
+    TierPolicy::given(&tiers.cluster_rule_namespaces)
+        .map_err(|e| anyhow::anyhow!("--cluster-rule-namespaces: {e}"))
 }
 
 pub(super) fn cluster_tiers(tiers: &Tiers) -> anyhow::Result<ClusterTiers> {
