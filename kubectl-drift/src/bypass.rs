@@ -28,7 +28,7 @@ use kube::core::request::Request;
 use serde_json::{Value, json};
 
 use crate::cli::Output;
-use crate::cluster::{Cluster, FIELD_MANAGER, collection_path};
+use crate::cluster::{Cluster, FIELD_MANAGER, collection_path, warnings};
 use crate::live::resolve::{self, Resource};
 use crate::plan::{BypassAction, BypassPlan, Print};
 use crate::verdict::Verdict;
@@ -419,12 +419,7 @@ async fn send(cluster: &Cluster, request: http::Request<Vec<u8>>) -> anyhow::Res
         .get(http::header::DATE)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_http_date);
-    let warnings = headers
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(warning_text)
-        .collect();
+    let warnings = warnings(headers);
     let body = cluster
         .timed(response.into_body().collect())
         .await?
@@ -474,14 +469,6 @@ fn parse_http_date(text: &str) -> Option<SystemTime> {
     Some(SystemTime::from(timestamp))
 }
 
-/// A `Warning` header's text: `299 - "text"` → `text`.
-fn warning_text(header: &str) -> String {
-    let text = header.splitn(3, ' ').nth(2).unwrap_or(header).trim();
-    let text = text.strip_prefix('"').unwrap_or(text);
-    let text = text.strip_suffix('"').unwrap_or(text);
-    text.replace("\\\"", "\"")
-}
-
 /// Warnings as kubectl prints them.
 fn print_warnings(warnings: &[String]) {
     for warning in warnings {
@@ -494,18 +481,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn http_dates_and_warnings() {
+    fn http_dates() {
         assert_eq!(
             parse_http_date("Fri, 04 Dec 2026 12:00:00 GMT"),
             drift_engine::time::parse_rfc3339("2026-12-04T12:00:00Z")
         );
         assert_eq!(parse_http_date("yesterday"), None);
-        assert_eq!(
-            warning_text(
-                "299 - \"Drift Sentinel: bypass until 2026-12-04T16:00:00Z, in 4h: rule a/b\""
-            ),
-            "Drift Sentinel: bypass until 2026-12-04T16:00:00Z, in 4h: rule a/b"
-        );
-        assert_eq!(warning_text("299 - \"say \\\"hi\\\"\""), "say \"hi\"");
     }
 }

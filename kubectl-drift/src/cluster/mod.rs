@@ -246,9 +246,57 @@ impl Cluster {
     }
 }
 
+/// The texts of an answer's `Warning` headers (`299 - "text"` → `text`), as kubectl prints them.
+pub(crate) fn warnings(headers: &hyper::http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(hyper::http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(warning_text)
+        .collect()
+}
+
+/// The text of a `Warning: 299 - "text"` header.
+fn warning_text(header: &str) -> String {
+    let text = header
+        .trim()
+        .strip_prefix("299")
+        .map(str::trim_start)
+        .and_then(|t| t.strip_prefix('-'))
+        .map(str::trim)
+        .unwrap_or(header.trim());
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\\\"", "\"").replace("\\\\", "\\"),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warning_headers_as_kubectl_prints_them() {
+        let cases = [
+            (
+                r#"299 - "Drift Sentinel: immutable fields changed: \"x\"""#,
+                r#"Drift Sentinel: immutable fields changed: "x""#,
+            ),
+            (
+                "299 - \"Drift Sentinel: bypass until 2026-12-04T16:00:00Z, in 4h: rule a/b\"",
+                "Drift Sentinel: bypass until 2026-12-04T16:00:00Z, in 4h: rule a/b",
+            ),
+            ("299 - \"say \\\"hi\\\"\"", "say \"hi\""),
+            ("plain", "plain"),
+        ];
+        for (header, text) in cases {
+            assert_eq!(warning_text(header), text, "{header}");
+        }
+        let mut headers = hyper::http::HeaderMap::new();
+        headers.append("warning", "299 - \"one\"".parse().unwrap());
+        headers.append("warning", "299 - \"two\"".parse().unwrap());
+        assert_eq!(warnings(&headers), ["one", "two"]);
+    }
 
     #[test]
     fn collection_paths() {

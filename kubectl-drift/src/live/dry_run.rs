@@ -12,7 +12,7 @@ use kube::core::request::Request;
 use serde_json::{Value, json};
 
 use super::resolve::Resource;
-use crate::cluster::{Cluster, FIELD_MANAGER};
+use crate::cluster::{Cluster, FIELD_MANAGER, warnings};
 use crate::plan::Print;
 use crate::render::{self, PreviewParts};
 use crate::verdict::{Verdict, WEBHOOK_NAME};
@@ -29,21 +29,6 @@ pub(crate) struct ServerAnswer {
     pub message: Option<String>,
     /// The warnings of an allowed update (`Warning` headers): a warn-mode violation.
     pub warnings: Vec<String>,
-}
-
-/// The text of a `Warning: 299 - "text"` header.
-fn warning_text(header: &str) -> String {
-    let text = header
-        .trim()
-        .strip_prefix("299")
-        .map(str::trim_start)
-        .and_then(|t| t.strip_prefix('-'))
-        .map(str::trim)
-        .unwrap_or(header.trim());
-    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(quoted) => quoted.replace("\\\"", "\"").replace("\\\\", "\\"),
-        None => text.to_owned(),
-    }
 }
 
 /// The admission webhook a denial names (`admission webhook "NAME" denied the request: …`).
@@ -84,13 +69,7 @@ pub(crate) async fn send(
         .await
         .with_context(|| format!("the server-side dry-run of {what} failed"))?;
     let code = response.status().as_u16();
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(warning_text)
-        .collect();
+    let warnings = warnings(response.headers());
     let body = cluster
         .timed(response.into_body().collect_bytes())
         .await
@@ -233,12 +212,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_warning_headers_and_denials() {
-        assert_eq!(
-            warning_text(r#"299 - "Drift Sentinel: immutable fields changed: \"x\"""#),
-            r#"Drift Sentinel: immutable fields changed: "x""#
-        );
-        assert_eq!(warning_text("plain"), "plain");
+    fn reads_denials() {
         assert_eq!(
             denying_webhook(
                 "admission webhook \"validate.drift-sentinel.k8s.io\" denied the request: no"
