@@ -27,6 +27,7 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 use tokio::sync::watch;
 
 use crate::certificates::{TlsError, provider, read_certificates};
+use crate::log_limit::LogLimit;
 
 /// Why a caller was refused; `reason` is the metric's label.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +114,7 @@ pub struct ClientAuth {
     generation: AtomicU64,
     /// The CA file as last seen (`None`: unreadable), which the watch compares with.
     seen: Mutex<Option<Vec<u8>>>,
-    refusals_logged: RateLimit,
+    refusals_logged: LogLimit<()>,
 }
 
 impl std::fmt::Debug for ClientAuth {
@@ -134,7 +135,7 @@ impl ClientAuth {
             verifier: ArcSwap::from_pointee(verifier),
             generation: AtomicU64::new(0),
             seen: Mutex::new(Some(loaded)),
-            refusals_logged: RateLimit::new(Duration::from_secs(10)),
+            refusals_logged: LogLimit::new(Duration::from_secs(10)),
         })
     }
 
@@ -198,11 +199,11 @@ impl ClientAuth {
 
     /// Logs a refusal, at most once per period, with how many the quiet period hid.
     pub fn log_refusal(&self, refusal: &Refusal, peer: Option<std::net::SocketAddr>) {
-        if let Some(hidden) = self.refusals_logged.allow() {
+        if let Some(allowed) = self.refusals_logged.allow(&()) {
             tracing::warn!(
                 reason = refusal.reason(),
                 peer = %peer.map(|p| p.to_string()).unwrap_or_default(),
-                refused_since_last_log = hidden,
+                refused_since_last_log = allowed.held_back,
                 detail = %refusal.message(&self.names),
                 "webhook caller refused (401): client authentication failed"
             );
@@ -374,39 +375,6 @@ impl ClientCertVerifier for RequestClientCert {
     }
 }
 
-/// At most one event per period; says how many were held back since the last.
-#[derive(Debug)]
-struct RateLimit {
-    period: Duration,
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl RateLimit {
-    fn new(period: Duration) -> Self {
-        Self {
-            period,
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(hidden since the last allowed)` when this one may be logged.
-    fn allow(&self) -> Option<u64> {
-        let mut state = self.state.lock().ok()?;
-        let now = Instant::now();
-        match state.0 {
-            Some(last) if now.duration_since(last) < self.period => {
-                state.1 += 1;
-                None
-            }
-            _ => {
-                let hidden = state.1;
-                *state = (Some(now), 0);
-                Some(hidden)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,16 +457,5 @@ mod tests {
             error.to_string().contains("holds no PEM certificate"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn refusals_are_logged_at_most_once_a_period() {
-        let limit = RateLimit::new(Duration::from_secs(3600));
-        assert_eq!(limit.allow(), Some(0));
-        assert_eq!(limit.allow(), None);
-        assert_eq!(limit.allow(), None);
-        let limit = RateLimit::new(Duration::ZERO);
-        assert_eq!(limit.allow(), Some(0));
-        assert_eq!(limit.allow(), Some(0));
     }
 }

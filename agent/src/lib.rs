@@ -17,6 +17,7 @@ pub mod export;
 mod json_lines;
 mod kube_client;
 mod last_good;
+mod log_limit;
 mod metrics;
 mod parent_labels;
 pub mod process;

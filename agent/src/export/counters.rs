@@ -2,13 +2,12 @@
 //! minute ([`LogLimiter`]) — and the other metrics of the webhook's export
 //! ([`ExportCounters`]). The queue, the publisher and the exporter all count through it.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prometheus::IntGauge;
 
 use super::spool::SpoolStats;
+use crate::log_limit::LogLimit;
 use crate::metrics::Metrics;
 
 /// Why a record was not exported (the `reason` label of the drop counter).
@@ -82,31 +81,27 @@ impl DropReason {
 }
 
 /// Logs each class of problem at most once a minute, saying how many were suppressed.
-#[derive(Default)]
-pub struct LogLimiter {
-    last: Mutex<HashMap<String, (Instant, u64)>>,
-}
+pub struct LogLimiter(LogLimit<String>);
 
 const LOG_PERIOD: Duration = Duration::from_secs(60);
 
+impl Default for LogLimiter {
+    fn default() -> Self {
+        Self(LogLimit::new(LOG_PERIOD))
+    }
+}
+
 impl LogLimiter {
     pub fn warn(&self, class: &str, message: &str) {
-        let Ok(mut last) = self.last.lock() else {
-            return;
-        };
-        let now = Instant::now();
-        match last.get_mut(class) {
-            Some((at, suppressed)) if now.duration_since(*at) < LOG_PERIOD => {
-                *suppressed += 1;
-            }
-            Some((at, suppressed)) => {
-                tracing::warn!(class, suppressed_since_last = *suppressed, "{message}");
-                *at = now;
-                *suppressed = 0;
-            }
-            None => {
-                tracing::warn!(class, "{message}");
-                last.insert(class.to_owned(), (now, 0));
+        match self.0.allow(class) {
+            None => {}
+            Some(allowed) if allowed.first => tracing::warn!(class, "{message}"),
+            Some(allowed) => {
+                tracing::warn!(
+                    class,
+                    suppressed_since_last = allowed.held_back,
+                    "{message}"
+                )
             }
         }
     }
