@@ -18,8 +18,6 @@ use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder;
 use tokio::sync::Notify;
 
-/// Connections of the webhook listener, unless `--max-connections` says otherwise.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Connections of the loopback admin listener and of the audit's probe listener.
 pub const SMALL_LISTENER_CONNECTIONS: usize = 64;
 /// Files the process keeps for itself besides its connections: listeners, the runtime's,

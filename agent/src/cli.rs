@@ -126,7 +126,7 @@ pub struct ServeArgs {
     /// Most connections the webhook listener holds at once, TLS handshakes included; at the
     /// limit a new connection closes the one quiet the longest (so the kubelet's probes always
     /// get in). Lowered, with a WARN, to what the open-files limit allows.
-    #[arg(long, env = "DRIFT_SENTINEL_MAX_CONNECTIONS", default_value_t = crate::capacity::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(2..=1_000_000).map(|n| n as usize))]
+    #[arg(long, env = "DRIFT_SENTINEL_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(2..=1_000_000).map(|n| n as usize))]
     pub max_connections: usize,
 
     /// Path of the admission endpoint.
@@ -271,7 +271,11 @@ pub struct RuleSourceArgs {
     /// each rule is kept, so that a rule made invalid behind the webhook's back keeps being
     /// enforced in its last valid version across restarts and by new replicas. Created when
     /// absent if the webhook may; the audit only reads it.
-    #[arg(long, env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP", default_value = crate::last_good::DEFAULT_CONFIGMAP)]
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_LAST_GOOD_CONFIGMAP",
+        default_value = "drift-sentinel-last-good-rules"
+    )]
     pub last_good_configmap: String,
 
     /// Longest wait for the first sync of the cluster watches.
@@ -285,7 +289,11 @@ pub struct RuleSourceArgs {
 pub struct ExportArgs {
     /// Name of the Connection resource (in the pod's namespace) that routes exported
     /// violations.
-    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_CONNECTION", default_value = crate::export::connection::DEFAULT_NAME)]
+    #[arg(
+        long,
+        env = "DRIFT_SENTINEL_AUDIT_CONNECTION",
+        default_value = "audit-connection"
+    )]
     pub audit_connection: String,
 
     /// Channel: the subdirectory of the Connection's path the records (the audit's runs) go
@@ -317,13 +325,6 @@ pub struct ExportArgs {
 }
 
 impl ExportArgs {
-    /// This pod's name: `--pod-name`, else the host name.
-    pub fn pod(&self) -> String {
-        self.pod_name
-            .clone()
-            .unwrap_or_else(crate::process::host_name)
-    }
-
     /// This pod's namespace in cluster mode: `--pod-namespace`, else `client`'s default (the
     /// service account's namespace, or the kubeconfig's).
     pub fn namespace_in(&self, client: &kube::Client) -> String {
@@ -387,7 +388,7 @@ pub struct AuditArgs {
 
     /// Field managers whose `Update`s are imperative edits (comma-separated). The default is
     /// what kubectl writes for edit, patch, set, label, annotate, replace, rollout and scale.
-    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_DRIFT_MANAGERS", value_delimiter = ',', default_value = crate::audit::DEFAULT_DRIFT_MANAGERS)]
+    #[arg(long, env = "DRIFT_SENTINEL_AUDIT_DRIFT_MANAGERS", value_delimiter = ',', default_values = drift_engine::DEFAULT_DRIFT_MANAGERS)]
     pub audit_drift_managers: Vec<String>,
 
     /// Resources (`group/resource`, the core group empty: `/pods`) a `*` selector audits: the
@@ -629,5 +630,31 @@ mod tests {
         assert_eq!(args(&["ds", "--help"]), ["ds", "--help"]);
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arguments() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            reader: ReaderArgs,
+        }
+        let cli = Cli::try_parse_from(["reader", "--path", "/tmp/x"]).unwrap();
+        assert_eq!(cli.reader.interval, Duration::from_secs(1));
+        assert!(!cli.reader.once);
+        let cli = Cli::try_parse_from([
+            "reader",
+            "--path",
+            "/tmp/x",
+            "--interval",
+            "250ms",
+            "--once",
+        ])
+        .unwrap();
+        assert_eq!(cli.reader.interval, Duration::from_millis(250));
+        assert!(cli.reader.once);
+        assert!(Cli::try_parse_from(["reader", "--path", "/x", "--interval", "1ms"]).is_err());
+        assert!(Cli::try_parse_from(["reader"]).is_err());
     }
 }

@@ -23,9 +23,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-/// The ConfigMap the last good versions are kept in, unless `--last-good-configmap` names
-/// another.
-pub const DEFAULT_CONFIGMAP: &str = "drift-sentinel-last-good-rules";
 /// Longest wait for one request about the last-good ConfigMap.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Wait before a patch that failed for a passing reason (no answer, a server error) is tried

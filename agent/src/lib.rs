@@ -54,10 +54,12 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Reader(args) => {
             process::init_logging(tracing::Level::INFO, process::LogTo::Stdout);
-            tokio::task::spawn_blocking(move || export::reader::run(&args))
-                .await
-                .context("the reader stopped unexpectedly")?
-                .map(|()| done)
+            tokio::task::spawn_blocking(move || {
+                export::reader::run(&args.path, args.interval, args.once)
+            })
+            .await
+            .context("the reader stopped unexpectedly")?
+            .map(|()| done)
         }
     }
 }

@@ -25,8 +25,12 @@ pub fn init_logging(level: tracing::Level, to: LogTo) {
     };
 }
 
-/// This pod's name when `--pod-name` is not given: the host name (a pod's host name is its name).
-pub fn host_name() -> String {
+/// This pod's name: `--pod-name` (`given`), else the host name (a pod's host name is its name).
+pub fn pod_name(given: Option<&str>) -> String {
+    given.map_or_else(host_name, str::to_owned)
+}
+
+fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())

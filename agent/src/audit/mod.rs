@@ -29,11 +29,6 @@ use crate::state::{AuditRuns, Shared, Snapshot};
 use drift_api::status::RuleSourceKind;
 pub use run::{Auditor, ConnectionSource};
 
-/// The field managers whose `Update`s are imperative edits, unless `--audit-drift-managers`
-/// names others: what kubectl writes for edit, patch, set, label, annotate, replace, rollout and
-/// scale.
-pub const DEFAULT_DRIFT_MANAGERS: &str = "kubectl-edit,kubectl-patch,kubectl-set,kubectl-label,kubectl-annotate,kubectl-replace,kubectl-rollout,kubectl";
-
 /// Exit code of a run once: drift found.
 pub const EXIT_DRIFT: u8 = 1;
 /// Exit code of a run once: the audit could not be completed.
@@ -90,7 +85,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let health = Arc::new(PublishHealth::default());
-    let pod = args.common.export.pod();
+    let pod = crate::process::pod_name(args.common.export.pod_name.as_deref());
     let cluster_target = match &export {
         Some(ConnectionSource::Cluster(api, _)) => Some(ClusterTarget {
             api: api.as_ref().clone(),
@@ -122,7 +117,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             client,
             crate::events::Reporter {
                 controller: drift_api::events::AUDIT_CONTROLLER,
-                instance: args.common.export.pod(),
+                instance: crate::process::pod_name(args.common.export.pod_name.as_deref()),
             },
             &shared.metrics,
             shutdown_rx.clone(),

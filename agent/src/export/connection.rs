@@ -18,8 +18,6 @@ use kube::runtime::watcher;
 use super::Exporter;
 use crate::connection_status::ConnectionStatusReporter;
 
-/// The Connection's name, unless `--audit-connection` names another.
-pub const DEFAULT_NAME: &str = "audit-connection";
 /// `spec.config.path` when it is not set.
 pub const DEFAULT_PATH: &str = "tmp/violations/topics";
 /// The only driver.

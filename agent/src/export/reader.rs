@@ -9,11 +9,11 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
 use super::spool::PREFIX;
-use crate::cli::ReaderArgs;
 
 /// What one pass consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,10 +26,9 @@ pub struct PassReport {
     pub not_json: usize,
 }
 
-/// Runs passes every `interval` until killed, or one pass with `--once`.
-pub fn run(args: &ReaderArgs) -> anyhow::Result<()> {
-    let path = &args.path;
-    if args.once {
+/// Runs passes over `path` every `interval` until killed, or one pass with `once`.
+pub fn run(path: &Path, interval: Duration, once: bool) -> anyhow::Result<()> {
+    if once {
         if !path.is_dir() {
             anyhow::bail!(
                 "violation directory {} does not exist (or is not a directory)",
@@ -64,7 +63,7 @@ pub fn run(args: &ReaderArgs) -> anyhow::Result<()> {
             );
             waiting = true;
         }
-        std::thread::sleep(args.interval);
+        std::thread::sleep(interval);
     }
 }
 
@@ -139,7 +138,6 @@ fn annotate(error: io::Error, action: &str, path: &Path) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn record(id: u32) -> String {
         format!("{{\"eventType\":\"violation_admission\",\"id\":\"{id}\"}}\n")
@@ -267,38 +265,9 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::NotFound);
         assert!(error.to_string().contains("audit-channel"), "{error}");
 
-        let args = ReaderArgs {
-            path: missing.clone(),
-            interval: Duration::from_secs(1),
-            once: true,
-        };
-        let error = run(&args).unwrap_err().to_string();
+        let error = run(&missing, Duration::from_secs(1), true)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("audit-channel"), "{error}");
-    }
-
-    #[test]
-    fn arguments() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            reader: ReaderArgs,
-        }
-        let cli = Cli::try_parse_from(["reader", "--path", "/tmp/x"]).unwrap();
-        assert_eq!(cli.reader.interval, Duration::from_secs(1));
-        assert!(!cli.reader.once);
-        let cli = Cli::try_parse_from([
-            "reader",
-            "--path",
-            "/tmp/x",
-            "--interval",
-            "250ms",
-            "--once",
-        ])
-        .unwrap();
-        assert_eq!(cli.reader.interval, Duration::from_millis(250));
-        assert!(cli.reader.once);
-        assert!(Cli::try_parse_from(["reader", "--path", "/x", "--interval", "1ms"]).is_err());
-        assert!(Cli::try_parse_from(["reader"]).is_err());
     }
 }

@@ -21,7 +21,7 @@ pub(super) async fn start(
     client: Option<&kube::Client>,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<ExportHandle> {
-    let pod = args.common.export.pod();
+    let pod = crate::process::pod_name(args.common.export.pod_name.as_deref());
     let mut config = export::ExportConfig::default();
     if let Some(file) = &args.export_clock_file {
         config.clock = Arc::new(export::FileClock(file.clone()));

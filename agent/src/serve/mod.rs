@@ -51,7 +51,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 client.clone(),
                 crate::events::Reporter {
                     controller: drift_api::events::WEBHOOK_CONTROLLER,
-                    instance: args.common.export.pod(),
+                    instance: crate::process::pod_name(args.common.export.pod_name.as_deref()),
                 },
                 &metrics,
                 shutdown_rx.clone(),
