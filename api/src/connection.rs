@@ -1,16 +1,17 @@
 //! The `Connection` custom resource (`connections.connection.drift-sentinel.io/v1alpha1`):
 //! where and how violations are exported, and each agent pod's export health in its status.
 //! The chart's CRD is generated from these types (`drift-sentinel crd`), and a test fails when
-//! the two differ. Its group, version and kind are read from its `kube::Resource` impl, never
+//! the two differ. Its group, version and kind are read from its `kube_core::Resource` impl, never
 //! written as literals elsewhere.
 
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Where and how violations are exported.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "connection.drift-sentinel.io",
     version = "v1alpha1",
     kind = "Connection",
@@ -110,7 +111,7 @@ pub struct StatusError {
 
 /// The CRD of `Connection` as YAML, as the chart ships it.
 pub fn connection_crd_yaml() -> Result<String, serde_yaml::Error> {
-    use kube::CustomResourceExt;
+    use kube_core::CustomResourceExt;
     let header =
         "# Generated from drift-api (api/src/lib.rs) by `drift-sentinel crd`; do not edit.\n";
     Ok(format!(
@@ -153,7 +154,7 @@ mod tests {
 
     #[test]
     fn status_lists_are_list_maps() {
-        use kube::CustomResourceExt;
+        use kube_core::CustomResourceExt;
         let crd = serde_json::to_value(Connection::crd()).unwrap();
         let status =
             &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];

@@ -5,16 +5,237 @@
 //! drifted field's live value. Also the audit's memory of what it attributed
 //! ([`AttributionMemory`], in a ConfigMap of its namespace), kept after the Events expire.
 //!
-//! The join itself is the engine's ([`drift_engine::attribution`]).
+//! The join itself is the engine's (`drift_engine::attribution`), which reads and writes
+//! these types.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::api::events::v1::Event;
 use serde::{Deserialize, Serialize};
 
-pub use drift_engine::attribution::{
-    Attribution, EditRecord, RECORD_VERSION, RecordedEdit, RecordedField, Remembered, Why,
-};
+/// The version of the [`EditRecord`] encoding; a record of another version is not read.
+pub const RECORD_VERSION: u32 = 1;
+/// A user name longer than this is cut (`…(cut from N bytes)`): the API server takes user names
+/// of any length from its authenticators; Events and reports take bounded ones.
+pub const MAX_USER_BYTES: usize = 256;
+/// Fields recorded per edit (the first uncovered ones in byte order, with the count of all).
+pub const MAX_RECORDED_FIELDS: usize = 20;
+/// Edits kept per record (the latest; an older one whose fields a later one all covers goes first).
+pub const MAX_RECORDED_EDITS: usize = 8;
+
+/// Why an edit got past the webhook: what the webhook recorded when it judged it, or, without
+/// such a record, what the audit can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Why {
+    /// The effective mode was `warn`: allowed, with a warning to whoever made it.
+    WarnMode,
+    /// The effective mode was `dry-run`: allowed, recorded as "would deny".
+    DryRunMode,
+    /// The rule's bypass annotation was honoured: until `end` (RFC 3339), or without an end;
+    /// `setBy` is the user who set it, when known.
+    Bypass {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<String>,
+        #[serde(default, rename = "setBy", skip_serializing_if = "Option::is_none")]
+        set_by: Option<String>,
+    },
+    /// The user matched the rule's `exemptUsers`.
+    ExemptUser,
+    /// The rule's `users` did not list the user.
+    UserNotInScope,
+    /// The effective mode was `off`.
+    ModeOff,
+    /// The webhook configuration does not send this object's UPDATEs to the webhook (now).
+    OutsideWebhook { detail: String },
+    /// No record of the edit: the webhook did not see it (it was down and its failure policy let
+    /// the edit through, or the edit came before the rule or the webhook).
+    NotSeen,
+    /// Nothing can be said, and why.
+    Unknown { detail: String },
+}
+
+impl Why {
+    /// Whether the webhook records this why (the others are the audit's own conclusions).
+    pub fn is_recorded(&self) -> bool {
+        !matches!(
+            self,
+            Why::OutsideWebhook { .. } | Why::NotSeen | Why::Unknown { .. }
+        )
+    }
+
+    /// One word for documents and metrics: `warn-mode`, `bypass`, `not-seen` …
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Why::WarnMode => "warn-mode",
+            Why::DryRunMode => "dry-run-mode",
+            Why::Bypass { .. } => "bypass",
+            Why::ExemptUser => "exempt-user",
+            Why::UserNotInScope => "user-not-in-scope",
+            Why::ModeOff => "mode-off",
+            Why::OutsideWebhook { .. } => "outside-webhook",
+            Why::NotSeen => "not-seen",
+            Why::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::WarnMode => f.write_str("warn mode"),
+            Why::DryRunMode => f.write_str("dry-run mode"),
+            Why::Bypass { end, set_by } => {
+                match end {
+                    Some(end) => write!(f, "bypass until {end}")?,
+                    None => f.write_str("bypass without an end")?,
+                }
+                match set_by {
+                    Some(user) => write!(f, ", set by {user}"),
+                    None => Ok(()),
+                }
+            }
+            Why::ExemptUser => f.write_str("exempt user"),
+            Why::UserNotInScope => f.write_str("user not in the rule's users"),
+            Why::ModeOff => f.write_str("mode off"),
+            Why::OutsideWebhook { detail } => {
+                write!(f, "outside what the webhook intercepts: {detail}")
+            }
+            Why::NotSeen => f.write_str("the webhook did not see this edit"),
+            Why::Unknown { detail } => f.write_str(detail),
+        }
+    }
+}
+
+/// Who made a drifted field's live value and why it got through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attribution {
+    /// The user of the edit, from the webhook's record of it; absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    pub why: Why,
+    /// The rule the webhook judged the edit under (`namespace/name`), from its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// When the webhook judged the edit (RFC 3339), from its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
+}
+
+/// `user alice, warn mode`, or `user unknown: the webhook did not see this edit`.
+impl fmt::Display for Attribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.user {
+            Some(user) => write!(f, "user {user}, {}", self.why),
+            None => write!(f, "user unknown: {}", self.why),
+        }
+    }
+}
+
+/// The webhook's record of one user's edits of one object under one finding (an Event's
+/// `drift-sentinel.k8s.io/edits` annotation): what the audit joins drifted fields with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditRecord {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
+    /// The edited object's `metadata.uid`.
+    pub uid: String,
+    /// The requesting user, cut to [`MAX_USER_BYTES`].
+    pub user: String,
+    pub why: Why,
+    /// The rule that judged the edits (`namespace/name`).
+    pub rule: String,
+    /// The latest edits, oldest first, at most [`MAX_RECORDED_EDITS`].
+    pub edits: Vec<RecordedEdit>,
+    /// Older edits left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+/// One edit the webhook judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedEdit {
+    /// When the webhook judged it (RFC 3339, microseconds, UTC).
+    pub seen: String,
+    /// The managedFields entry the edit wrote (`drift_engine::managed::request_entry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The changed fields the rule does not allow, with their new values' fingerprints; empty
+    /// when the edit was not compared (a bypass, an exempt user, mode `off`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<RecordedField>,
+    /// Changed fields left out of `fields`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fields_omitted: u32,
+}
+
+/// A field an edit changed, and what it changed it to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedField {
+    /// The rendered path (reference §4).
+    pub path: String,
+    /// The fingerprint of the new value (`drift_engine::attribution::fingerprint`); absent when
+    /// it was too long to take one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl EditRecord {
+    /// Adds `edit` as the latest, keeping at most [`MAX_RECORDED_EDITS`]: an older edit whose
+    /// every field a later one also changed goes first (it no longer made any live value), then
+    /// the oldest.
+    pub fn push(&mut self, edit: RecordedEdit) {
+        self.edits.push(edit);
+        while self.edits.len() > MAX_RECORDED_EDITS {
+            let superseded = (0..self.edits.len() - 1).find(|&i| {
+                let older = &self.edits[i];
+                !older.fields.is_empty()
+                    && older.fields.iter().all(|field| {
+                        self.edits[i + 1..]
+                            .iter()
+                            .any(|later| later.fields.iter().any(|f| f.path == field.path))
+                    })
+            });
+            self.edits.remove(superseded.unwrap_or(0));
+            self.omitted = self.omitted.saturating_add(1);
+        }
+    }
+
+    /// Whether this record can be read as written: the version this code writes, a why the
+    /// webhook records, and the bounds it keeps.
+    pub fn is_valid(&self) -> bool {
+        self.v == RECORD_VERSION
+            && self.why.is_recorded()
+            && self.user.len() <= MAX_USER_BYTES + 32
+            && self.edits.len() <= MAX_RECORDED_EDITS
+            && self
+                .edits
+                .iter()
+                .all(|e| e.fields.len() <= MAX_RECORDED_FIELDS)
+    }
+}
+
+/// What an earlier audit run attributed to a field, kept after the Events it came from expire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remembered {
+    pub path: String,
+    /// The fingerprint of the live value it was attributed with
+    /// (`drift_engine::attribution::fingerprint`): a later value is another edit.
+    pub value: String,
+    pub attribution: Attribution,
+}
 
 /// `reportingController` of the webhook's Events.
 pub const WEBHOOK_CONTROLLER: &str = "drift-sentinel.k8s.io/webhook";

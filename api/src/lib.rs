@@ -7,16 +7,20 @@
 //!   disk and streams it on `/violations`, and that query;
 //! - [`status`]: the admin `/status` document;
 //! - [`shapes`]: the shapes of the built-in kinds, for the rule linter;
+//! - [`time`]: times as records, flags and messages write them (RFC 3339, short durations);
 //! - [`events`]: Drift Sentinel's Events, the edit records they carry and the audit's memory of
 //!   who made drifted fields' values (reference §6 "Events", §8 "Who and why").
 //!
 //! The agent serialises these types and the plugin deserialises the same ones; round-trip tests
-//! pin them.
+//! pin them. The crate depends on no other of the workspace (the engine builds on it, never the
+//! reverse: testkit's `layers` test), and what is built from an evaluation is the engine's
+//! (`drift_engine::record`).
 
 pub mod connection;
 pub mod events;
 pub mod shapes;
 pub mod status;
+pub mod time;
 pub mod violation;
 
 pub use connection::{

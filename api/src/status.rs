@@ -2,8 +2,6 @@
 //! port-forward` by `kubectl drift status`): readiness, where the rules come from, the rules
 //! loaded and the invalid ones with their reasons, source errors, and the export's state.
 
-use drift_engine::Audit;
-use drift_engine::bypass::BypassEnd;
 use serde::{Deserialize, Serialize};
 
 use crate::connection::PodConnectionStatus;
@@ -87,6 +85,31 @@ pub struct AuditCounts {
     pub bypassed: BypassCounts,
 }
 
+/// How the audit counts bypassed objects (`drift_sentinel_audit_bypassed_objects{end}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BypassEnd {
+    /// `true`: honoured, without an end.
+    None,
+    /// An end still ahead: honoured.
+    Active,
+    /// An end that has passed: not honoured, the object is audited.
+    Expired,
+    /// Any other value, or one over `maxBypass`: not honoured, the object is audited.
+    NotHonoured,
+}
+
+impl BypassEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BypassEnd::None => "none",
+            BypassEnd::Active => "active",
+            BypassEnd::Expired => "expired",
+            BypassEnd::NotHonoured => "not-honoured",
+        }
+    }
+}
+
 /// Bypassed objects by end: the `end` label of `drift_sentinel_audit_bypassed_objects`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -102,6 +125,16 @@ pub struct BypassCounts {
 }
 
 impl BypassCounts {
+    /// Counts one object whose annotation ends as `end`.
+    pub fn add(&mut self, end: BypassEnd) {
+        *match end {
+            BypassEnd::None => &mut self.none,
+            BypassEnd::Active => &mut self.active,
+            BypassEnd::Expired => &mut self.expired,
+            BypassEnd::NotHonoured => &mut self.not_honoured,
+        } += 1;
+    }
+
     /// `(end label, count)` for each end.
     pub fn by_end(&self) -> [(&'static str, u64); 4] {
         [
@@ -249,25 +282,6 @@ pub struct QueueDepth {
 }
 
 impl AuditCounts {
-    /// Counts one judged object under its result.
-    pub fn add(&mut self, audit: &Audit<'_>) {
-        match audit.result_label() {
-            "drifted" => self.drifted += 1,
-            "clean" => self.clean += 1,
-            "no_baseline" => self.no_baseline += 1,
-            _ => self.skipped += 1,
-        }
-        if let Some(bypass) = &audit.bypass {
-            let count = match bypass.end() {
-                BypassEnd::None => &mut self.bypassed.none,
-                BypassEnd::Active => &mut self.bypassed.active,
-                BypassEnd::Expired => &mut self.bypassed.expired,
-                BypassEnd::NotHonoured => &mut self.bypassed.not_honoured,
-            };
-            *count += 1;
-        }
-    }
-
     /// Every object judged.
     pub fn total(&self) -> u64 {
         self.drifted + self.clean + self.no_baseline + self.skipped

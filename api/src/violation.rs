@@ -10,11 +10,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::SystemTime;
 
-use drift_engine::Audit;
-use drift_engine::audit::AuditedObject;
-use drift_engine::evaluation::JudgedChange;
-use drift_engine::json::LazyValue;
-use drift_engine::rule::{CompiledRule, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -27,8 +22,9 @@ pub const BYPASS_EVENT: &str = "bypass";
 /// A change's `old`/`new` stays a JSON value when its compact encoding is at most this many
 /// bytes; otherwise it becomes a string cut to this many bytes (ending in `…`).
 pub const MAX_CHANGE_VALUE_BYTES: usize = 256;
-/// A record's `details` carry at most this many changes (and as many paths), with the totals.
-pub use drift_engine::message::MAX_DETAILED_CHANGES;
+/// A record's `details` carry at most this many changes (and as many paths), with the totals; the
+/// engine's texts list as many.
+pub const MAX_DETAILED_CHANGES: usize = 100;
 
 /// One violation. Read leniently — a field that is missing takes its default — so that a
 /// record of another agent version, with more or fewer fields, is still shown.
@@ -126,48 +122,6 @@ pub struct Details<'a> {
     pub changed_count: usize,
 }
 
-impl<'a> Details<'a> {
-    /// The details of one evaluation (admission or audit): its first denied and changed paths,
-    /// the uncovered changes with their values (and who made them, where the audit knows), and
-    /// the counts of all.
-    pub fn of(
-        denied: &'a [String],
-        changes: &'a [JudgedChange<'_>],
-        denied_count: usize,
-        changed_count: usize,
-    ) -> Self {
-        let first = |paths: &mut dyn Iterator<Item = &'a str>| {
-            paths
-                .take(MAX_DETAILED_CHANGES)
-                .map(Cow::Borrowed)
-                .collect::<Vec<_>>()
-        };
-        Details {
-            denied_paths: first(&mut denied.iter().map(String::as_str)),
-            changed_paths: first(&mut changes.iter().map(|c| c.path.as_str())),
-            changes: changes
-                .iter()
-                .filter(|c| !c.mutable)
-                .take(MAX_DETAILED_CHANGES)
-                .map(|c| {
-                    let mut record = ChangeRecord::new(
-                        c.path.as_str(),
-                        c.change.old.as_ref(),
-                        c.change.new.as_ref(),
-                    );
-                    if let Some(edit) = &c.edit {
-                        record.manager = Some(Cow::Borrowed(edit.manager.as_ref()));
-                        record.time = edit.time.as_deref().map(Cow::Borrowed);
-                    }
-                    record
-                })
-                .collect(),
-            denied_count,
-            changed_count,
-        }
-    }
-}
-
 /// One denied path with its values: the JSON values themselves (a number stays a number) when
 /// their compact encoding is at most [`MAX_CHANGE_VALUE_BYTES`], else a string cut to that many
 /// bytes ending in `…` and `truncated: true`. A side that is absent is omitted.
@@ -187,155 +141,6 @@ pub struct ChangeRecord<'a> {
     /// When the manager last changed the field, when managedFields says (audit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<Cow<'a, str>>,
-}
-
-impl<'a> ChangeRecord<'a> {
-    /// A change with both sides encoded as the record format says.
-    pub fn new(
-        path: impl Into<Cow<'a, str>>,
-        old: Option<&'a LazyValue<'_>>,
-        new: Option<&'a LazyValue<'_>>,
-    ) -> Self {
-        let (old, old_cut) = record_value(old);
-        let (new, new_cut) = record_value(new);
-        Self {
-            path: path.into(),
-            old,
-            new,
-            truncated: old_cut || new_cut,
-            manager: None,
-            time: None,
-        }
-    }
-}
-
-/// A side of a change as a record holds it, and whether it was cut. Only the first bytes of
-/// the encoding are written (reference §5: a value is never built whole to be cut); a value
-/// is read whole only when its encoding fits.
-fn record_value<'a>(value: Option<&'a LazyValue<'_>>) -> (Option<Cow<'a, Value>>, bool) {
-    let Some(value) = value else {
-        return (None, false);
-    };
-    let encoded = value.encoded(MAX_CHANGE_VALUE_BYTES);
-    if encoded.complete {
-        return (Some(value.value()), false);
-    }
-    let ellipsis = '…';
-    let mut end = MAX_CHANGE_VALUE_BYTES - ellipsis.len_utf8();
-    while !encoded.text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut cut = encoded.text[..end].to_owned();
-    cut.push(ellipsis);
-    (Some(Cow::Owned(Value::String(cut))), true)
-}
-
-/// What `enforcementAction` a mode records: what the webhook does (or would do) in it.
-pub fn enforcement_action(mode: Mode) -> Option<&'static str> {
-    match mode {
-        Mode::Enforce => Some("deny"),
-        Mode::Warn => Some("warn"),
-        Mode::DryRun => Some("dryrun"),
-        Mode::Off => None,
-    }
-}
-
-impl<'a> ViolationRecord<'a> {
-    /// The `violation_audited` record of a drifted object (reference §8): `id` is the run's id, there is
-    /// no request, and each change carries `old` (declared), `new` (live) and, for imperative edits,
-    /// `manager` and `time`. `None` when the object did not drift (or its mode exports nothing).
-    pub fn audited(
-        run_id: &'a str,
-        object: &AuditedObject<'a>,
-        audit: &'a Audit<'a>,
-        at: SystemTime,
-    ) -> Option<ViolationRecord<'a>> {
-        let drift = audit.drift()?;
-        let mode = audit.mode()?;
-        let action = enforcement_action(mode)?;
-        let rule = audit.rule()?;
-        let changes = audit.changes();
-        let details = Details::of(
-            &drift.denied,
-            changes,
-            drift.denied_count,
-            audit.comparison().map_or(0, |c| c.changed_count),
-        );
-        Some(ViolationRecord {
-            enforcement_action: Cow::Borrowed(action),
-            message: Cow::Owned(audit.reason()),
-            details,
-            ..Self::of_audited(AUDIT_EVENT, run_id, object, rule, mode, at)
-        })
-    }
-
-    /// The [`BYPASS_EVENT`] record of an object carrying the bypass annotation: its end, who
-    /// set it and since when, and (as `message`) what it means at the run's time. `None`
-    /// without the annotation.
-    pub fn bypass_listed(
-        run_id: &'a str,
-        object: &AuditedObject<'a>,
-        audit: &'a Audit<'a>,
-        at: SystemTime,
-    ) -> Option<ViolationRecord<'a>> {
-        let finding = audit.bypass.as_ref()?;
-        let rule = audit.rule()?;
-        let mode = audit.mode()?;
-        Some(ViolationRecord {
-            enforcement_action: Cow::Borrowed(if finding.read.is_ok() {
-                "bypass"
-            } else {
-                "none"
-            }),
-            message: Cow::Owned(finding.to_string()),
-            details: Details::default(),
-            bypass: Some(BypassFields {
-                end_state: Cow::Borrowed(finding.end().as_str()),
-                end: finding
-                    .end_time()
-                    .map(|end| Cow::Owned(drift_engine::time::format_rfc3339_seconds(end))),
-                value: Cow::Owned(drift_engine::truncate::truncate_chars(&finding.value, 64)),
-                set_by: finding.set_by.as_ref().map(|edit| edit.manager.clone()),
-                since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
-            }),
-            ..Self::of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
-        })
-    }
-
-    /// What every record of an audited object says, of `event_type`: the run, its time, the
-    /// object, and the rule it is judged under in `mode`. No request (an audit has none), and
-    /// what was done about the object (action, message, details, bypass) left empty for the
-    /// caller.
-    fn of_audited(
-        event_type: &'static str,
-        run_id: &'a str,
-        object: &AuditedObject<'a>,
-        rule: &'a CompiledRule,
-        mode: Mode,
-        at: SystemTime,
-    ) -> ViolationRecord<'a> {
-        ViolationRecord {
-            event_type: Cow::Borrowed(event_type),
-            id: Cow::Borrowed(run_id),
-            timestamp: Cow::Owned(format_rfc3339(at)),
-            request: None,
-            resource: Cow::Borrowed(object.resource),
-            sub_resource: Cow::Borrowed(""),
-            resource_api_version: Cow::Borrowed(object.api_version),
-            resource_kind: Cow::Borrowed(object.kind),
-            resource_namespace: Cow::Borrowed(object.namespace),
-            resource_name: Cow::Borrowed(object.name),
-            resource_labels: Cow::Borrowed(object.labels),
-            rule_name: Cow::Borrowed(&rule.id.name),
-            rule_namespace: Cow::Borrowed(&rule.id.namespace),
-            mode: Cow::Borrowed(mode.as_str()),
-            enforcement_action: Cow::Borrowed(""),
-            message: Cow::Borrowed(""),
-            details: Details::default(),
-            bypass: None,
-            who: Vec::new(),
-        }
-    }
 }
 
 impl ViolationRecord<'_> {
@@ -524,106 +329,12 @@ impl ViolationsQuery {
     }
 }
 
-pub use drift_engine::time::{format_rfc3339, parse_rfc3339};
+pub use crate::time::{format_rfc3339, parse_rfc3339};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    const RULE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: ops\n  annotations: {drift-sentinel.k8s.io/rule: \"true\"}\ndata:\n  spec: |\n    mode: enforce\n    namespaces: [\"*\"]\n    selectors: [{apiGroup: apps, kind: Deployment}]\n";
-
-    /// The rule set of [`RULE`], as read from its file.
-    fn rules() -> drift_engine::RuleSet {
-        let documents = drift_engine::manifests::parse_documents(RULE, "rule.yaml").unwrap();
-        drift_engine::RuleSet::build(drift_engine::manifests::rule_sources(
-            &documents,
-            "rule.yaml",
-        ))
-    }
-
-    #[test]
-    fn a_drifted_object_as_record_text_and_count() {
-        let rules = rules();
-        let namespaces = drift_engine::manifests::Namespaces::new();
-        let managers = vec!["kubectl".to_owned()];
-        let object = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop", "annotations": {
-                "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"replicas\":2}}"}},
-            "spec": {"replicas": 5}
-        });
-        let audit = drift_engine::audit::audit_object(
-            &rules,
-            &namespaces,
-            &object,
-            &managers,
-            SystemTime::UNIX_EPOCH,
-        )
-        .unwrap();
-        let mut counts = crate::status::AuditCounts::default();
-        counts.add(&audit);
-        assert_eq!((counts.drifted, counts.total()), (1, 1));
-        let identity = AuditedObject::of(&object, "deployments");
-        assert_eq!(
-            drift_engine::message::drift_text(&identity, &audit),
-            "drifted apps/v1 Deployment shop/web (rule ops/web, enforce)\n  spec.replicas: 2 → 5\n"
-        );
-        let record =
-            ViolationRecord::audited("run-1", &identity, &audit, SystemTime::UNIX_EPOCH).unwrap();
-        assert_eq!(record.details.denied_paths, ["spec.replicas"]);
-        assert_eq!(record.enforcement_action, "deny");
-        assert_eq!(record.event_type, AUDIT_EVENT);
-        assert_eq!(record.timestamp, "1970-01-01T00:00:00.000000Z");
-    }
-
-    #[test]
-    fn a_bypassed_object_as_record_and_text() {
-        let rules = rules();
-        let namespaces = drift_engine::manifests::Namespaces::new();
-        let now = parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
-        let object = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop",
-                "annotations": {"drift-sentinel.k8s.io/bypass": "2026-12-04T16:00:00Z"},
-                "managedFields": [{"manager": "kubectl-drift", "operation": "Update", "time": "2026-12-04T11:00:00Z",
-                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}}]},
-            "spec": {"replicas": 5}
-        });
-        let audit =
-            drift_engine::audit::audit_object(&rules, &namespaces, &object, &[], now).unwrap();
-        let mut counts = crate::status::AuditCounts::default();
-        counts.add(&audit);
-        assert_eq!((counts.skipped, counts.bypassed.active), (1, 1));
-        let identity = AuditedObject::of(&object, "deployments");
-        assert_eq!(
-            drift_engine::message::bypass_text(&identity, &audit).unwrap(),
-            "bypass apps/v1 Deployment shop/web (rule ops/web): bypass until 2026-12-04T16:00:00Z (set by kubectl-drift at 2026-12-04T11:00:00Z)\n"
-        );
-        let record = ViolationRecord::bypass_listed("run-1", &identity, &audit, now).unwrap();
-        assert_eq!(record.event_type, BYPASS_EVENT);
-        assert_eq!(record.enforcement_action, "bypass");
-        let bypass = record.bypass.as_ref().unwrap();
-        assert_eq!(bypass.end_state, "active");
-        assert_eq!(bypass.end.as_deref(), Some("2026-12-04T16:00:00Z"));
-        assert_eq!(bypass.set_by.as_deref(), Some("kubectl-drift"));
-        assert_eq!(bypass.since.as_deref(), Some("2026-12-04T11:00:00Z"));
-        let line = String::from_utf8(record.encode().unwrap()).unwrap();
-        assert_eq!(ViolationRecord::parse(&line).unwrap(), record);
-        // An object without the annotation has no bypass record; a violation record has no
-        // bypass field.
-        let plain = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 5}});
-        let audit =
-            drift_engine::audit::audit_object(&rules, &namespaces, &plain, &[], now).unwrap();
-        let identity = AuditedObject::of(&plain, "deployments");
-        assert!(ViolationRecord::bypass_listed("run-1", &identity, &audit, now).is_none());
-        assert!(
-            !String::from_utf8(admission().encode().unwrap())
-                .unwrap()
-                .contains("bypass")
-        );
-    }
 
     fn admission() -> ViolationRecord<'static> {
         ViolationRecord {
@@ -652,7 +363,14 @@ mod tests {
             details: Details {
                 denied_paths: vec!["spec.replicas".into()],
                 changed_paths: vec!["spec.replicas".into()],
-                changes: vec![ChangeRecord::new("spec.replicas", None, None)],
+                changes: vec![ChangeRecord {
+                    path: "spec.replicas".into(),
+                    old: None,
+                    new: None,
+                    truncated: false,
+                    manager: None,
+                    time: None,
+                }],
                 denied_count: 1,
                 changed_count: 1,
             },
@@ -664,10 +382,14 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let mut record = admission();
-        let two = LazyValue::from(json!(2));
-        let five = LazyValue::Text("5");
-        record.details.changes = vec![ChangeRecord::new("spec.replicas", Some(&two), Some(&five))];
+        record.details.changes = vec![ChangeRecord {
+            old: Some(Cow::Owned(json!(2))),
+            new: Some(Cow::Owned(json!(5))),
+            ..record.details.changes[0].clone()
+        }];
         let line = String::from_utf8(record.encode().unwrap()).unwrap();
+        // A violation record has no bypass field.
+        assert!(!line.contains("bypass"), "{line}");
         let parsed = ViolationRecord::parse(&line).expect("parses");
         assert_eq!(parsed, record);
         assert_eq!(parsed.source(), Some(Source::Webhook));
@@ -700,33 +422,6 @@ mod tests {
         assert!(ViolationRecord::parse("[1,2]").is_none());
         assert!(ViolationRecord::parse("not json").is_none());
         assert!(ViolationRecord::parse(r#"{"id":7}"#).is_none());
-    }
-
-    #[test]
-    fn large_values_are_cut_and_marked() {
-        let big = LazyValue::from(json!({"args": vec!["x".repeat(50); 20]}));
-        let change = ChangeRecord::new("spec.args", Some(&big), None);
-        let Some(Cow::Owned(Value::String(cut))) = &change.old else {
-            panic!("{change:?}");
-        };
-        assert!(
-            cut.len() <= MAX_CHANGE_VALUE_BYTES && cut.ends_with('…'),
-            "{}",
-            cut.len()
-        );
-        assert!(change.truncated);
-        assert!(change.new.is_none());
-        let small = LazyValue::from(json!({"a": 1}));
-        assert!(!ChangeRecord::new("a", Some(&small), Some(&small)).truncated);
-        // Text is cut as its value would be, without reading it whole.
-        let text = format!("[{}]", vec!["0"; 100_000].join(", "));
-        let long = LazyValue::Text(&text);
-        let change = ChangeRecord::new("spec.args", None, Some(&long));
-        let Some(Cow::Owned(Value::String(cut))) = &change.new else {
-            panic!("{change:?}");
-        };
-        assert_eq!(cut.len(), MAX_CHANGE_VALUE_BYTES);
-        assert!(cut.starts_with("[0,0,0,") && cut.ends_with('…'), "{cut}");
     }
 
     #[test]

@@ -118,7 +118,7 @@ pub struct BypassFinding<'a> {
 impl BypassFinding<'_> {
     /// How the metric counts it.
     pub fn end(&self) -> BypassEnd {
-        BypassEnd::of(&self.read)
+        crate::bypass::end_of(&self.read)
     }
 
     /// The end the value names, when it names one that could be read.

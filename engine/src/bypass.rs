@@ -72,37 +72,15 @@ impl Bypass {
     }
 }
 
-/// How the audit counts bypassed objects (`drift_sentinel_audit_bypassed_objects{end}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BypassEnd {
-    /// `true`: honoured, without an end.
-    None,
-    /// An end still ahead: honoured.
-    Active,
-    /// An end that has passed: not honoured, the object is audited.
-    Expired,
-    /// Any other value, or one over `maxBypass`: not honoured, the object is audited.
-    NotHonoured,
-}
+pub use drift_api::status::BypassEnd;
 
-impl BypassEnd {
-    pub fn of(read: &Result<Bypass, BypassRefusal>) -> Self {
-        match read {
-            Ok(Bypass { end: None, .. }) => BypassEnd::None,
-            Ok(_) => BypassEnd::Active,
-            Err(BypassRefusal::Expired { .. }) => BypassEnd::Expired,
-            Err(_) => BypassEnd::NotHonoured,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BypassEnd::None => "none",
-            BypassEnd::Active => "active",
-            BypassEnd::Expired => "expired",
-            BypassEnd::NotHonoured => "not-honoured",
-        }
+/// How the audit counts an object with the annotation read as `read`.
+pub fn end_of(read: &Result<Bypass, BypassRefusal>) -> BypassEnd {
+    match read {
+        Ok(Bypass { end: None, .. }) => BypassEnd::None,
+        Ok(_) => BypassEnd::Active,
+        Err(BypassRefusal::Expired { .. }) => BypassEnd::Expired,
+        Err(_) => BypassEnd::NotHonoured,
     }
 }
 

@@ -24,9 +24,11 @@ pub mod message;
 pub mod nesting;
 pub mod omitted;
 mod path;
+pub mod record;
 pub mod review;
 pub mod rule;
-pub mod time;
+/// Times as the product writes and reads them (defined with the API types).
+pub use drift_api::time;
 pub mod truncate;
 pub mod webhook_scope;
 

@@ -13,6 +13,8 @@
 
 use serde_json::Value;
 
+pub use drift_api::shapes::{Shape, Shapes};
+
 use crate::path::{PathPattern, PatternSegment};
 use crate::rule::{
     CompiledRule, NameMatch, RuleError, RuleSet, Tier, TierPolicy, rule_source_from_config_map,
@@ -56,52 +58,27 @@ pub fn review_config_map(
     }
 }
 
-/// The shape of a kind's objects, as far as paths are concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Shape {
-    /// A value with no parts (string, number, boolean, quantity, int-or-string).
-    Scalar,
-    /// An object with these fields.
-    Object(Vec<(String, Shape)>),
-    /// A map whose every value has this shape (labels, annotations, `nodeSelector`).
-    MapOf(Box<Shape>),
-    /// A list whose elements have this shape.
-    List(Box<Shape>),
-    /// Anything (free-form or unknown structure).
-    Any,
-}
-
-impl Shape {
-    /// Whether some object of this shape can have a value at `pattern`.
-    pub fn admits(&self, pattern: &[PatternSegment]) -> bool {
-        let Some((first, rest)) = pattern.split_first() else {
-            return true;
-        };
-        match (self, first) {
-            (Shape::Any, _) => true,
-            (Shape::Object(fields), PatternSegment::Key(key)) => fields
-                .iter()
-                .any(|(name, shape)| name == key && shape.admits(rest)),
-            (Shape::Object(fields), PatternSegment::AnyKey) => {
-                fields.iter().any(|(_, shape)| shape.admits(rest))
-            }
-            (Shape::MapOf(value), PatternSegment::Key(_) | PatternSegment::AnyKey) => {
-                value.admits(rest)
-            }
-            (Shape::List(item), PatternSegment::Index(_) | PatternSegment::AnyIndex) => {
-                item.admits(rest)
-            }
-            _ => false,
+/// Whether some object of `shape` can have a value at `pattern`.
+fn admits(shape: &Shape, pattern: &[PatternSegment]) -> bool {
+    let Some((first, rest)) = pattern.split_first() else {
+        return true;
+    };
+    match (shape, first) {
+        (Shape::Any, _) => true,
+        (Shape::Object(fields), PatternSegment::Key(key)) => fields
+            .iter()
+            .any(|(name, shape)| name == key && admits(shape, rest)),
+        (Shape::Object(fields), PatternSegment::AnyKey) => {
+            fields.iter().any(|(_, shape)| admits(shape, rest))
         }
+        (Shape::MapOf(value), PatternSegment::Key(_) | PatternSegment::AnyKey) => {
+            admits(value, rest)
+        }
+        (Shape::List(item), PatternSegment::Index(_) | PatternSegment::AnyIndex) => {
+            admits(item, rest)
+        }
+        _ => false,
     }
-}
-
-/// The shapes of the kinds a caller knows; `None` for a kind it does not know (a custom
-/// resource), about which nothing is claimed.
-pub trait Shapes {
-    fn shape(&self, group: &str, kind: &str) -> Option<&Shape>;
-    /// Every kind known, for selectors with `*`: `(group, kind)`.
-    fn kinds(&self) -> Vec<(&str, &str)>;
 }
 
 /// What the linter may know besides the rule.
@@ -184,7 +161,7 @@ fn impossible_patterns(rule: &CompiledRule, shapes: &dyn Shapes, warnings: &mut 
     ];
     for (field, patterns) in lists {
         for pattern in patterns {
-            if !selected.iter().any(|s| s.admits(pattern.segments())) {
+            if !selected.iter().any(|s| admits(s, pattern.segments())) {
                 warnings.push(format!(
                     "{field} pattern {pattern} names a path that none of the selected kinds ({}) has: check its spelling",
                     rule.selectors
@@ -340,5 +317,39 @@ mod tests {
             tenant[0].contains("applies only to objects in \"team-a\""),
             "{tenant:?}"
         );
+    }
+
+    fn built_in_admits(group: &str, kind: &str, pattern: &str) -> bool {
+        let pattern = PathPattern::parse(pattern).unwrap();
+        let shape = drift_api::shapes::built_in()
+            .shape(group, kind)
+            .expect("known kind");
+        admits(shape, pattern.segments())
+    }
+
+    #[test]
+    fn deployments_have_the_paths_rules_name() {
+        for pattern in [
+            "spec.replicas",
+            "spec.template.spec.containers[*].image",
+            "spec.template.spec.containers[0].resources.limits.cpu",
+            "spec.template.spec.initContainers[*].env[*].value",
+            "metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']",
+            "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']",
+            "spec.*",
+            "status",
+        ] {
+            assert!(built_in_admits("apps", "Deployment", pattern), "{pattern}");
+        }
+        for pattern in [
+            "spec.template.spec.containerz[*].image",
+            "spec.replicas.x",
+            "spec.template.spec.containers.image",
+            "spec.restartAt",
+        ] {
+            assert!(!built_in_admits("apps", "Deployment", pattern), "{pattern}");
+        }
+        assert!(built_in_admits("", "ConfigMap", "data.anything"));
+        assert!(built_in_admits("", "Service", "spec.ports[*].targetPort"));
     }
 }

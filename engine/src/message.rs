@@ -29,9 +29,8 @@ pub const MAX_PATHS_NAMED: usize = 20;
 pub const MAX_VALUES_SHOWN: usize = 10;
 /// Values in reasons are cut to this many characters.
 pub const MAX_VALUE_CHARS: usize = 64;
-/// How many changes an audit record or an audit text details: the first ones, then how many
-/// more.
-pub const MAX_DETAILED_CHANGES: usize = 100;
+/// Texts list at most this many drifted paths, as records carry at most this many changes.
+pub use drift_api::violation::MAX_DETAILED_CHANGES;
 /// A warning is cut to this many bytes, `…` included.
 pub const MAX_WARNING_BYTES: usize = 512;
 /// How many paths the `denied-paths` audit annotation lists.

@@ -99,6 +99,16 @@ fn the_engine_reads_no_file_network_process_or_environment() {
     }
 }
 
+#[test]
+fn the_api_types_do_not_depend_on_the_engine() {
+    let dependencies = dependencies("drift-api");
+    assert!(dependencies.contains("serde"), "{dependencies:?}");
+    assert!(
+        !dependencies.contains("drift-engine"),
+        "drift-api depends on drift-engine"
+    );
+}
+
 /// The `crate::`, `super::` and `self::` paths a file names outside comments.
 fn crate_paths(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap();

@@ -19,7 +19,6 @@ use crate::bounded_series::largest;
 use crate::connection_status::{ConnectionStatusReporter, PublishHealth};
 use crate::export::spool::{Limits, StatvfsFreeSpace};
 use crate::state::{AuditRuns, Shared, Snapshot};
-use drift_api::violation::ViolationRecord;
 use drift_engine::audit::AuditedObject;
 use drift_engine::message::drift_text;
 
@@ -150,7 +149,7 @@ impl Progress<'_> {
                 "invalid drift-sentinel.k8s.io/mode annotation ignored: the rule's mode applies"
             );
         }
-        self.counts.add(&audit);
+        drift_engine::record::count(&mut self.counts, &audit);
         let who = match &mut self.who {
             Some(evidence) if audit.is_drifted() => evidence.attribute(object, &audit),
             _ => Vec::new(),
@@ -185,7 +184,7 @@ impl Progress<'_> {
             }
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = ViolationRecord::audited(&self.id, &identity, &audit, SystemTime::now())
+        let encoded = drift_engine::record::audited(&self.id, &identity, &audit, SystemTime::now())
             .map(|mut record| {
                 record.who = who;
                 record
@@ -233,8 +232,9 @@ impl Progress<'_> {
         {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = ViolationRecord::bypass_listed(&self.id, identity, audit, SystemTime::now())
-            .and_then(|record| record.encode().ok());
+        let encoded =
+            drift_engine::record::bypass_listed(&self.id, identity, audit, SystemTime::now())
+                .and_then(|record| record.encode().ok());
         self.write(encoded)
     }
 }

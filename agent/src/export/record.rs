@@ -7,12 +7,12 @@ use std::borrow::Cow;
 use std::time::SystemTime;
 
 use drift_api::violation::{
-    ADMISSION_EVENT, BypassFields, Details, RequestFields, ViolationRecord, enforcement_action,
-    format_rfc3339,
+    ADMISSION_EVENT, BypassFields, Details, RequestFields, ViolationRecord, format_rfc3339,
 };
-use drift_engine::bypass::BypassEnd;
+use drift_engine::bypass;
 use drift_engine::evaluation::Settled;
 use drift_engine::json::{Document, Node};
+use drift_engine::record::{details, enforcement_action};
 use drift_engine::{AdmissionRequest, Evaluation};
 use serde_json::{Map, Value};
 
@@ -44,7 +44,7 @@ pub fn admission_record<'a, O: Document>(
     let (action, details, bypass) = match (&matched.settled, evaluation.violation()) {
         (Settled::Bypassed(honoured), _) => {
             let fields = BypassFields {
-                end_state: Cow::Borrowed(BypassEnd::of(&Ok(*honoured)).as_str()),
+                end_state: Cow::Borrowed(bypass::end_of(&Ok(*honoured)).as_str()),
                 end: honoured
                     .end
                     .map(|end| Cow::Owned(drift_engine::time::format_rfc3339_seconds(end))),
@@ -58,7 +58,7 @@ pub fn admission_record<'a, O: Document>(
             ("bypass", Details::default(), Some(fields))
         }
         (_, Some(violation)) => {
-            let details = Details::of(
+            let details = details(
                 &violation.denied,
                 evaluation.changes(),
                 violation.denied_count,

@@ -2,7 +2,7 @@
 //! plugin. Which objects a run judges and the judgement are the engine's
 //! ([`drift_engine::audit::audit_object`]), the text of a drifted object its renderer's
 //! ([`drift_engine::message::drift_text`]), the record the API's
-//! ([`drift_api::violation::ViolationRecord::audited`]), the files `drift_load`'s: the agent
+//! ([`drift_engine::record::audited`]), the files `drift_load`'s: the agent
 //! calls the same ones, so that the plugin and the agent name the same objects and paths.
 //!
 //! Offline (here): the rules and namespaces of files ([`crate::files`], as `explain --rules`

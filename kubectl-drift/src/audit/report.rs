@@ -4,7 +4,6 @@
 use std::time::SystemTime;
 
 use drift_api::status::AuditCounts;
-use drift_api::violation::ViolationRecord;
 use drift_engine::RuleSet;
 use drift_engine::audit::AuditedObject;
 use drift_engine::manifests::Namespaces;
@@ -93,11 +92,11 @@ impl<'r> Run<'r> {
         ) else {
             return;
         };
-        self.report.counts.add(&audit);
+        drift_engine::record::count(&mut self.report.counts, &audit);
         let identity = AuditedObject::of(object, resource);
         // Listed first, as the agent prints them.
         if let Some(text) = bypass_text(&identity, &audit)
-            && let Some(record) = ViolationRecord::bypass_listed(
+            && let Some(record) = drift_engine::record::bypass_listed(
                 &self.report.id,
                 &identity,
                 &audit,
@@ -117,7 +116,7 @@ impl<'r> Run<'r> {
         // A drifted object always has a record (its mode is not off); text and record go
         // together so that `-o text` and `-o json` show the same objects.
         if let Some(record) =
-            ViolationRecord::audited(&self.report.id, &identity, &audit, SystemTime::now())
+            drift_engine::record::audited(&self.report.id, &identity, &audit, SystemTime::now())
             && let Ok(value) = serde_json::to_value(&record)
         {
             self.report.drifted.push(value);

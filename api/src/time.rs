@@ -1,6 +1,6 @@
 //! Times as the product writes and reads them: RFC 3339 (records, bypass ends, managedFields)
-//! and short durations for people (`2d4h`). Pure functions of their input: the engine never
-//! reads a clock; whoever calls it passes the time it judges at.
+//! and short durations for people (`2d4h`). Pure functions of their input: the engine (which
+//! uses them as `drift_engine::time`) never reads a clock; whoever calls it passes the time.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
