@@ -6,6 +6,8 @@
 //! - [`violation`]: the violation record of both sources (reference §7), as the agent writes it to
 //!   disk and streams it on `/violations`, and that query;
 //! - [`status`]: the admin `/status` document;
+//! - [`paging`]: the pages of a list (`limit`, `continue`), as the agent's audit and the plugin
+//!   read collections;
 //! - [`shapes`]: the shapes of the built-in kinds, for the rule linter;
 //! - [`time`]: times as records, flags and messages write them (RFC 3339, short durations);
 //! - [`events`]: Drift Sentinel's Events, the edit records they carry and the audit's memory of
@@ -18,6 +20,7 @@
 
 pub mod connection;
 pub mod events;
+pub mod paging;
 pub mod shapes;
 pub mod status;
 pub mod time;

@@ -5,8 +5,8 @@
 //! judged and dropped before the next is fetched.
 
 use anyhow::Context as _;
+use drift_api::paging::Pages;
 use drift_engine::RuleSet;
-use kube::api::ListParams;
 use kube::discovery::{ApiResource, Discovery, verbs};
 use serde::Deserialize;
 use serde_json::Value;
@@ -244,12 +244,8 @@ pub async fn list<E>(
     mut each: impl FnMut(&Listed, Value) -> Result<(), E>,
 ) -> anyhow::Result<Result<(), E>> {
     let path = collection_path(&listed.resource);
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(chunk);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
+    let mut pages = Pages::new(chunk);
+    while let Some(params) = pages.next_params() {
         let request = kube::core::Request::new(&path)
             .list(&params)
             .context("cannot build a list request")?;
@@ -265,15 +261,12 @@ pub async fn list<E>(
         })
         .await
         .with_context(|| format!("cannot list {}", listed.resource.plural))?;
-        let next = match page {
-            Ok(next) => next,
+        match page {
+            Ok(next) => pages.answered(next.as_deref()),
             Err(e) => return Ok(Err(e)),
-        };
-        token = next.filter(|t| !t.is_empty());
-        if token.is_none() {
-            return Ok(Ok(()));
         }
     }
+    Ok(Ok(()))
 }
 
 #[cfg(test)]

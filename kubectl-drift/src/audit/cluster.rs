@@ -5,6 +5,7 @@
 //! page judged and dropped before the next is read.
 
 use anyhow::{Context as _, anyhow};
+use drift_api::paging::Pages;
 use drift_engine::manifests::{self, Namespaces};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::Api;
@@ -80,12 +81,8 @@ async fn list(
     };
     let api_version = Value::String(resource.api_version());
     let kind = Value::String(resource.kind.clone());
-    let mut token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(chunk);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
+    let mut pages = Pages::new(chunk);
+    while let Some(params) = pages.next_params() {
         let request = Request::new(&collection)
             .list(&params)
             .map_err(kube::Error::BuildRequest)?;
@@ -105,15 +102,9 @@ async fn list(
                 run.audit_one(&item, &resource.plural);
             }
         }
-        token = page
-            .pointer("/metadata/continue")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .map(str::to_owned);
-        if token.is_none() {
-            return Ok(());
-        }
+        pages.answered(page.pointer("/metadata/continue").and_then(Value::as_str));
     }
+    Ok(())
 }
 
 /// The Namespaces' mode annotations: every namespace's (metadata only), or the one audited.

@@ -12,8 +12,9 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
+use drift_api::paging::Pages;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::params::{GetParams, ListParams, PostParams};
+use kube::core::params::{GetParams, PostParams};
 use kube::core::request::Request;
 use kube::{Client, Config};
 use serde_json::Value;
@@ -197,12 +198,8 @@ impl Cluster {
         metadata_only: bool,
     ) -> Result<Vec<Value>, RequestError> {
         let mut items = Vec::new();
-        let mut continue_token: Option<String> = None;
-        loop {
-            let mut params = ListParams::default().limit(500);
-            if let Some(token) = &continue_token {
-                params = params.continue_token(token);
-            }
+        let mut pages = Pages::new(500);
+        while let Some(params) = pages.next_params() {
             let request = Request::new(collection);
             let request = if metadata_only {
                 request.list_metadata(&params)
@@ -215,15 +212,9 @@ impl Cluster {
             if let Some(Value::Array(page_items)) = page.get_mut("items").map(Value::take) {
                 items.extend(page_items);
             }
-            continue_token = page
-                .pointer("/metadata/continue")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned);
-            if continue_token.is_none() {
-                return Ok(items);
-            }
+            pages.answered(page.pointer("/metadata/continue").and_then(Value::as_str));
         }
+        Ok(items)
     }
 
     /// The user the client authenticates as (`kubectl auth whoami`); `None` when the API server
