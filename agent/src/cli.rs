@@ -423,6 +423,13 @@ pub struct AuditArgs {
     #[arg(long, env = "DRIFT_SENTINEL_EVENTS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub events: bool,
 
+    /// The ValidatingWebhookConfiguration that registers the webhook (the chart's full name).
+    /// Read once per run: a drifted field nobody recorded is told "outside what the webhook
+    /// intercepts" when its selectors or rules do not send the object's UPDATEs to the webhook
+    /// (reference §8 "Who and why"). Unset: that cannot be told.
+    #[arg(long, env = "DRIFT_SENTINEL_WEBHOOK_CONFIGURATION")]
+    pub webhook_configuration: Option<String>,
+
     /// Periodic mode: address of the health, readiness and metrics listener (plain HTTP).
     #[arg(long, env = "DRIFT_SENTINEL_ADDRESS", default_value = ":8080", value_parser = parse_address)]
     pub address: SocketAddr,

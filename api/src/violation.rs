@@ -90,6 +90,10 @@ pub struct BypassFields<'a> {
     pub set_by: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<Cow<'a, str>>,
+    /// The user who set it, from the webhook's record of that edit (the audit in a cluster with
+    /// Events); absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<Cow<'a, str>>,
 }
 
 /// The fields only an admission request has.

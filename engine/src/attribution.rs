@@ -301,6 +301,28 @@ fn from_record(record: &EditRecord, edit: &RecordedEdit) -> Attribution {
     }
 }
 
+/// Who set an object's bypass annotation (reference §8 step 1): the user of the webhook's record
+/// of the edit that wrote the managedFields entry owning the annotation now (`manager` at
+/// `time`), when that record names who set the bypass — the edit's own user when it set it,
+/// the setter the webhook remembered when a later edit under the bypass moved the entry's time.
+/// `None` without such a record: never a guess.
+pub fn bypass_setter<'r>(records: &'r [EditRecord], manager: &str, time: &str) -> Option<&'r str> {
+    records
+        .iter()
+        .filter_map(|record| match &record.why {
+            Why::Bypass {
+                set_by: Some(user), ..
+            } => Some((record, user)),
+            _ => None,
+        })
+        .flat_map(|(record, user)| record.edits.iter().map(move |edit| (edit, user)))
+        .filter(|(edit, _)| {
+            edit.manager.as_deref() == Some(manager) && edit.time.as_deref() == Some(time)
+        })
+        .max_by(|a, b| a.0.seen.cmp(&b.0.seen))
+        .map(|(_, user)| user.as_str())
+}
+
 /// Step 3 of [`attribute`]: why the user is not known.
 fn unrecorded(owner: Option<&OwnedField<'_>>, evidence: &Evidence<'_>) -> Why {
     if let Interception::Outside(detail) = evidence.interception {

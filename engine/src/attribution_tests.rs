@@ -478,3 +478,54 @@ fn rendered_paths_parse_back() {
         assert_eq!(FieldPath::parse(text), None, "{text}");
     }
 }
+
+#[test]
+fn the_bypass_setter_comes_from_the_record_of_the_edit_that_wrote_the_annotations_entry() {
+    let bypass = |set_by: Option<&str>| Why::Bypass {
+        end: None,
+        set_by: set_by.map(str::to_owned),
+    };
+    let t1 = "2026-12-06T09:00:00Z";
+    let t2 = "2026-12-06T09:05:00Z";
+    // carol set it at t1; dave edited under it at t2 with the same manager (the entry's time
+    // moved to t2): the webhook recorded dave's edit with the setter it saw, carol.
+    let records = [
+        record(
+            "carol",
+            bypass(Some("carol")),
+            vec![edit("2026-12-06T09:00:00.1Z", ("kubectl-patch", t1), &[])],
+        ),
+        record(
+            "dave",
+            bypass(Some("carol")),
+            vec![edit("2026-12-06T09:05:00.1Z", ("kubectl-patch", t2), &[])],
+        ),
+        // A warned edit by eve with the same stamp names no setter.
+        record(
+            "eve",
+            Why::WarnMode,
+            vec![edit("2026-12-06T09:05:00.2Z", ("kubectl-patch", t2), &[])],
+        ),
+    ];
+    let cases = [
+        (("kubectl-patch", t1), Some("carol")),
+        (("kubectl-patch", t2), Some("carol")),
+        // Another entry owns the annotation now: not known, never a guess.
+        (("kubectl-annotate", t2), None),
+        (("kubectl-patch", "2026-12-06T09:10:00Z"), None),
+    ];
+    for ((manager, time), want) in cases {
+        assert_eq!(
+            bypass_setter(&records, manager, time),
+            want,
+            "{manager} at {time}"
+        );
+    }
+    // A record of a bypassed edit that did not see who set the bypass names nobody.
+    let unknown = [record(
+        "dave",
+        bypass(None),
+        vec![edit("2026-12-06T09:05:00.1Z", ("kubectl-patch", t2), &[])],
+    )];
+    assert_eq!(bypass_setter(&unknown, "kubectl-patch", t2), None);
+}

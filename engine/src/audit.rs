@@ -113,6 +113,9 @@ pub struct BypassFinding<'a> {
     /// The managedFields entry that owns the annotation: its manager, and since when (its
     /// `time`, when it has one).
     pub set_by: Option<ImperativeEdit<'a>>,
+    /// The user who set it, from the webhook's record of the edit that wrote that entry
+    /// ([`crate::attribution::bypass_setter`]); `None` when not known (the audit fills it in).
+    pub user: Option<String>,
 }
 
 impl BypassFinding<'_> {
@@ -495,6 +498,7 @@ pub fn bypass_finding<'a>(
                 time: time.map(Cow::Borrowed),
             }
         }),
+        user: None,
     })
 }
 

@@ -696,6 +696,16 @@ fn bypasses_are_listed_and_an_expired_one_no_longer_hides_drift() {
             );
         }
     }
+    // Who set it, when the audit knows the user (from the webhook's record of that edit).
+    let object = annotated("true");
+    let mut bypassed = audit(&rules, &object, &context(&managers), Detail::Verdict);
+    let finding = bypassed.bypass.as_mut().expect("the bypass is found");
+    assert_eq!(finding.user, None);
+    finding.user = Some("carol".into());
+    assert_eq!(
+        finding.to_string(),
+        "bypass without an end (set by user carol with kubectl-annotate at 2026-12-04T08:00:00Z)"
+    );
     // No annotation: nothing to list.
     let object = live(&declared("web:1", 2), "web:2", 2, json!([]));
     assert!(

@@ -131,9 +131,10 @@ impl std::fmt::Display for BypassFinding<'_> {
                 write_refusal(f, refusal, Clock::Absolute)?;
             }
         }
-        match &self.set_by {
-            Some(edit) => write!(f, " (set by {edit})"),
-            None => Ok(()),
+        match (&self.user, &self.set_by) {
+            (Some(user), Some(edit)) => write!(f, " (set by user {user} with {edit})"),
+            (None, Some(edit)) => write!(f, " (set by {edit})"),
+            (_, None) => Ok(()),
         }
     }
 }

@@ -164,6 +164,7 @@ pub fn bypass_listed<'a>(
             value: Cow::Owned(crate::truncate::truncate_chars(&finding.value, 64)),
             set_by: finding.set_by.as_ref().map(|edit| edit.manager.clone()),
             since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
+            user: finding.user.clone().map(Cow::Owned),
         }),
         ..of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
     })
@@ -296,7 +297,21 @@ mod tests {
         assert_eq!(bypass.end.as_deref(), Some("2026-12-04T16:00:00Z"));
         assert_eq!(bypass.set_by.as_deref(), Some("kubectl-drift"));
         assert_eq!(bypass.since.as_deref(), Some("2026-12-04T11:00:00Z"));
+        assert_eq!(bypass.user, None);
         let line = String::from_utf8(record.encode().unwrap()).unwrap();
+        assert_eq!(ViolationRecord::parse(&line).unwrap(), record);
+        // The user who set it, when the audit knows it.
+        let mut audit = audit;
+        if let Some(finding) = audit.bypass.as_mut() {
+            finding.user = Some("carol".into());
+        }
+        let record = bypass_listed("run-1", &identity, &audit, now).unwrap();
+        assert_eq!(
+            record.bypass.as_ref().unwrap().user.as_deref(),
+            Some("carol")
+        );
+        let line = String::from_utf8(record.encode().unwrap()).unwrap();
+        assert!(line.contains(r#""user":"carol""#), "{line}");
         assert_eq!(ViolationRecord::parse(&line).unwrap(), record);
         // An object without the annotation has no bypass record; a violation record has no
         // bypass field.

@@ -57,7 +57,8 @@ def test_the_audit_deployment_by_default(helm):
     assert container["args"] == [
         "audit", "--address=:8080", "--audit-interval=60s", "--audit-chunk-size=500",
         "--audit-resources=apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts",
-        "--audit-reports=none", f"--last-good-configmap={FULLNAME}-last-good-rules", "--events=true"]
+        "--audit-reports=none", f"--last-good-configmap={FULLNAME}-last-good-rules", "--events=true",
+        f"--webhook-configuration={FULLNAME}"]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert container[probe]["httpGet"] == {"path": path, "port": "http"}, "plain HTTP, no scheme"
@@ -102,8 +103,13 @@ def test_the_audit_rbac_is_read_only_but_for_its_reports_and_events(helm):
         {"apiGroups": ["argoproj.io"], "resources": ["rollouts"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps", "namespaces"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "list"]},
+        # The webhook's own configuration, by name: nothing else of admissionregistration.
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+         "resourceNames": [FULLNAME], "verbs": ["get"]},
         {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"], "verbs": ["get"]},
     ]
+    # … the one the chart registers the webhook with.
+    assert find(docs, "ValidatingWebhookConfiguration", FULLNAME)
     binding = find(docs, "ClusterRoleBinding", AUDIT)
     assert binding["roleRef"]["name"] == AUDIT
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": AUDIT, "namespace": NAMESPACE}]

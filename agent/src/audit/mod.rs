@@ -146,10 +146,12 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
         reports,
         print: args.audit_once,
         last_dir: Arc::default(),
-        attribution: client
-            .clone()
-            .filter(|_| args.events)
-            .map(|c| tokio::sync::Mutex::new(attribution::Attributor::new(c))),
+        attribution: client.clone().filter(|_| args.events).map(|c| {
+            tokio::sync::Mutex::new(attribution::Attributor::new(
+                c,
+                args.webhook_configuration.clone(),
+            ))
+        }),
         events: events.as_ref().map(|(sink, _)| sink.clone()),
     };
 

@@ -127,7 +127,7 @@ impl Progress<'_> {
     /// the run.
     fn audit_one(&mut self, object: &Value, resource: &str) -> Result<(), AuditFileError> {
         let snapshot = self.snapshot;
-        let Some(audit) = drift_engine::audit::audit_object(
+        let Some(mut audit) = drift_engine::audit::audit_object(
             &snapshot.rules,
             &snapshot.namespaces,
             object,
@@ -150,8 +150,11 @@ impl Progress<'_> {
             );
         }
         drift_engine::record::count(&mut self.counts, &audit);
+        if let (Some(evidence), Some(bypass)) = (&mut self.who, &mut audit.bypass) {
+            bypass.user = evidence.bypass_setter(identity.uid, bypass);
+        }
         let who = match &mut self.who {
-            Some(evidence) if audit.is_drifted() => evidence.attribute(object, &audit),
+            Some(evidence) if audit.is_drifted() => evidence.attribute(object, &identity, &audit),
             _ => Vec::new(),
         };
         if let Some(reports) = &mut self.reports {

@@ -54,6 +54,7 @@ pub fn admission_record<'a, O: Document>(
                 )),
                 set_by: None,
                 since: None,
+                user: None,
             };
             ("bypass", Details::default(), Some(fields))
         }

@@ -33,7 +33,13 @@ const DENY_NS: &str = "e2e-events-deny";
 const DENY_RULE: &str = "mode: enforce\npriority: 10\nnamespaces: [e2e-events-deny]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 
 /// `kubectl patch` of `deploy/name`'s replicas as `user` (impersonated, with every right).
-fn patch_as(env: &Env, ns: &str, name: &str, user: &str, patch: &str) -> std::process::Output {
+pub(crate) fn patch_as(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    user: &str,
+    patch: &str,
+) -> std::process::Output {
     let object = format!("deploy/{name}");
     env.kubectl(&[
         "patch",
@@ -50,12 +56,12 @@ fn patch_as(env: &Env, ns: &str, name: &str, user: &str, patch: &str) -> std::pr
     ])
 }
 
-fn replicas(n: u32) -> String {
+pub(crate) fn replicas(n: u32) -> String {
     format!(r#"{{"spec":{{"replicas":{n}}}}}"#)
 }
 
 /// The Events of `ns` with `reason` about `kind`/`name`.
-fn events(env: &Env, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Value> {
+pub(crate) fn events(env: &Env, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Value> {
     let list = env
         .get(&["events.events.k8s.io", "-n", ns])
         .expect("the Events");
@@ -73,7 +79,13 @@ fn events(env: &Env, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Valu
 }
 
 /// Applies the rule and waits until the agent applies it to `ns`.
-fn ruled(env: &Env, name: &str, spec: &str, ns: &str, check: impl Fn(bool, &str) -> bool) {
+pub(crate) fn ruled(
+    env: &Env,
+    name: &str,
+    spec: &str,
+    ns: &str,
+    check: impl Fn(bool, &str) -> bool,
+) {
     env.rule(name, spec);
     wait_for_dry_run(
         env,
@@ -256,25 +268,15 @@ fn the_audit_names_the_user_and_the_why_of_a_warned_edit() {
         !events(&env, &ns, "Deployment", "web", "DriftWarned").is_empty()
     });
 
-    let audit = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
-        .args(["audit", "--once", "--kubeconfig"])
-        .arg(env.cluster.admin_kubeconfig())
-        .args([
-            "--pod-namespace",
-            AGENT_NAMESPACE,
-            "--pod-name",
-            "e2e-audit-events",
-            "--audit-reports",
-            "none",
-        ])
-        .output()
-        .expect("run drift-sentinel audit");
+    let audit = crate::who::audit_once(&env, "e2e-audit-events", &[]);
     let printed = stdout(&audit);
     assert_eq!(audit.status.code(), Some(1), "{printed}{}", stderr(&audit));
+    // In web's own block: other tests' objects may have their own alice.
+    let block = crate::who::drifted_block(&printed, "Deployment", &ns, "web");
     assert!(
-        printed.contains(&format!("drifted apps/v1 Deployment {ns}/web"))
-            && printed.contains("  who: spec.replicas: user alice, warn mode"),
-        "{printed}"
+        block.contains("  spec.replicas: 2 → 5 (by kubectl-patch at ")
+            && block.contains("  who: spec.replicas: user alice, warn mode\n"),
+        "{block}\nin\n{printed}"
     );
 
     let mut found = Vec::new();

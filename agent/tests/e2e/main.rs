@@ -27,6 +27,7 @@ mod rules;
 mod tiers;
 mod trust;
 mod webhook;
+mod who;
 mod zeros;
 
 /// A trial named `module::function` (see [`trial_name`]), from a function that panics on failure.
@@ -61,6 +62,7 @@ fn main() {
     tests.extend(audit::tests());
     tests.extend(bypass::tests());
     tests.extend(events::tests());
+    tests.extend(who::tests());
     tests.extend(rules::tests());
     tests.extend(controllers::tests());
     tests.extend(plugin::tests());
