@@ -12,13 +12,14 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use drift_api::events::{EditRecord, FieldAttribution, RECORD_SELECTOR, record_of};
+use drift_api::paging::Pages;
 use drift_engine::attribution::{Coverage, Evidence, Remembered, attribute};
 use drift_engine::audit::AuditedObject;
 use drift_engine::webhook_scope::{Interception, Target, interception};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::{Map, Value};
 
 /// Records read per run at most (pages of 500): the webhook keeps at most 4,096 series per pod.
@@ -281,9 +282,11 @@ async fn read_namespace_labels(
     client: &kube::Client,
 ) -> Result<HashMap<String, Map<String, Value>>, kube::Error> {
     let api: Api<Namespace> = Api::all(client.clone());
-    let mut params = ListParams::default().limit(500);
+    let mut pages = Pages::new(500);
     let mut labels = HashMap::new();
-    loop {
+    while let Some(params) = pages.next_params()
+        && labels.len() < MAX_NAMESPACES
+    {
         let page = api.list_metadata(&params).await?;
         for namespace in page.items {
             let Some(name) = namespace.metadata.name else {
@@ -300,12 +303,7 @@ async fn read_namespace_labels(
                 .collect();
             labels.insert(name, own);
         }
-        match page.metadata.continue_ {
-            Some(next) if !next.is_empty() && labels.len() < MAX_NAMESPACES => {
-                params = params.continue_token(&next);
-            }
-            _ => break,
-        }
+        pages.answered(page.metadata.continue_.as_deref());
     }
     Ok(labels)
 }
@@ -315,23 +313,20 @@ async fn read_records(
     client: &kube::Client,
 ) -> Result<HashMap<String, Vec<EditRecord>>, kube::Error> {
     let api: Api<Event> = Api::all(client.clone());
-    let mut params = ListParams::default().labels(RECORD_SELECTOR).limit(500);
+    let mut pages = Pages::new(500);
     let mut records: HashMap<String, Vec<EditRecord>> = HashMap::new();
     let mut read = 0;
-    loop {
-        let page = api.list(&params).await?;
+    while let Some(params) = pages.next_params()
+        && read < MAX_RECORDS
+    {
+        let page = api.list(&params.labels(RECORD_SELECTOR)).await?;
         for event in &page.items {
             if let Some(record) = record_of(event) {
                 records.entry(record.uid.clone()).or_default().push(record);
             }
         }
         read += page.items.len();
-        match page.metadata.continue_ {
-            Some(next) if !next.is_empty() && read < MAX_RECORDS => {
-                params = params.continue_token(&next);
-            }
-            _ => break,
-        }
+        pages.answered(page.metadata.continue_.as_deref());
     }
     Ok(records)
 }
