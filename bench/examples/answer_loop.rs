@@ -1,14 +1,16 @@
 //! Answers one review body N times without a server, for `valgrind --tool=callgrind` or `perf`:
 //! the per-request work of the agent (`agent`: the raw parse, the evaluation against a rules
 //! directory, the encoded answer) or of the reference (`reference`: parse into
-//! `serde_json::Value`, answer allowed), side by side on the same body.
+//! `serde_json::Value`, answer allowed), side by side on the same body. `documents` is the agent's
+//! work with its objects read into documents first ([`parse_review`]) instead of compared as
+//! text: what the lazy comparison saves.
 //!
-//!   cargo run --release -p drift-bench --example answer_loop -- agent|reference BODY RULES_DIR N
+//!   cargo run --release -p drift-bench --example answer_loop -- agent|documents|reference BODY RULES_DIR N
 use std::path::PathBuf;
 
 use anyhow::bail;
 use drift_engine::manifests;
-use drift_engine::review::parse_review_raw;
+use drift_engine::review::{parse_review, parse_review_raw};
 use drift_engine::{Context, Detail, RuleSet, evaluate};
 use serde_json::{Value, json};
 
@@ -35,7 +37,7 @@ fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, who, body, dir, n] = args.as_slice() else {
-        bail!("usage: answer_loop agent|reference BODY RULES_DIR N");
+        bail!("usage: answer_loop agent|documents|reference BODY RULES_DIR N");
     };
     let body = std::fs::read(body)?;
     let rules = rules(&PathBuf::from(dir))?;
@@ -45,6 +47,19 @@ fn main() -> anyhow::Result<()> {
         let answer = match who.as_str() {
             "agent" => {
                 let parsed = parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?;
+                let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
+                let evaluation = evaluate(
+                    &rules,
+                    &request,
+                    &Context::at(std::time::SystemTime::now()),
+                    Detail::Verdict,
+                );
+                evaluation
+                    .response(&request.uid)
+                    .encode_review(parsed.version)
+            }
+            "documents" => {
+                let parsed = parse_review(&body).map_err(|e| anyhow::anyhow!(e.0))?;
                 let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
                 let evaluation = evaluate(
                     &rules,

@@ -6,6 +6,9 @@
 //! that one [`Evaluation`]. No I/O, no clock (the time a request is judged at is passed in), no
 //! async, no globals — the
 //! agent and the kubectl plugin share this crate so that they can never disagree on a verdict.
+//! No `unsafe`: it reads the one input an attacker controls whole.
+
+#![forbid(unsafe_code)]
 
 pub mod apply;
 pub mod attribution;

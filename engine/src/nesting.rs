@@ -11,9 +11,10 @@
 //! reading deeper only costs time — libyaml's scanner looks at every open flow collection for
 //! every token, so its time grows with tokens × depth (10,000 levels of `[` alone take ~0.2 s,
 //! 200,000 take minutes, and a rule set is compiled again on every rule change).
-//! [`check_yaml`] runs libyaml's own event parser, stops at the first level past that, and
-//! also refuses text whose nesting would cost more than [`YAML_NESTING_BUDGET`] — the work of
-//! a whole manifest file at ordinary depths is far below it.
+//! [`check_yaml`] runs a safe event parser (granit-parser, the one serde-saphyr reads with),
+//! stops at the first level past that, and also refuses text whose nesting would cost
+//! serde_yaml more than [`YAML_NESTING_BUDGET`] — the work of a whole manifest file at
+//! ordinary depths is far below it.
 //!
 //! The same pass bounds what YAML text stands for, not only how it nests: serde_yaml caps how
 //! often it follows an alias, not what the aliases expand to, so a 10 KB rule that aliases a
@@ -24,8 +25,6 @@
 //! out. Both refuse tags outside YAML's core schema (`mode: !enforce` was read as `enforce`).
 
 use std::collections::HashMap;
-use std::mem::MaybeUninit;
-use std::ptr::addr_of_mut;
 
 /// The deepest nesting accepted in any input (kube-apiserver's JSON decoder stops there too).
 pub const MAX_NESTING: usize = 10_000;
@@ -253,7 +252,7 @@ fn check_yaml_within(
     if !marked && openers <= limit && (openers as u64).saturating_mul(text.len() as u64) <= budget {
         return Ok(());
     }
-    let mut parser = EventParser::new(text.as_bytes());
+    let mut parser = EventParser::new(text, limit);
     let mut expansion = Expansion::new(text.len(), aliases);
     let mut depth = 0usize;
     let mut work = 0u64;
@@ -279,6 +278,13 @@ fn check_yaml_within(
                     }
                     .into());
                 }
+            }
+            EventKind::TooDeep => {
+                return Err(NestingError::TooDeep {
+                    limit,
+                    offset: event.start,
+                }
+                .into());
             }
             EventKind::Close => depth = depth.saturating_sub(1),
             EventKind::Alias | EventKind::Scalar | EventKind::Other => {}
@@ -377,7 +383,7 @@ impl Expansion {
                     self.anchors.insert(anchor, size);
                 }
             }
-            EventKind::Other | EventKind::End => {}
+            EventKind::Other | EventKind::End | EventKind::TooDeep => {}
         }
         Ok(())
     }
@@ -390,9 +396,11 @@ enum EventKind {
     Alias,
     Other,
     End,
+    /// Nested past the parser's own limit (the limit checked).
+    TooDeep,
 }
 
-/// What the checks read of one libyaml event.
+/// What the checks read of one YAML event.
 struct Event {
     kind: EventKind,
     /// Byte offsets of the event's first byte and of the byte after it.
@@ -404,96 +412,134 @@ struct Event {
     tag: Option<Vec<u8>>,
 }
 
-/// libyaml's event parser over borrowed text, reduced to what nesting needs. The one place
-/// the engine calls libyaml directly; serde_yaml calls it the same way.
+/// granit-parser's event parser (a safe YAML parser, the one serde-saphyr reads with) over
+/// borrowed text, reduced to what nesting needs: anchors are asked for by name, as events of
+/// their own right after the node they mark, and are folded into that node's event.
 struct EventParser<'t> {
-    parser: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
-    _text: &'t [u8],
+    parser: granit_parser::Parser<'t, granit_parser::StrInput<'t>>,
+    /// The name of each anchor seen, by its id (aliases name the id).
+    names: HashMap<usize, Vec<u8>>,
+    /// The node event read ahead while looking for its anchor.
+    ahead: Option<Event>,
+    ended: bool,
 }
 
 impl<'t> EventParser<'t> {
-    fn new(text: &'t [u8]) -> Self {
-        let mut parser = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
-        // SAFETY: initialize writes the whole struct (it fails only when malloc does, which
-        // aborts Rust's allocator too); the input outlives the parser (`_text`), which reads
-        // it in place; the parser is boxed so that its address never changes.
-        unsafe {
-            let raw = parser.as_mut_ptr();
-            if unsafe_libyaml::yaml_parser_initialize(raw).fail {
-                std::alloc::handle_alloc_error(std::alloc::Layout::new::<
-                    unsafe_libyaml::yaml_parser_t,
-                >());
-            }
-            unsafe_libyaml::yaml_parser_set_encoding(raw, unsafe_libyaml::YAML_UTF8_ENCODING);
-            unsafe_libyaml::yaml_parser_set_input_string(raw, text.as_ptr(), text.len() as u64);
-        }
+    /// A parser that refuses to nest past `limit` levels of flow or of block collections (its
+    /// scanner reads ahead of the events: without its own limit it would scan a deep flow
+    /// collection whole before the first event past the limit).
+    fn new(text: &'t str, limit: usize) -> Self {
+        let options = granit_parser::options! {
+            emit_anchor_events: true,
+            emit_comments: false,
+            flow_nesting_limit: limit,
+            block_nesting_limit: limit,
+        };
         Self {
-            parser,
-            _text: text,
+            parser: granit_parser::Parser::new_from_str_with_options(text, options),
+            names: HashMap::new(),
+            ahead: None,
+            ended: false,
         }
     }
 
-    /// The next event; `None` on a syntax error (left to serde_yaml). Not called again after
-    /// `None` or [`EventKind::End`].
+    /// The next event; `None` on a syntax error (left to serde_yaml) and after
+    /// [`EventKind::End`].
     fn next(&mut self) -> Option<Event> {
-        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
-        // SAFETY: the parser was initialized in `new`; a successful parse initializes the
-        // event, which is read and then deleted exactly once. The union member read is the
-        // one the event's type says is set; its anchor and tag are NUL-terminated strings
-        // owned by the event (or null), copied before it is deleted.
-        unsafe {
-            let raw = self.parser.as_mut_ptr();
-            let event = event.as_mut_ptr();
-            if unsafe_libyaml::yaml_parser_parse(raw, event).fail {
-                return None;
-            }
-            let data = &(*event).data;
-            let (kind, anchor, tag) = match (*event).type_ {
-                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => (
-                    EventKind::Open,
-                    data.sequence_start.anchor,
-                    data.sequence_start.tag,
-                ),
-                unsafe_libyaml::YAML_MAPPING_START_EVENT => (
-                    EventKind::Open,
-                    data.mapping_start.anchor,
-                    data.mapping_start.tag,
-                ),
-                unsafe_libyaml::YAML_SEQUENCE_END_EVENT
-                | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
-                    (EventKind::Close, std::ptr::null_mut(), std::ptr::null_mut())
-                }
-                unsafe_libyaml::YAML_SCALAR_EVENT => {
-                    (EventKind::Scalar, data.scalar.anchor, data.scalar.tag)
-                }
-                unsafe_libyaml::YAML_ALIAS_EVENT => {
-                    (EventKind::Alias, data.alias.anchor, std::ptr::null_mut())
-                }
-                unsafe_libyaml::YAML_STREAM_END_EVENT => {
-                    (EventKind::End, std::ptr::null_mut(), std::ptr::null_mut())
-                }
-                _ => (EventKind::Other, std::ptr::null_mut(), std::ptr::null_mut()),
-            };
-            let copy = |text: *mut u8| {
-                (!text.is_null()).then(|| std::ffi::CStr::from_ptr(text.cast()).to_bytes().to_vec())
-            };
-            let read = Event {
-                kind,
-                start: (*event).start_mark.index as usize,
-                end: (*event).end_mark.index as usize,
-                anchor: copy(anchor),
-                tag: copy(tag),
-            };
-            unsafe_libyaml::yaml_event_delete(event);
-            Some(read)
+        if self.ended {
+            return None;
         }
-    }
-}
-
-impl Drop for EventParser<'_> {
-    fn drop(&mut self) {
-        // SAFETY: initialized in `new`, deleted once.
-        unsafe { unsafe_libyaml::yaml_parser_delete(addr_of_mut!(*self.parser.as_mut_ptr())) }
+        loop {
+            let event = match self.parser.next_event() {
+                Some(Ok(event)) => event,
+                Some(Err(e))
+                    if matches!(e.kind(), granit_parser::ErrorKind::RecursionLimitExceeded) =>
+                {
+                    self.ended = true;
+                    let at = e.marker();
+                    return Some(Event {
+                        kind: EventKind::TooDeep,
+                        start: at.byte_offset().unwrap_or(at.index()),
+                        end: at.byte_offset().unwrap_or(at.index()),
+                        anchor: None,
+                        tag: None,
+                    });
+                }
+                // An error, or the end without a stream end (not seen): what follows is
+                // serde_yaml's to report.
+                Some(Err(_)) | None => {
+                    self.ended = true;
+                    return self.ahead.take();
+                }
+            };
+            let (event, span) = event;
+            let offset = |at: &granit_parser::Marker| at.byte_offset().unwrap_or(at.index());
+            // A node starts at its properties: a tag before it counts as its first byte.
+            let start = offset(&span.start).min(span.tag_start.as_ref().map_or(usize::MAX, offset));
+            let end = offset(&span.end);
+            let tag = |tag: Option<std::borrow::Cow<'_, granit_parser::Tag>>| {
+                tag.map(|tag| format!("{}{}", tag.handle(), tag.suffix()).into_bytes())
+            };
+            let read = match event {
+                granit_parser::Event::Anchor(id, name) => {
+                    let name = name.as_bytes().to_vec();
+                    self.names.insert(id, name.clone());
+                    if let Some(node) = self.ahead.as_mut() {
+                        // The anchor's `&` comes before the node's text.
+                        node.start = node.start.min(start);
+                        node.anchor = Some(name);
+                    }
+                    continue;
+                }
+                granit_parser::Event::SequenceStart(_, _, found)
+                | granit_parser::Event::MappingStart(_, _, found) => Event {
+                    kind: EventKind::Open,
+                    start,
+                    end,
+                    anchor: None,
+                    tag: tag(found),
+                },
+                granit_parser::Event::SequenceEnd | granit_parser::Event::MappingEnd => Event {
+                    kind: EventKind::Close,
+                    start,
+                    end,
+                    anchor: None,
+                    tag: None,
+                },
+                granit_parser::Event::Scalar(_, _, _, found) => Event {
+                    kind: EventKind::Scalar,
+                    start,
+                    end,
+                    anchor: None,
+                    tag: tag(found),
+                },
+                granit_parser::Event::Alias(id) => Event {
+                    kind: EventKind::Alias,
+                    start,
+                    end,
+                    anchor: Some(self.names.get(&id).cloned().unwrap_or_default()),
+                    tag: None,
+                },
+                granit_parser::Event::StreamEnd => Event {
+                    kind: EventKind::End,
+                    start,
+                    end,
+                    anchor: None,
+                    tag: None,
+                },
+                _ => Event {
+                    kind: EventKind::Other,
+                    start,
+                    end,
+                    anchor: None,
+                    tag: None,
+                },
+            };
+            // A node's anchor follows it: each event is handed out once the next is read.
+            if let Some(before) = self.ahead.replace(read) {
+                return Some(before);
+            }
+        }
     }
 }
 

@@ -8,9 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use std::ops::Range;
-
-use crate::json::{self, Document as _, RawDocument};
+use crate::json::RawDocument;
 use crate::truncate::{truncate_bytes, truncate_chars};
 
 /// The API versions the webhook answers; a review is answered in the version it came in.
@@ -149,6 +147,49 @@ impl<O> AdmissionRequest<O> {
     }
 }
 
+/// A review read by [`parse_review_raw`] that owns its objects' text: what a review keeps when
+/// something is awaited between its parse and its evaluation (a `/scale` review waits for its
+/// parent's labels). Its objects are read from the same text again, never parsed again.
+#[derive(Debug)]
+pub struct HeldReview {
+    version: ReviewVersion,
+    uid: String,
+    request: Result<AdmissionRequest<String>, String>,
+}
+
+impl ParsedReview<RawDocument<'_>> {
+    /// The review, owning its objects' text (a copy of it, of the body's size at most).
+    pub fn hold(self) -> HeldReview {
+        let request = self.request.map(|request| {
+            let text =
+                |object: &Option<RawDocument<'_>>| object.as_ref().map(|o| o.text().to_owned());
+            let (object, old_object) = (text(&request.object), text(&request.old_object));
+            request.with_objects(object, old_object)
+        });
+        HeldReview {
+            version: self.version,
+            uid: self.uid,
+            request,
+        }
+    }
+}
+
+impl HeldReview {
+    /// The review as [`parse_review_raw`] read it.
+    pub fn review(&self) -> ParsedReview<RawDocument<'_>> {
+        let request = self.request.as_ref().map_err(Clone::clone).map(|request| {
+            let object = request.object.as_deref().map(RawDocument::read_before);
+            let old_object = request.old_object.as_deref().map(RawDocument::read_before);
+            request.without_objects().with_objects(object, old_object)
+        });
+        ParsedReview {
+            version: self.version,
+            uid: self.uid.clone(),
+            request,
+        }
+    }
+}
+
 /// Why a body is not an AdmissionReview at all (answered with HTTP 400 and a plain message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -215,17 +256,14 @@ fn check_uid(uid: &str) -> Result<(), NotAReview> {
     )))
 }
 
-/// [`parse_review_raw`] before the uid's length is checked.
+/// [`parse_review_raw`] before the uid's length is checked. A well-formed review is read in
+/// one pass of serde_json, which validates the whole body and keeps the objects as their text;
+/// only a body it refuses is read again, in parts, to say exactly what is wrong.
 fn parse_review_any_uid(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
-    // The common case costs one pass over the body, which also bounds its depth as the check
-    // below does; anything else is read again, by serde_json and then in parts, to say exactly
-    // what is wrong (the answers are the same either way).
-    if let Some(parsed) = parse_review_scanned(body) {
-        return parsed;
-    }
     // Before anything walks it: the objects are read lazily and recursively (reference §5).
     // The review holds its objects two levels down (`request`, `object`): an object the API
-    // server accepted, at most MAX_NESTING deep, is answered.
+    // server accepted, at most MAX_NESTING deep, is answered. (A count of the brackets, for
+    // any review that has fewer than the limit.)
     crate::nesting::check_json_wrapping(body, REVIEW_LEVELS)
         .map_err(|e| NotAReview(format!("the AdmissionReview's request is {e}")))?;
     let first = body
@@ -236,11 +274,6 @@ fn parse_review_any_uid(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, No
         serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
         return Err(not_an_object());
     }
-    parse_review_serde(body)
-}
-
-/// [`parse_review_raw`] by serde_json: one pass for a well-formed review, then in parts.
-fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotAReview> {
     match serde_json::from_slice::<Envelope<'_, AdmissionRequest<RawDocument<'_>>>>(body) {
         Ok(Envelope {
             kind,
@@ -253,83 +286,6 @@ fn parse_review_serde(body: &[u8]) -> Result<ParsedReview<RawDocument<'_>>, NotA
         }),
         _ => parse_review_in_parts(body),
     }
-}
-
-/// `body` as text, when it is UTF-8. A review is ASCII but for the odd name or message, and
-/// telling that (an OR of every byte, which the compiler vectorises) takes half the
-/// instructions of validating UTF-8, which were 12,600 of a 29 KB review's decision.
-fn utf8(body: &[u8]) -> Option<&str> {
-    let all_ascii = body.iter().fold(0u8, |any, &b| any | b) < 0x80;
-    if all_ascii {
-        // SAFETY: every byte is below 0x80, and ASCII is UTF-8.
-        Some(unsafe { std::str::from_utf8_unchecked(body) })
-    } else {
-        std::str::from_utf8(body).ok()
-    }
-}
-
-/// [`parse_review_raw`] of a body [`json::scan`] accepts, in one pass over the body, or `None`
-/// to read it the longer way. The scan checks the body and indexes its brackets; the objects
-/// are taken from their place in the body with their share of the index, and what is left of
-/// the review (the objects replaced by `null`, a few hundred bytes) is read by serde_json into
-/// the same types as ever, so every field keeps its meaning, defaults and errors. Anything
-/// unusual — `request`, `object` or `oldObject` spelt twice, any key of the envelope or the
-/// request spelt with escapes, a review serde_json would refuse — takes the longer way.
-fn parse_review_scanned(body: &[u8]) -> Option<Result<ParsedReview<RawDocument<'_>>, NotAReview>> {
-    let text = utf8(body)?;
-    // As deep as the nesting check lets a review be.
-    let brackets = json::scan(text, crate::nesting::MAX_NESTING + REVIEW_LEVELS)?;
-    // The review itself, without the white space around it (a Go encoder ends with a newline).
-    let end = text.trim_end_matches(json::is_whitespace_char).len();
-    let start = text.len() - text.trim_start_matches(json::is_whitespace_char).len();
-    let whole = RawDocument::indexed(text.get(..end)?, brackets);
-    let whole = if start == 0 {
-        whole
-    } else {
-        whole.part(start..end)
-    };
-    let request = whole.node().plain_entry("request")??;
-    let mut objects = [None, None];
-    for (slot, key) in objects.iter_mut().zip(["object", "oldObject"]) {
-        *slot = match request.plain_entry(key)? {
-            Some(value) => Some((whole.span_of(value)?, value.text() == "null")),
-            None => None,
-        };
-    }
-    // The review without its objects.
-    let mut spans: Vec<&(Range<usize>, bool)> = objects.iter().flatten().collect();
-    spans.sort_by_key(|(span, _)| span.start);
-    let review = whole.text();
-    let mut rest = String::with_capacity(review.len().min(4096));
-    let mut from = 0;
-    for (span, _) in spans {
-        rest.push_str(review.get(from..span.start)?);
-        rest.push_str("null");
-        from = span.end;
-    }
-    rest.push_str(review.get(from..)?);
-    let Ok(Envelope {
-        kind,
-        api_version,
-        request: Some(request),
-    }) = serde_json::from_str::<Envelope<'_, AdmissionRequest<IgnoredAny>>>(&rest)
-    else {
-        return None;
-    };
-    let version = match review_version(&raw_text(kind), &raw_text(api_version)) {
-        Ok(version) => version,
-        Err(e) => return Some(Err(e)),
-    };
-    let [object, old_object] = objects.map(|found| {
-        found
-            .filter(|(_, null)| !null)
-            .map(|(span, _)| whole.part(span))
-    });
-    Some(Ok(ParsedReview {
-        version,
-        uid: request.uid.clone(),
-        request: Ok(request.with_objects(object, old_object)),
-    }))
 }
 
 /// The top level of a review: `request` read as `R` (the request, or its text to read on its

@@ -137,7 +137,7 @@ fn response_shape() {
     );
 }
 
-/// Bodies of every shape the scanned read must settle as serde_json does.
+/// Bodies of every shape a review's read must settle.
 fn bodies() -> Vec<String> {
     let review = |request: &str| {
         format!(
@@ -194,37 +194,23 @@ fn settled(read: Result<ParsedReview<RawDocument<'_>>, NotAReview>) -> String {
     }
 }
 
-/// The one-pass read settles every body as serde_json's read does, and takes the one pass for
-/// the reviews the API server sends.
+/// A held review reads as the review it was read from: the same request, the objects the same
+/// text.
 #[test]
-fn the_scanned_read_agrees_with_serde_json() {
+fn a_held_review_reads_as_the_review_it_holds() {
     for body in bodies() {
-        let scanned = parse_review_scanned(body.as_bytes());
-        let serde = parse_review_serde(body.as_bytes());
-        if let Some(scanned) = scanned {
-            assert_eq!(settled(scanned), settled(serde), "{body}");
+        let want = settled(parse_review_raw(body.as_bytes()));
+        if let Ok(parsed) = parse_review_raw(body.as_bytes()) {
+            assert_eq!(settled(Ok(parsed.hold().review())), want, "{body}");
         }
-    }
-    for body in &bodies()[..6] {
-        assert!(parse_review_scanned(body.as_bytes()).is_some(), "{body}");
-    }
-    // Its objects carry their share of the body's index: the same as their own.
-    let body = &bodies()[2];
-    let parsed = parse_review_scanned(body.as_bytes()).unwrap().unwrap();
-    let request = parsed.request.unwrap();
-    for document in [request.object.unwrap(), request.old_object.unwrap()] {
-        assert_eq!(
-            document.indexed_brackets(),
-            Some(&crate::json::Brackets::of(document.text()))
-        );
     }
 }
 
 proptest::proptest! {
-    /// Reviews with any objects, white space and extra keys, whole or cut short: the one-pass
-    /// read settles each as serde_json's read does.
+    /// Reviews with any objects, white space and extra keys, whole or cut short: a whole one is
+    /// read, and held reads as it was read.
     #[test]
-    fn any_review_is_settled_as_serde_json_settles_it(
+    fn any_review_is_read_and_held_alike(
         object in proptest::option::of(any_value()),
         old_object in proptest::option::of(any_value()),
         extra in proptest::option::of(any_value()),
@@ -242,10 +228,12 @@ proptest::proptest! {
             while !body.is_char_boundary(at) { at -= 1; }
             body.truncate(at);
         }
-        if let Some(scanned) = parse_review_scanned(body.as_bytes()) {
-            proptest::prop_assert_eq!(settled(scanned), settled(parse_review_serde(body.as_bytes())));
-        } else {
-            proptest::prop_assert!(cut.is_some(), "a whole review takes the one pass: {}", body);
+        match parse_review_raw(body.as_bytes()) {
+            Ok(parsed) => {
+                let want = settled(parse_review_raw(body.as_bytes()));
+                proptest::prop_assert_eq!(settled(Ok(parsed.hold().review())), want);
+            }
+            Err(e) => proptest::prop_assert!(cut.is_some(), "a whole review is read: {} {}", body, e),
         }
     }
 }
@@ -285,48 +273,5 @@ fn an_encoded_review_is_the_text_of_the_review_document() {
             let document = response.clone().into_review(version).to_string();
             assert_eq!(String::from_utf8(encoded).unwrap(), document);
         }
-    }
-}
-
-#[test]
-fn a_body_is_text_when_it_is_utf8() {
-    let cases: [(&[u8], Option<&str>); 7] = [
-        (b"", Some("")),
-        (b"{\"a\": 1}", Some("{\"a\": 1}")),
-        (
-            "{\"name\": \"caf\u{e9}\"}".as_bytes(),
-            Some("{\"name\": \"caf\u{e9}\"}"),
-        ),
-        (b"{\"a\": \"\xff\"}", None),
-        // A lead byte without its continuation, at the end.
-        (b"{\"a\": 1}\xc3", None),
-        // An encoded surrogate is not UTF-8.
-        (b"\xed\xa0\x80", None),
-        // The high bit in the last of a long run of ASCII.
-        (b"0123456789012345678901234567890123456789\x80", None),
-    ];
-    for (body, want) in cases {
-        assert_eq!(utf8(body), want, "{body:?}");
-    }
-}
-
-proptest::proptest! {
-    #[test]
-    fn a_body_is_text_exactly_when_std_says_utf8(body in proptest::prop_oneof![
-        // All ASCII (the unchecked path), and any bytes (nearly never UTF-8).
-        proptest::collection::vec(0u8..0x80, 0..200),
-        proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
-        // A stray continuation byte among bytes below 0x40 (its OR with them stays below 0xc0).
-        proptest::strategy::Strategy::prop_map(
-            (proptest::collection::vec(0u8..0x40, 0..100), 0x80u8..0xc0, proptest::prelude::any::<proptest::sample::Index>()),
-            |(mut bytes, stray, at)| {
-                bytes.insert(at.index(bytes.len() + 1), stray);
-                bytes
-            },
-        ),
-        // Text with characters beyond ASCII (validated, and valid).
-        proptest::strategy::Strategy::prop_map("[a-z\u{e9}\u{4e2d}\u{1f600}\"{}]{0,40}", String::into_bytes),
-    ]) {
-        proptest::prop_assert_eq!(utf8(&body), std::str::from_utf8(&body).ok());
     }
 }

@@ -19,7 +19,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use drift_engine::json::RawDocument;
-use drift_engine::review::{AdmissionResponse, ParsedReview, ReviewVersion, parse_review_raw};
+use drift_engine::review::{
+    AdmissionResponse, HeldReview, ParsedReview, ReviewVersion, parse_review_raw,
+};
 use drift_engine::{AdmissionRequest, Context, Detail, Evaluation, evaluate};
 use serde_json::{Map, Value};
 
@@ -74,8 +76,9 @@ enum Answer {
 enum Parsed {
     Answered(Answer),
     /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first: the
-    /// request without its objects, for the read; the body is read again after it.
-    NeedsParentLabels(Box<AdmissionRequest>),
+    /// request without its objects, for the read, and the review as read, to evaluate after it
+    /// (its objects' text is kept, so the body is not parsed again).
+    NeedsParentLabels(Box<(AdmissionRequest, HeldReview)>),
 }
 
 /// Answers one review body within `write_timeout` of `started`.
@@ -142,7 +145,6 @@ async fn decide(
     let parse_shared = shared.clone();
     let parse_serving = serving.clone();
     let parse_race = race.clone();
-    let parse_body = body.clone();
     let parsed = serving
         .decisions
         .run(move || {
@@ -150,12 +152,14 @@ async fn decide(
                 // It waited for a thread past the write timeout, which answered for it.
                 return Parsed::Answered(Answer::Abandoned);
             }
-            match parse_review_raw(&parse_body) {
+            match parse_review_raw(&body) {
                 Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
                 Ok(parsed) => {
                     let _ = parse_race.uid.set(parsed.uid.clone());
                     match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
-                        Some(request) => Parsed::NeedsParentLabels(Box::new(request)),
+                        Some(request) => {
+                            Parsed::NeedsParentLabels(Box::new((request, parsed.hold())))
+                        }
                         None => Parsed::Answered(evaluate_and_record(
                             &parse_shared,
                             &parse_serving,
@@ -169,9 +173,9 @@ async fn decide(
             }
         })
         .await;
-    let request = match parsed {
+    let (request, held) = match parsed {
         Ok(Parsed::Answered(answer)) => return answer,
-        Ok(Parsed::NeedsParentLabels(request)) => request,
+        Ok(Parsed::NeedsParentLabels(waiting)) => *waiting,
         Err(failure) => return Answer::Internal(failure),
     };
     let labels = match &serving.parents {
@@ -185,17 +189,14 @@ async fn decide(
             if race.timed_out() {
                 return Answer::Abandoned;
             }
-            match parse_review_raw(&body) {
-                Ok(parsed) => evaluate_and_record(
-                    &shared,
-                    &evaluating,
-                    parsed,
-                    labels.as_ref(),
-                    started,
-                    &race,
-                ),
-                Err(e) => Answer::NotAReview(e.0),
-            }
+            evaluate_and_record(
+                &shared,
+                &evaluating,
+                held.review(),
+                labels.as_ref(),
+                started,
+                &race,
+            )
         })
         .await
         .unwrap_or_else(Answer::Internal)

@@ -14,12 +14,13 @@
 
 use std::cell::Cell;
 
-use super::classify::{BLOCK, escaped, quotes_and_backslashes};
+/// Bytes per block of [`blocks_to_string_end`].
+const BLOCK: usize = 64;
 
 /// Text per recorded container, at most (the memory bound of the index).
-pub(super) const BYTES_PER_ENTRY: usize = 16;
+const BYTES_PER_ENTRY: usize = 16;
 /// Containers recorded whatever the text's size.
-pub(super) const ALWAYS_RECORDED: usize = 64;
+const ALWAYS_RECORDED: usize = 64;
 
 /// The end of every object and list of one text, in the order they open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,8 +106,41 @@ fn blocks_to_string_end(bytes: &[u8], mut i: usize) -> Result<usize, (usize, boo
     Err((i, escaped_first))
 }
 
+/// The quotes and the backslashes of one block, as bit masks (bit `i` for byte `i`). Written
+/// byte by byte over a fixed-size block, which the compiler turns into vector compares.
+#[inline]
+fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u64, u64) {
+    let (mut quotes, mut backslashes) = (0u64, 0u64);
+    for (i, &b) in block.iter().enumerate() {
+        quotes |= u64::from(b == b'"') << i;
+        backslashes |= u64::from(b == b'\\') << i;
+    }
+    (quotes, backslashes)
+}
+
+/// The bytes escaped by a backslash (the byte after each backslash that is not itself
+/// escaped). `carry` says whether the block's first byte is escaped (the last block ended on
+/// an escaping backslash), and is set for the next block.
+///
+/// Without a branch per backslash (simdjson's method, Langdale & Lemire 2019): in a run of
+/// backslashes every other one escapes, starting with the first; adding the odd-placed starts
+/// of runs to the backslashes carries out of each run, which tells apart the runs that start
+/// on an odd byte.
+#[inline]
+fn escaped(backslash: u64, carry: &mut bool) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let before = u64::from(*carry);
+    // A backslash escaped by the last block's escapes nothing.
+    let backslash = backslash & !before;
+    let follows_backslash = backslash << 1 | before;
+    let odd_starts = backslash & !EVEN & !follows_backslash;
+    let (runs_from_even, overflowed) = odd_starts.overflowing_add(backslash);
+    *carry = overflowed;
+    (EVEN ^ (runs_from_even << 1)) & follows_backslash
+}
+
 /// Marks a container opened past the entry bound on the stack of open containers.
-pub(super) const UNRECORDED: u32 = u32::MAX;
+const UNRECORDED: u32 = u32::MAX;
 
 impl Brackets {
     /// Indexes `text`, which serde_json validated (on other text the result is only
@@ -153,35 +187,6 @@ impl Brackets {
             pairs,
             recorded_until,
         }
-    }
-
-    /// An index of `pairs`, sorted by opening offset and each closed, complete before
-    /// `recorded_until` (see [`super::scan`]).
-    pub(super) fn from_pairs(pairs: Vec<(u32, u32)>, recorded_until: u32) -> Self {
-        Self {
-            pairs,
-            recorded_until,
-        }
-    }
-
-    /// The index of the value spanning `start..end` of the indexed text (the containers
-    /// opening there, offsets counted from `start`); `None` when one of them was not recorded.
-    pub(super) fn within(&self, start: usize, end: usize) -> Option<Self> {
-        let start = u32::try_from(start).ok()?;
-        let end = u32::try_from(end).ok()?;
-        if end > self.recorded_until || start > end {
-            return None;
-        }
-        let first = self.pairs.partition_point(|&(open, _)| open < start);
-        let last = self.pairs.partition_point(|&(open, _)| open < end);
-        let pairs = self.pairs[first..last]
-            .iter()
-            .map(|&(open, close)| (open - start, close - start))
-            .collect();
-        Some(Self {
-            pairs,
-            recorded_until: end - start,
-        })
     }
 
     /// The offset of the closing bracket of the container opening at `open`, when recorded.

@@ -8,22 +8,16 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 mod brackets;
-mod classify;
 mod deep;
 mod lazy;
 mod number;
 mod raw;
-mod scan;
 mod shown;
 mod string;
 
-#[cfg(test)]
-pub(crate) use brackets::Brackets;
 pub use lazy::LazyValue;
 pub use number::{numbers_eq, text_numbers_eq};
-pub(crate) use raw::is_whitespace_char;
 pub use raw::{RawDocument, RawItems, RawJson, RawMap};
-pub(crate) use scan::scan;
 pub use shown::{Encoded, text_prefix, value_prefix};
 
 /// The JSON type of a value.

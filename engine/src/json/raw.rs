@@ -14,7 +14,6 @@
 use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
 use std::fmt;
-use std::ops::Range;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -47,43 +46,15 @@ impl<'a> RawDocument<'a> {
         }
     }
 
-    /// `text` with its index (of the whole text, as [`super::scan`] gives it).
-    pub(crate) fn indexed(text: &'a str, brackets: Brackets) -> Self {
+    /// The text of a document read before (its [`RawDocument::text`], kept past the body it
+    /// was read from: see [`crate::review::HeldReview`]).
+    pub(crate) fn read_before(text: &'a str) -> Self {
         Self {
             text,
-            brackets: OnceCell::from(brackets),
+            brackets: OnceCell::new(),
             cursor: Cell::new(0),
             deep: OnceCell::new(),
         }
-    }
-
-    /// The value spanning `range` of this document's text as a document of its own, with its
-    /// share of this document's index (none when that is incomplete there: it is then built
-    /// on first need, as for any document).
-    pub(crate) fn part(&self, range: Range<usize>) -> RawDocument<'a> {
-        let brackets = self
-            .brackets
-            .get()
-            .and_then(|all| all.within(range.start, range.end))
-            .map_or_else(OnceCell::new, OnceCell::from);
-        Self {
-            text: self.text.get(range).unwrap_or_default(),
-            brackets,
-            cursor: Cell::new(0),
-            deep: OnceCell::new(),
-        }
-    }
-
-    /// Where `value`, a value of this document, lies in its text.
-    pub(crate) fn span_of(&self, value: RawJson<'_>) -> Option<Range<usize>> {
-        let start = self.offset_of(value.bytes())?;
-        Some(start..start + value.text.len())
-    }
-
-    /// The index as it stands (built, or given with the text).
-    #[cfg(test)]
-    pub(crate) fn indexed_brackets(&self) -> Option<&Brackets> {
-        self.brackets.get()
     }
 
     /// The document's text, exactly as in the body.
@@ -193,29 +164,6 @@ impl<'a> RawJson<'a> {
         self.text.as_bytes()
     }
 
-    /// The value of `key` in this object, when no key of it is spelt with escapes and `key` is
-    /// there at most once (`Some(None)` when it is not there); `None` otherwise, or when this is
-    /// not an object: the reader of an envelope that must be sure which entry is meant.
-    pub(crate) fn plain_entry(self, key: &str) -> Option<Option<Self>> {
-        if self.shape() != Shape::Object {
-            return None;
-        }
-        let mut found = None;
-        for (quoted, value) in self.entries() {
-            let name = quoted.strip_prefix('"')?.strip_suffix('"')?;
-            if name.contains('\\') {
-                return None;
-            }
-            if name == key {
-                if found.is_some() {
-                    return None;
-                }
-                found = Some(value);
-            }
-        }
-        Some(found)
-    }
-
     /// The entries of an object in text order, repeats included (see [`RawMap`]).
     fn entries(self) -> RawEntries<'a> {
         RawEntries {
@@ -230,7 +178,7 @@ impl<'a> RawJson<'a> {
 }
 
 /// JSON's white space (RFC 8259: space, tab, line feed, carriage return).
-pub(crate) fn is_whitespace_char(c: char) -> bool {
+fn is_whitespace_char(c: char) -> bool {
     matches!(c, ' ' | '\n' | '\r' | '\t')
 }
 
