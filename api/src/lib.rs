@@ -10,6 +10,8 @@
 //!   read collections;
 //! - [`shapes`]: the shapes of the built-in kinds, for the rule linter;
 //! - [`time`]: times as records, flags and messages write them (RFC 3339, short durations);
+//! - [`blame`]: what `kubectl drift blame -o json` prints: each field of an object, its owner,
+//!   and its drift with who made it and why (reference §9);
 //! - [`events`]: Drift Sentinel's Events, the edit records they carry and the audit's memory of
 //!   who made drifted fields' values (reference §6 "Events", §8 "Who and why").
 //!
@@ -18,6 +20,7 @@
 //! reverse: testkit's `layers` test), and what is built from an evaluation is the engine's
 //! (`drift_engine::record`).
 
+pub mod blame;
 pub mod connection;
 pub mod events;
 pub mod paging;

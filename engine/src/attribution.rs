@@ -238,6 +238,28 @@ pub fn attribute(
     attributed(unknown(unrecorded(owner, evidence)))
 }
 
+/// [`attribute`] for each drifted field of an audited object (a change `mutable` does not
+/// cover), the first `max` of them: what the audit and `kubectl drift blame` report.
+pub fn attribute_drift<'c, 'a>(
+    object: &Value,
+    changes: &'c [crate::evaluation::JudgedChange<'a>],
+    evidence: &Evidence<'_>,
+    max: usize,
+) -> Vec<(&'c crate::evaluation::JudgedChange<'a>, Attributed)> {
+    let owned = crate::managed::owned_fields(object);
+    changes
+        .iter()
+        .filter(|c| !c.mutable)
+        .take(max)
+        .map(|change| {
+            (
+                change,
+                attribute(object, &change.change.path, &owned, evidence),
+            )
+        })
+        .collect()
+}
+
 /// Step 1 of [`attribute`].
 fn from_records(
     object: &Value,

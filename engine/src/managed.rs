@@ -15,11 +15,15 @@ use crate::diff::{field, value_eq};
 use crate::json::Node;
 use crate::path::{FieldPath, PathSegment};
 
-/// A field of the live object owned by an imperative edit.
+/// A field of the live object and the managedFields entry that owns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedField<'v> {
     pub path: FieldPath,
     pub manager: &'v str,
+    /// `Update` or `Apply` (server-side apply).
+    pub operation: &'v str,
+    /// The entry's subresource (`scale`, `status`), when it was written through one.
+    pub subresource: Option<&'v str>,
     /// The entry's `time`, when it has one (`kubectl scale` writes none).
     pub time: Option<&'v str>,
 }
@@ -36,16 +40,49 @@ pub fn imperative_fields<'v, S: AsRef<str>>(
     object: &'v Value,
     managers: &[S],
 ) -> Vec<OwnedField<'v>> {
-    fields_where(object, |manager, update| {
-        update && managers.iter().any(|m| m.as_ref() == manager)
-    })
+    fields_where(
+        object,
+        |manager, update| update && managers.iter().any(|m| m.as_ref() == manager),
+        Granularity::WholeElements,
+    )
 }
 
 /// The fields of `object` every managedFields entry owns (any manager, `Update` or `Apply`),
 /// as [`imperative_fields`] finds them: where the audit looks up who owns a drifted field now
 /// (reference §8 "Who and why").
 pub fn owned_fields(object: &Value) -> Vec<OwnedField<'_>> {
-    fields_where(object, |_, _| true)
+    fields_where(object, |_, _| true, Granularity::WholeElements)
+}
+
+/// The fields of `object` every managedFields entry owns, each at the path of the field itself:
+/// a list element's fields apart from the element (whose own `.` names only its existence, and
+/// is left out when the entry names fields of it). Where `kubectl drift blame` finds who owns
+/// each field ([`leaf_owner`]).
+pub fn owned_leaves(object: &Value) -> Vec<OwnedField<'_>> {
+    fields_where(object, |_, _| true, Granularity::Leaves)
+}
+
+/// The entry that owns the field at `path` among `owned` ([`owned_leaves`]): of the entries
+/// owning the field itself or a whole it is part of (an atomic map or list), the one naming the
+/// longest path, then the latest by `time` (co-owners of an applied value; an entry without a
+/// time counts as oldest).
+pub fn leaf_owner<'o, 'v>(
+    owned: &'o [OwnedField<'v>],
+    path: &[PathSegment],
+) -> Option<&'o OwnedField<'v>> {
+    owned
+        .iter()
+        .filter(|f| path.starts_with(f.path.segments()))
+        .max_by(|a, b| (a.path.segments().len(), a.time).cmp(&(b.path.segments().len(), b.time)))
+}
+
+/// How finely [`fields_where`] names what an entry owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Granularity {
+    /// A list element the entry created (`.`) whole: what an imperative edit added.
+    WholeElements,
+    /// Every field at its own path.
+    Leaves,
 }
 
 /// The entry that wrote `path` last among `owned`: the latest by `time` of those owning the
@@ -63,7 +100,11 @@ pub fn owner_of<'o, 'v>(
         .max_by(|a, b| a.time.cmp(&b.time))
 }
 
-fn fields_where<'v>(object: &'v Value, keep: impl Fn(&str, bool) -> bool) -> Vec<OwnedField<'v>> {
+fn fields_where<'v>(
+    object: &'v Value,
+    keep: impl Fn(&str, bool) -> bool,
+    granularity: Granularity,
+) -> Vec<OwnedField<'v>> {
     let mut out = Vec::new();
     let Some(entries) = field(object, "metadata")
         .and_then(|m| field(m, "managedFields"))
@@ -75,7 +116,13 @@ fn fields_where<'v>(object: &'v Value, keep: impl Fn(&str, bool) -> bool) -> Vec
         let Some(manager) = field(entry, "manager").and_then(Value::as_str) else {
             continue;
         };
-        let is_update = field(entry, "operation").and_then(Value::as_str) == Some("Update");
+        let operation = field(entry, "operation")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let is_update = operation == "Update";
+        let subresource = field(entry, "subresource")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
         let fields_v1 = field(entry, "fieldsType")
             .and_then(Value::as_str)
             .is_none_or(|t| t == "FieldsV1");
@@ -87,11 +134,13 @@ fn fields_where<'v>(object: &'v Value, keep: impl Fn(&str, bool) -> bool) -> Vec
         };
         let time = field(entry, "time").and_then(Value::as_str);
         let mut path = Vec::new();
-        walk(set, object, &mut path, &mut |path| {
+        walk(set, object, &mut path, granularity, &mut |path| {
             if out.len() < MAX_OWNED_FIELDS {
                 out.push(OwnedField {
                     path: FieldPath::from(path.to_vec()),
                     manager,
+                    operation,
+                    subresource,
                     time,
                 });
             }
@@ -186,6 +235,7 @@ fn walk(
     set: &Map<String, Value>,
     live: &Value,
     path: &mut Vec<PathSegment>,
+    granularity: Granularity,
     emit: &mut dyn FnMut(&[PathSegment]),
 ) {
     for (key, child) in set {
@@ -197,12 +247,13 @@ fn walk(
         };
         let child_set = child.as_object();
         let has_children = child_set.is_some_and(|c| c.keys().any(|k| k != "."));
-        let whole_element =
-            !key.starts_with("f:") && child_set.is_some_and(|c| c.contains_key("."));
+        let whole_element = granularity == Granularity::WholeElements
+            && !key.starts_with("f:")
+            && child_set.is_some_and(|c| c.contains_key("."));
         path.push(segment);
         match child_set {
             Some(child_set) if has_children && !whole_element => {
-                walk(child_set, live_child, path, emit)
+                walk(child_set, live_child, path, granularity, emit)
             }
             _ => emit(path),
         }
@@ -320,6 +371,81 @@ mod tests {
                 ),
                 ("spec.replicas".into(), "kubectl".into(), None),
             ]
+        );
+    }
+
+    #[test]
+    fn every_field_has_its_own_owner() {
+        let o = json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}, "managedFields": [
+                {"manager": "kustomize-controller", "operation": "Apply", "time": "2026-01-03T00:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}},
+                    "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+                        "k:{\"name\":\"app\"}": {".": {}, "f:name": {}, "f:resources": {}}}}}}}},
+                {"manager": "kubectl-edit", "operation": "Update", "time": "2026-01-02T00:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                        "k:{\"name\":\"app\"}": {"f:image": {}}}}}}}},
+                {"manager": "kubectl", "operation": "Update", "subresource": "scale",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+                {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+                 "time": "2026-01-04T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:replicas": {}}}}
+            ]},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "app", "image": "a:2", "terminationMessagePath": "/dev/termination-log",
+                 "resources": {"limits": {"cpu": "1"}}}]}}},
+            "status": {"replicas": 3}
+        });
+        let owned = owned_leaves(&o);
+        assert!(
+            !owned
+                .iter()
+                .any(|f| f.path.to_string() == "spec.template.spec.containers[0]"),
+            "an element whose fields are named is not owned whole"
+        );
+        for (path, expected) in [
+            // The edit took the image from the apply (an Update takes a field from its other
+            // owners), which owns the element and its other fields.
+            (
+                "spec.template.spec.containers[0].image",
+                Some(("kubectl-edit", "Update", None)),
+            ),
+            (
+                "spec.template.spec.containers[0].name",
+                Some(("kustomize-controller", "Apply", None)),
+            ),
+            // An atomic field owns what is under it.
+            (
+                "spec.template.spec.containers[0].resources.limits.cpu",
+                Some(("kustomize-controller", "Apply", None)),
+            ),
+            // Defaulted by the API server: nobody's.
+            (
+                "spec.template.spec.containers[0].terminationMessagePath",
+                None,
+            ),
+            // Co-owned: the entry with a time is the latest.
+            (
+                "spec.replicas",
+                Some(("kustomize-controller", "Apply", None)),
+            ),
+            (
+                "status.replicas",
+                Some(("kube-controller-manager", "Update", Some("status"))),
+            ),
+            (
+                "metadata.labels.app",
+                Some(("kustomize-controller", "Apply", None)),
+            ),
+        ] {
+            let found = leaf_owner(&owned, FieldPath::parse(path).unwrap().segments())
+                .map(|f| (f.manager, f.operation, f.subresource));
+            assert_eq!(found, expected, "{path}");
+        }
+        // The whole-element view, as the audit reads imperative edits, is unchanged.
+        assert!(
+            owned_fields(&o)
+                .iter()
+                .any(|f| f.path.to_string() == "spec.template.spec.containers[0]")
         );
     }
 

@@ -76,6 +76,28 @@ pub fn interception(configuration: &Value, target: &Target<'_>) -> Interception 
     Interception::Outside(outside.join("; "))
 }
 
+/// Whether any of `configurations` sends UPDATEs of `target` to one of its webhooks: intercepted
+/// when one does; otherwise unknown when one cannot be told; otherwise outside, with each
+/// configuration's why (none at all: outside).
+pub fn interception_by(configurations: &[Value], target: &Target<'_>) -> Interception {
+    let mut outside = Vec::new();
+    let mut unknown = Vec::new();
+    for configuration in configurations {
+        match interception(configuration, target) {
+            Interception::Intercepted => return Interception::Intercepted,
+            Interception::Outside(why) => outside.push(why),
+            Interception::Unknown(why) => unknown.push(why),
+        }
+    }
+    if !unknown.is_empty() {
+        return Interception::Unknown(unknown.join("; "));
+    }
+    if outside.is_empty() {
+        return Interception::Outside("no webhook configuration is installed".to_owned());
+    }
+    Interception::Outside(outside.join("; "))
+}
+
 /// Whether one of `webhook`'s rules names UPDATE of the target's resource (not a subresource).
 fn covers(webhook: &Value, target: &Target<'_>) -> bool {
     let exact = webhook.get("matchPolicy").and_then(Value::as_str) == Some("Exact");
@@ -250,6 +272,29 @@ mod tests {
 
     fn labels(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn any_configuration_that_intercepts_decides() {
+        let ns = labels(json!({"kubernetes.io/metadata.name": "shop"}));
+        let other = json!({"metadata": {"name": "other"}, "webhooks": []});
+        let cel = json!({"metadata": {"name": "cel"}, "webhooks": [
+            {"name": "w", "matchConditions": [{"name": "c", "expression": "true"}],
+             "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments"]}]}]});
+        let t = target("deployments", "shop", Some(&ns));
+        for (configurations, expected) in [
+            (vec![other.clone(), chart_configuration()], "intercepted"),
+            (vec![other.clone(), cel.clone()], "unknown"),
+            (vec![other.clone()], "outside"),
+            (vec![], "outside"),
+        ] {
+            let found = match interception_by(&configurations, &t) {
+                Interception::Intercepted => "intercepted",
+                Interception::Unknown(_) => "unknown",
+                Interception::Outside(_) => "outside",
+            };
+            assert_eq!(found, expected, "{configurations:?}");
+        }
     }
 
     #[test]

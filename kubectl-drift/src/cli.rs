@@ -33,7 +33,8 @@ kubectl drift preview --rules DIR --old before.yaml --new after.yaml\n  \
 kubectl drift explain --rules DIR -f object.yaml\n  \
 kubectl drift audit --rules DIR -f live.yaml\n\n\
 Drift of live objects from their declared state, with the cluster's rules:\n  \
-kubectl drift audit [-n NAMESPACE | -A]\n\n\
+kubectl drift audit [-n NAMESPACE | -A]\n  \
+kubectl drift blame deploy/web      (who owns each field; drifted ones with who and why)\n\n\
 Live, from the agents (through port-forwarding) or an agent's admin API:\n  \
 kubectl drift status\n  \
 kubectl drift tail [--no-tui]\n  \
@@ -205,6 +206,24 @@ pub(crate) enum Command {
     ///
     /// Exit codes: 0 no drift, 1 drift found, 2 usage, input or cluster error.
     Audit(AuditArgs),
+    /// Who owns each field of an object, and who made its drift and why (the kubectl-blame view).
+    ///
+    /// KIND/NAME: each field of the live object (spec and the other top-level fields but status,
+    /// metadata.labels, annotations, finalizers and ownerReferences) with its value and the
+    /// metadata.managedFields entry that owns it: the field manager, the operation (Update, or
+    /// Apply for server-side apply: kubectl apply --server-side, Flux's kustomize-controller,
+    /// Argo CD) and its time. Long values are cut (…).
+    ///
+    /// The object is judged as `kubectl drift audit` judges it, with the cluster's rules (the
+    /// same engine): against client-side apply's kubectl.kubernetes.io/last-applied-configuration
+    /// annotation, and the fields imperative edits own (kubectl edit, patch, set, scale …). Each
+    /// drifted field is marked (!), with the declared and the live value, the edit that changed
+    /// it, and who made it and why the webhook let it through — read from the webhook's records
+    /// of edits (its Events, kept by the API server an hour by default) — or why that is not known.
+    ///
+    /// Exit codes: 0 shown (drifted or not), 2 usage or cluster error (the object not found, a
+    /// kind the cluster does not serve, no permission to read it).
+    Blame(BlameArgs),
     /// Set, clear or list temporary exceptions: the bypass annotation with an end.
     ///
     /// KIND/NAME --for DURATION [--reason TEXT] sets the bypass annotation of the rule that
@@ -256,6 +275,28 @@ pub(crate) struct BypassArgs {
     pub display: Display,
     #[command(flatten)]
     pub tiers: Tiers,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BlameArgs {
+    /// The object, as kubectl names it: KIND/NAME (deploy/web, sts/db, rollouts.argoproj.io/api).
+    #[arg(value_name = "KIND/NAME")]
+    pub target: String,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub display: Display,
+    #[command(flatten)]
+    pub tiers: Tiers,
+    /// Field managers whose `Update`s are imperative edits (comma-separated), as the agent's
+    /// --audit-drift-managers; default: what kubectl writes for edit, patch, set, label,
+    /// annotate, replace, rollout and scale.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub drift_managers: Option<Vec<String>>,
+    /// How long the API server keeps Events (its --event-ttl; 1h by default): an edit made
+    /// within it that the webhook's records do not name is one the webhook did not see.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub event_ttl: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

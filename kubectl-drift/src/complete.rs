@@ -190,7 +190,9 @@ async fn complete(args: &[String]) -> (Vec<String>, u32) {
         return (commands, NO_FILE_COMP);
     };
     match command {
-        "explain" | "preview" | "bypass" if words.positionals == 0 => target(&words, partial).await,
+        "explain" | "preview" | "blame" | "bypass" if words.positionals == 0 => {
+            target(&words, partial).await
+        }
         "completion" if words.positionals == 0 => {
             let shells = ["bash", "zsh", "fish"]
                 .into_iter()

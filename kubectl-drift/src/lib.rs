@@ -6,8 +6,8 @@
 //! - offline (`preview --rules --old --new`, `explain --rules -f`): [`offline`], with the rules,
 //!   namespaces and objects of files ([`files`]) and the rule linter ([`lint`]);
 //! - against the cluster: `preview` and `explain` ([`live`]), [`audit`] (also offline),
-//!   [`bypass`], [`status`] and [`tail`]: the rule ConfigMaps, the live object, the namespace's
-//!   mode annotation, the agent pods ([`cluster`]);
+//!   [`blame`], [`bypass`], [`status`] and [`tail`]: the rule ConfigMaps, the live object, the
+//!   namespace's mode annotation, the agent pods ([`cluster`]);
 //! - `completion` and the completion of `kubectl drift <TAB>` ([`complete`]).
 //!
 //! What the webhook would decide about an update, and the exit code it makes, is [`verdict`]'s;
@@ -16,6 +16,7 @@
 //! port-forward ([`cluster::forward`]).
 
 mod audit;
+mod blame;
 mod bypass;
 pub mod cli;
 mod cluster;
@@ -49,6 +50,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Plan::Explain(Explain::Cluster(plan), print) => live::explain(&plan, print).await,
         Plan::Status(plan, print) => status::run(&plan, print).await,
         Plan::Audit(plan, print) => audit::run(&plan, print).await,
+        Plan::Blame(plan, print) => blame::run(&plan, print).await,
         Plan::Bypass(plan, print) => bypass::run(&plan, print).await,
         Plan::Tail(plan) => tail::run(plan).await,
         Plan::Completion(shell) => {

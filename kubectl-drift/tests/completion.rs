@@ -96,6 +96,7 @@ fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_dri
             "tail",
             "status",
             "audit",
+            "blame",
             "bypass",
             "completion"
         ]
@@ -117,6 +118,8 @@ fn kubectl_completes_commands_flags_kinds_and_names_through_kubectl_complete_dri
     assert_eq!(found, ["deploy/web", "deploy/worker"]);
     let (found, _) = complete(&double, &["preview", "-n", "prod", "deployments/wo"]);
     assert_eq!(found, ["deployments/worker"]);
+    let (found, _) = complete(&double, &["blame", "-n", "prod", "deploy/w"]);
+    assert_eq!(found, ["deploy/web", "deploy/worker"]);
     let (found, _) = complete(&double, &["explain", "deployment.apps/"]);
     assert_eq!(found, ["deployment.apps/api"]);
     // Namespaces and contexts.

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use drift_api::events::{EditRecord, FieldAttribution, RECORD_SELECTOR, record_of};
 use drift_api::paging::Pages;
-use drift_engine::attribution::{Coverage, Evidence, Remembered, attribute};
+use drift_engine::attribution::{Coverage, Evidence, Remembered, attribute_drift};
 use drift_engine::audit::AuditedObject;
 use drift_engine::webhook_scope::{Interception, Target, interception};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -214,7 +214,6 @@ impl RunEvidence {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let owned = drift_engine::managed::owned_fields(object);
         let interception = self.scope.of(identity);
         let evidence = Evidence {
             records: self.records.get(uid).map_or(&[], Vec::as_slice),
@@ -224,13 +223,9 @@ impl RunEvidence {
         };
         let mut out = Vec::new();
         let mut kept = Vec::new();
-        for change in audit
-            .changes()
-            .iter()
-            .filter(|c| !c.mutable)
-            .take(MAX_ATTRIBUTED_FIELDS)
+        for (change, attributed) in
+            attribute_drift(object, audit.changes(), &evidence, MAX_ATTRIBUTED_FIELDS)
         {
-            let attributed = attribute(object, &change.change.path, &owned, &evidence);
             kept.extend(attributed.remember(&change.change.path));
             out.push(FieldAttribution {
                 path: change.path.clone(),

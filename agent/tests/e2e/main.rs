@@ -13,6 +13,7 @@
 mod support;
 
 mod audit;
+mod blame;
 mod bypass;
 mod chart;
 mod controllers;
@@ -59,6 +60,7 @@ fn main() {
     }
     let mut tests = Vec::new();
     tests.extend(webhook::tests());
+    tests.extend(blame::tests());
     tests.extend(audit::tests());
     tests.extend(bypass::tests());
     tests.extend(events::tests());

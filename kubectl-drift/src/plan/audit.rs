@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use super::common::{
-    ClusterTiers, Kube, OfflineRules, cluster_tiers, offline_rules, refuse_cluster_flags,
+    ClusterTiers, Kube, OfflineRules, cluster_tiers, drift_managers, offline_rules,
+    refuse_cluster_flags,
 };
 use crate::cli::AuditArgs;
 
@@ -41,17 +42,7 @@ pub(crate) enum AuditSource {
 }
 
 pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
-    let managers = args.drift_managers.clone().unwrap_or_else(|| {
-        drift_engine::DEFAULT_DRIFT_MANAGERS
-            .iter()
-            .map(|m| (*m).to_owned())
-            .collect()
-    });
-    let managers: Vec<String> = managers
-        .into_iter()
-        .map(|m| m.trim().to_owned())
-        .filter(|m| !m.is_empty())
-        .collect();
+    let managers = drift_managers(args.drift_managers.as_deref());
     if !args.judging.offline.rules.is_empty() {
         refuse_cluster_flags(&args.judging.kube, "offline audit (--rules)")?;
         if args.files.is_empty() {

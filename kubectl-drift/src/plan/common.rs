@@ -160,6 +160,21 @@ pub(super) fn cluster_tiers(tiers: &Tiers) -> anyhow::Result<ClusterTiers> {
     })
 }
 
+/// `--drift-managers`, else the engine's default, trimmed, empty names left out.
+pub(super) fn drift_managers(given: Option<&[String]>) -> Vec<String> {
+    match given {
+        Some(given) => given
+            .iter()
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .collect(),
+        None => drift_engine::DEFAULT_DRIFT_MANAGERS
+            .iter()
+            .map(|m| (*m).to_owned())
+            .collect(),
+    }
+}
+
 /// `KIND/NAME` split in two.
 pub(crate) fn split_target(target: &str) -> anyhow::Result<(String, String)> {
     match target.split_once('/') {

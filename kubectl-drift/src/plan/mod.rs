@@ -3,10 +3,12 @@
 //! A combination that cannot work is a usage error here, named in one line; the commands never
 //! look at flags again.
 //!
-//! One module per command's plan ([`edit`] for `explain` and `preview`, [`audit`], [`bypass`],
-//! [`status`], [`tail`]), each made of what [`common`] holds; [`Plan::of`] picks the command.
+//! One module per command's plan ([`edit`] for `explain` and `preview`, [`audit`], [`blame`],
+//! [`bypass`], [`status`], [`tail`]), each made of what [`common`] holds; [`Plan::of`] picks the
+//! command.
 
 mod audit;
+mod blame;
 mod bypass;
 mod common;
 mod edit;
@@ -18,6 +20,7 @@ use std::time::SystemTime;
 use crate::cli::{Cli, Command, Shell};
 
 pub(crate) use audit::{Audit, AuditSource};
+pub(crate) use blame::Blame;
 pub(crate) use bypass::{BypassAction, BypassPlan};
 pub(crate) use common::{Agents, ClusterTiers, DEFAULT_USER, Kube, OfflineRules, Print};
 pub(crate) use edit::{
@@ -34,6 +37,7 @@ pub(crate) enum Plan {
     Preview(Preview, Print),
     Status(Status, Print),
     Audit(Audit, Print),
+    Blame(Blame, Print),
     Bypass(BypassPlan, Print),
     Tail(Tail),
     Completion(Shell),
@@ -53,6 +57,7 @@ impl Plan {
             Command::Audit(args) => {
                 Plan::Audit(audit::audit(&args)?, Print::of(&args.judging.display))
             }
+            Command::Blame(args) => Plan::Blame(blame::blame(&args)?, Print::of(&args.display)),
             Command::Bypass(args) => Plan::Bypass(bypass::bypass(&args)?, Print::of(&args.display)),
             Command::Tail(args) => Plan::Tail(tail::tail(&args, now)?),
             Command::Completion(args) => Plan::Completion(args.shell),
@@ -203,6 +208,11 @@ mod tests {
             (
                 &["audit", "--resources", ","],
                 "--resources names no resource",
+            ),
+            (&["blame", "web"], "expected KIND/NAME (e.g. deploy/web)"),
+            (
+                &["blame", "deploy/web", "--event-ttl", "soon"],
+                "--event-ttl: \"soon\" is not a duration",
             ),
         ] {
             let text = error(args);
