@@ -15,12 +15,12 @@ use std::time::SystemTime;
 
 use anyhow::{Context as _, anyhow};
 use drift_api::events::{EditRecord, RECORD_SELECTOR, record_of};
+use drift_api::paging::Pages;
 use drift_engine::attribution::{Coverage, Evidence};
 use drift_engine::manifests;
 use drift_engine::webhook_scope::{self, Interception, Target};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Map, Value};
 
 use crate::cluster::{Cluster, collection_path};
@@ -181,13 +181,11 @@ async fn read_records(
         Api::namespaced(cluster.client.clone(), namespace)
     };
     let selector = format!("regarding.uid={uid}");
-    let mut params = ListParams::default()
-        .labels(RECORD_SELECTOR)
-        .fields(&selector)
-        .limit(500);
+    let mut pages = Pages::new(500);
     let mut records = Vec::new();
     let mut read = 0;
-    loop {
+    while let Some(params) = pages.next_params().filter(|_| read < MAX_RECORDS) {
+        let params = params.labels(RECORD_SELECTOR).fields(&selector);
         let page = cluster.timed(api.list(&params)).await.map_err(|e| {
             let place = if namespace.is_empty() {
                 "every namespace".to_owned()
@@ -205,13 +203,9 @@ async fn read_records(
                 .filter_map(record_of)
                 .filter(|r| r.uid == uid),
         );
-        match page.metadata.continue_ {
-            Some(next) if !next.is_empty() && read < MAX_RECORDS => {
-                params = params.continue_token(&next);
-            }
-            _ => return Ok(records),
-        }
+        pages.answered(page.metadata.continue_.as_deref());
     }
+    Ok(records)
 }
 
 /// Whether the cluster's drift-sentinel webhook configurations (those with the webhook
