@@ -9,14 +9,19 @@ pub mod audit;
 pub mod series;
 mod writer;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tokio::sync::{mpsc, watch};
 
 pub use series::{Intent, Reporter};
 
 use crate::metrics::Metrics;
 
-/// Findings waiting for the writer task.
-pub const QUEUE_CAPACITY: usize = 1024;
+/// Findings waiting for the writer task, at most.
+pub const QUEUE_CAPACITY: usize = 4096;
+/// Bytes of the findings waiting for the writer task, at most ([`Intent::weight`]).
+pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Where findings go: the queue to the writer task.
 #[derive(Clone)]
@@ -30,13 +35,16 @@ pub struct EventSink {
 pub(crate) struct EventMetrics {
     pub dropped: prometheus::IntCounterVec,
     pub writes: prometheus::IntCounterVec,
+    /// The bytes of the findings in the queue (shared by the senders and the writer).
+    pub queued_bytes: Arc<AtomicUsize>,
 }
 
 impl EventMetrics {
-    fn of(metrics: &Metrics) -> Self {
+    fn of(metrics: &Metrics, queued_bytes: Arc<AtomicUsize>) -> Self {
         Self {
             dropped: metrics.events_dropped.clone(),
             writes: metrics.event_writes.clone(),
+            queued_bytes,
         }
     }
 }
@@ -52,17 +60,15 @@ impl EventSink {
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let store = series::Store::new(reporter);
+        let metrics = EventMetrics::of(metrics, Arc::default());
         let writer = tokio::spawn(writer::run(
             client,
             store,
             receiver,
-            EventMetrics::of(metrics),
+            metrics.clone(),
             shutdown,
         ));
-        let sink = Self {
-            queue,
-            metrics: EventMetrics::of(metrics),
-        };
+        let sink = Self { queue, metrics };
         (sink, writer)
     }
 
@@ -73,13 +79,85 @@ impl EventSink {
         }
     }
 
-    /// Hands a finding to the writer, never waiting: dropped and counted when the queue is full.
+    /// Hands a finding to the writer, never waiting: dropped and counted when the queue is full
+    /// ([`QUEUE_CAPACITY`] findings or [`MAX_QUEUED_BYTES`]).
     pub fn send(&self, intent: Intent) {
-        if self.queue.try_send(intent).is_err() {
+        let weight = intent.weight();
+        let queued = &self.metrics.queued_bytes;
+        let fits = queued.fetch_add(weight, Ordering::Relaxed) + weight <= MAX_QUEUED_BYTES;
+        if !fits || self.queue.try_send(intent).is_err() {
+            queued.fetch_sub(weight, Ordering::Relaxed);
             self.metrics
                 .dropped
                 .with_label_values(&["queue_full"])
                 .inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+
+    fn finding(note_bytes: usize) -> Intent {
+        Intent {
+            regarding: series::Regarding {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+                uid: "u-1".into(),
+            },
+            type_: series::EventType::Warning,
+            reason: drift_api::events::reason::DRIFT_WARNED,
+            action: "Allow",
+            note: series::Note::Latest("n".repeat(note_bytes)),
+            user: "alice".into(),
+            rule: "ops/web".into(),
+            record: None,
+            bypass: None,
+            distinct: None,
+            at: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    /// The queue holds at most [`MAX_QUEUED_BYTES`] of findings, whatever their number: one that
+    /// does not fit is dropped and counted, and room comes back as the writer takes them.
+    #[test]
+    fn the_queue_is_bounded_in_bytes() {
+        let metrics = Metrics::new().expect("metrics");
+        let (queue, mut receiver) = mpsc::channel(QUEUE_CAPACITY);
+        let sink = EventSink {
+            queue,
+            metrics: EventMetrics::of(&metrics, Arc::default()),
+        };
+        let big = finding(MAX_QUEUED_BYTES / 3);
+        let weight = big.weight();
+        assert!(weight > MAX_QUEUED_BYTES / 3);
+        for _ in 0..3 {
+            sink.send(big.clone());
+        }
+        let dropped = || {
+            metrics
+                .events_dropped
+                .with_label_values(&["queue_full"])
+                .get()
+        };
+        // Two fit; the third would pass the bound.
+        assert_eq!(dropped(), 1);
+        assert_eq!(
+            sink.metrics.queued_bytes.load(Ordering::Relaxed),
+            2 * weight
+        );
+        // Small findings still fit beside them.
+        sink.send(finding(10));
+        assert_eq!(dropped(), 1);
+        // The writer took one: its bytes are free again.
+        let taken = receiver.try_recv().expect("a finding");
+        writer::queue_bytes(&sink.metrics, &taken);
+        sink.send(big);
+        assert_eq!(dropped(), 1);
     }
 }

@@ -95,6 +95,39 @@ pub struct Intent {
     pub at: SystemTime,
 }
 
+impl Intent {
+    /// About how many bytes it holds: what counts against the queue's bound.
+    pub fn weight(&self) -> usize {
+        let regarding = &self.regarding;
+        let note = match &self.note {
+            Note::Latest(text) => text.len(),
+            Note::Counted { last, .. } => last.len(),
+        };
+        let record = self.record.as_ref().map_or(0, |(_, edit)| {
+            edit.seen.len()
+                + edit.manager.as_ref().map_or(0, String::len)
+                + edit.time.as_ref().map_or(0, String::len)
+                + edit
+                    .fields
+                    .iter()
+                    .map(|f| f.path.len() + f.new.as_ref().map_or(0, String::len))
+                    .sum::<usize>()
+        });
+        std::mem::size_of::<Self>()
+            + regarding.api_version.len()
+            + regarding.kind.len()
+            + regarding.namespace.len()
+            + regarding.name.len()
+            + regarding.uid.len()
+            + note
+            + self.user.len()
+            + self.rule.len()
+            + record
+            + self.bypass.as_ref().map_or(0, |b| b.value.len())
+            + self.distinct.as_ref().map_or(0, String::len)
+    }
+}
+
 /// The bypass annotation an edit was made under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BypassSeen {

@@ -30,15 +30,29 @@ pub(super) async fn run(
 ) {
     let mut tick = tokio::time::interval(FLUSH_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Made once: a future made again at every turn of the loop registers its waker again.
+    let stop = stopped(&mut shutdown);
+    tokio::pin!(stop);
+    let mut batch = Vec::with_capacity(RECEIVE_BATCH);
     loop {
         tokio::select! {
-            intent = queue.recv() => match intent {
-                Some(intent) => observe(&mut store, intent, &metrics),
-                None => break,
-            },
+            received = queue.recv_many(&mut batch, RECEIVE_BATCH) => {
+                if received == 0 {
+                    break;
+                }
+                for intent in batch.drain(..) {
+                    queue_bytes(&metrics, &intent);
+                    observe(&mut store, intent, &metrics);
+                }
+                // What arrives meanwhile waits in the queue: under load the writer wakes once
+                // per period, not once per finding (a wake-up from a decision thread is a
+                // system call and a context switch on a shared core).
+                tokio::time::sleep(GATHER_PERIOD).await;
+            }
             _ = tick.tick() => flush(&client, &mut store, &metrics).await,
-            _ = stopped(&mut shutdown) => {
+            () = &mut stop => {
                 while let Ok(intent) = queue.try_recv() {
+                    queue_bytes(&metrics, &intent);
                     observe(&mut store, intent, &metrics);
                 }
                 let _ = tokio::time::timeout(FINAL_FLUSH, flush(&client, &mut store, &metrics)).await;
@@ -46,6 +60,18 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// Findings taken from the queue at one wake-up at most.
+const RECEIVE_BATCH: usize = super::QUEUE_CAPACITY;
+/// How long findings gather in the queue after the writer took some.
+const GATHER_PERIOD: Duration = Duration::from_millis(20);
+
+/// A finding left the queue: its bytes no longer count against [`super::MAX_QUEUED_BYTES`].
+pub(super) fn queue_bytes(metrics: &Metrics, intent: &Intent) {
+    metrics
+        .queued_bytes
+        .fetch_sub(intent.weight(), std::sync::atomic::Ordering::Relaxed);
 }
 
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {

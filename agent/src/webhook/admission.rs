@@ -75,10 +75,38 @@ enum Answer {
 /// What the first blocking step produced.
 enum Parsed {
     Answered(Answer),
+    /// Evaluated: the answer went through the step's [`Early`] sender.
+    Evaluated,
     /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first: the
     /// request without its objects, for the read, and the review as read, to evaluate after it
     /// (its objects' text is kept, so the body is not parsed again).
     NeedsParentLabels(Box<(AdmissionRequest, HeldReview)>),
+}
+
+/// Where an evaluation sends its answer as soon as it is recorded, before the work that only
+/// follows from it (the Events' findings, the export record) runs on the same thread: the
+/// answer never waits for that work (reference §6 "Events").
+type Early = tokio::sync::oneshot::Sender<Answer>;
+
+/// The answer of a decision step: the one sent early, or else what the step returned.
+async fn first_answer<T>(
+    step: impl std::future::Future<Output = Result<T, String>>,
+    early: tokio::sync::oneshot::Receiver<Answer>,
+) -> Result<Result<T, String>, Answer> {
+    tokio::pin!(step);
+    tokio::pin!(early);
+    tokio::select! {
+        biased;
+        Ok(answer) = &mut early => Err(answer),
+        returned = &mut step => match returned {
+            // Sent just before the step returned (or never, after a panic).
+            Ok(value) => match early.try_recv() {
+                Ok(answer) => Err(answer),
+                Err(_) => Ok(Ok(value)),
+            },
+            Err(failure) => Ok(Err(failure)),
+        },
+    }
 }
 
 /// Answers one review body within `write_timeout` of `started`.
@@ -145,61 +173,68 @@ async fn decide(
     let parse_shared = shared.clone();
     let parse_serving = serving.clone();
     let parse_race = race.clone();
-    let parsed = serving
-        .decisions
-        .run(move || {
-            if parse_race.timed_out() {
-                // It waited for a thread past the write timeout, which answered for it.
-                return Parsed::Answered(Answer::Abandoned);
-            }
-            match parse_review_raw(&body) {
-                Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
-                Ok(parsed) => {
-                    let _ = parse_race.uid.set(parsed.uid.clone());
-                    match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
-                        Some(request) => {
-                            Parsed::NeedsParentLabels(Box::new((request, parsed.hold())))
-                        }
-                        None => Parsed::Answered(evaluate_and_record(
+    let (early, answered) = tokio::sync::oneshot::channel();
+    let step = serving.decisions.run(move || {
+        if parse_race.timed_out() {
+            // It waited for a thread past the write timeout, which answered for it.
+            return Parsed::Answered(Answer::Abandoned);
+        }
+        match parse_review_raw(&body) {
+            Err(e) => Parsed::Answered(Answer::NotAReview(e.0)),
+            Ok(parsed) => {
+                let _ = parse_race.uid.set(parsed.uid.clone());
+                match needs_parent_labels(&parse_shared, &parse_serving, &parsed) {
+                    Some(request) => Parsed::NeedsParentLabels(Box::new((request, parsed.hold()))),
+                    None => {
+                        evaluate_and_record(
                             &parse_shared,
                             &parse_serving,
                             parsed,
                             None,
                             started,
                             &parse_race,
-                        )),
+                            early,
+                        );
+                        Parsed::Evaluated
                     }
                 }
             }
-        })
-        .await;
-    let (request, held) = match parsed {
-        Ok(Parsed::Answered(answer)) => return answer,
-        Ok(Parsed::NeedsParentLabels(waiting)) => *waiting,
-        Err(failure) => return Answer::Internal(failure),
+        }
+    });
+    let (request, held) = match first_answer(step, answered).await {
+        Err(answer) | Ok(Ok(Parsed::Answered(answer))) => return answer,
+        Ok(Ok(Parsed::NeedsParentLabels(waiting))) => *waiting,
+        Ok(Ok(Parsed::Evaluated)) => {
+            return Answer::Internal("the evaluation gave no answer".into());
+        }
+        Ok(Err(failure)) => return Answer::Internal(failure),
     };
     let labels = match &serving.parents {
         Some(lookup) => lookup.labels(&request).await,
         None => None,
     };
     let evaluating = serving.clone();
-    serving
-        .decisions
-        .run(move || {
-            if race.timed_out() {
-                return Answer::Abandoned;
-            }
-            evaluate_and_record(
-                &shared,
-                &evaluating,
-                held.review(),
-                labels.as_ref(),
-                started,
-                &race,
-            )
-        })
-        .await
-        .unwrap_or_else(Answer::Internal)
+    let (early, answered) = tokio::sync::oneshot::channel();
+    let step = serving.decisions.run(move || {
+        if race.timed_out() {
+            return Some(Answer::Abandoned);
+        }
+        evaluate_and_record(
+            &shared,
+            &evaluating,
+            held.review(),
+            labels.as_ref(),
+            started,
+            &race,
+            early,
+        );
+        None
+    });
+    match first_answer(step, answered).await {
+        Err(answer) | Ok(Ok(Some(answer))) => answer,
+        Ok(Ok(None)) => Answer::Internal("the evaluation gave no answer".into()),
+        Ok(Err(failure)) => Answer::Internal(failure),
+    }
 }
 
 /// A `/scale` UPDATE needs the scaled object's labels when a rule selects by labels and the
@@ -234,7 +269,8 @@ fn internal_error(uid: &str, message: &str) -> Response {
 }
 
 /// Evaluates a parsed review against the active rules and, unless the write timeout answered
-/// first, records the decision (metrics, log line, export record): the answer to give.
+/// first, records the decision (metrics, log line), sends the answer to give through `early`,
+/// and then makes what follows from it (the Events' findings, the export record).
 fn evaluate_and_record(
     shared: &Shared,
     serving: &ServeState,
@@ -242,18 +278,23 @@ fn evaluate_and_record(
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
     race: &Race,
-) -> Answer {
+    early: Early,
+) {
+    // The receiver is gone only when the request is: nothing is left to answer.
+    let give = |answer: Answer| {
+        let _ = early.send(answer);
+    };
     let request = match parsed.request {
         Ok(request) => request,
         Err(reason) => {
             if !race.decide() {
-                return Answer::Abandoned;
+                return give(Answer::Abandoned);
             }
             tracing::warn!(uid = %parsed.uid, reason = %reason, "malformed AdmissionReview");
             count_error(shared);
             let review =
                 AdmissionResponse::bad_request(&parsed.uid, reason).encode_review(parsed.version);
-            return Answer::Review(Bytes::from(review));
+            return give(Answer::Review(Bytes::from(review)));
         }
     };
     let snapshot = shared.snapshot();
@@ -275,9 +316,10 @@ fn evaluate_and_record(
     // From here on the answer is this evaluation's — unless the timeout answered first, in
     // which case nothing of it is recorded.
     if !race.decide() {
-        return Answer::Abandoned;
+        return give(Answer::Abandoned);
     }
     record(shared, &request, &evaluation, started.elapsed());
+    give(Answer::Review(encoded));
     if let Some(events) = &serving.events {
         for intent in crate::events::admission::intents_of(&request, &evaluation, context.now) {
             events.send(intent);
@@ -292,7 +334,6 @@ fn evaluate_and_record(
             tracing::error!(uid = %request.uid, "exporting the violation record failed (panic); the response is unchanged");
         }
     }
-    Answer::Review(encoded)
 }
 
 /// The metric label `resource`: `group/version/resource` as the original Go agent writes it
