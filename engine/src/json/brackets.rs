@@ -106,14 +106,27 @@ fn blocks_to_string_end(bytes: &[u8], mut i: usize) -> Result<usize, (usize, boo
     Err((i, escaped_first))
 }
 
-/// The quotes and the backslashes of one block, as bit masks (bit `i` for byte `i`). Written
-/// byte by byte over a fixed-size block, which the compiler turns into vector compares.
+/// The quotes and the backslashes of one block, as bit masks (bit `i` for byte `i`), eight
+/// bytes at a time: each byte's equality exactly in its high bit (no borrow crosses bytes), the
+/// eight high bits gathered by one multiply.
 #[inline]
 fn quotes_and_backslashes(block: &[u8; BLOCK]) -> (u64, u64) {
+    const LOW7: u64 = splat(0x7f);
+    /// The high bit of each byte of `x` that is `b`.
+    fn equal(x: u64, b: u8) -> u64 {
+        let t = x ^ splat(b);
+        !((t & LOW7).wrapping_add(LOW7) | t) & splat(0x80)
+    }
+    /// The high bits of the eight bytes as the low eight bits (byte `i`'s as bit `i`).
+    fn gather(high_bits: u64) -> u64 {
+        high_bits.wrapping_mul(0x0002_0408_1020_4081) >> 56
+    }
     let (mut quotes, mut backslashes) = (0u64, 0u64);
-    for (i, &b) in block.iter().enumerate() {
-        quotes |= u64::from(b == b'"') << i;
-        backslashes |= u64::from(b == b'\\') << i;
+    let (words, _) = block.as_chunks::<8>();
+    for (n, word) in words.iter().enumerate() {
+        let x = u64::from_le_bytes(*word);
+        quotes |= gather(equal(x, b'"')) << (8 * n);
+        backslashes |= gather(equal(x, b'\\')) << (8 * n);
     }
     (quotes, backslashes)
 }
@@ -344,6 +357,26 @@ mod tests {
             "[a-z]{0,70}",
         ];
         prop::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_found_at_every_place() {
+        for byte in 0..=255u8 {
+            for at in 0..BLOCK {
+                let mut block = [b'a'; BLOCK];
+                block[at] = byte;
+                let bit = 1u64 << at;
+                let (quotes, backslashes) = quotes_and_backslashes(&block);
+                assert_eq!(quotes, if byte == b'"' { bit } else { 0 }, "{byte} at {at}");
+                assert_eq!(
+                    backslashes,
+                    if byte == b'\\' { bit } else { 0 },
+                    "{byte} at {at}"
+                );
+            }
+        }
+        let all = [b'"'; BLOCK];
+        assert_eq!(quotes_and_backslashes(&all), (u64::MAX, 0));
     }
 
     #[test]
