@@ -4,8 +4,9 @@
 //! most once per [`WRITE_INTERVAL`]. Pure: the writer task ([`super::writer`]) feeds it intents and
 //! the time, asks for the writes that are due and reports how they went.
 //!
-//! Bounded whatever the load: at most [`MAX_SERIES`] series and [`MAX_BYPASS_SETTERS`] bypass
-//! setters are kept; a finding that finds no room is dropped and counted.
+//! Bounded whatever the load: at most [`MAX_SERIES`] series weighing at most [`MAX_SERIES_BYTES`]
+//! together, and [`MAX_BYPASS_SETTERS`] bypass setters, are kept; a finding that finds no room
+//! once the fully written series observed longest ago are forgotten is dropped and counted.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -26,6 +27,10 @@ pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 pub const WRITE_INTERVAL: Duration = Duration::from_secs(10);
 /// Series kept at once.
 pub const MAX_SERIES: usize = 4096;
+/// What the series kept weigh at most together (each [`Series::weigh`]): each holds its latest
+/// finding and an edit record of up to 8 edits, so 4,096 of them could otherwise hold ~64 MiB
+/// (reference §5 "Memory"). 4,096 ordinary series (a few KiB each) fit; large records bind it.
+pub const MAX_SERIES_BYTES: usize = 16 * 1024 * 1024;
 /// Who set which bypass annotation value on which object, kept at once.
 pub const MAX_BYPASS_SETTERS: usize = 4096;
 /// An Event's `note` is at most 1 KiB.
@@ -103,16 +108,10 @@ impl Intent {
             Note::Latest(text) => text.len(),
             Note::Counted { last, .. } => last.len(),
         };
-        let record = self.record.as_ref().map_or(0, |(_, edit)| {
-            edit.seen.len()
-                + edit.manager.as_ref().map_or(0, String::len)
-                + edit.time.as_ref().map_or(0, String::len)
-                + edit
-                    .fields
-                    .iter()
-                    .map(|f| f.path.len() + f.new.as_ref().map_or(0, String::len))
-                    .sum::<usize>()
-        });
+        let record = self
+            .record
+            .as_ref()
+            .map_or(0, |(_, edit)| edit_weight(edit));
         std::mem::size_of::<Self>()
             + regarding.api_version.len()
             + regarding.kind.len()
@@ -126,6 +125,23 @@ impl Intent {
             + self.bypass.as_ref().map_or(0, |b| b.value.len())
             + self.distinct.as_ref().map_or(0, String::len)
     }
+}
+
+/// About how many bytes one recorded edit holds.
+fn edit_weight(edit: &RecordedEdit) -> usize {
+    std::mem::size_of::<RecordedEdit>()
+        + edit.seen.len()
+        + edit.manager.as_ref().map_or(0, String::len)
+        + edit.time.as_ref().map_or(0, String::len)
+        + edit
+            .fields
+            .iter()
+            .map(|f| {
+                std::mem::size_of::<drift_api::events::RecordedField>()
+                    + f.path.len()
+                    + f.new.as_ref().map_or(0, String::len)
+            })
+            .sum::<usize>()
 }
 
 /// The bypass annotation an edit was made under.
@@ -167,11 +183,51 @@ struct Series {
     written_at: Option<SystemTime>,
     failures: u32,
     retry_at: Option<SystemTime>,
+    /// [`Series::weigh`] as last taken: what it counts in the store's `kept_bytes`.
+    weight: usize,
 }
 
 impl Series {
     fn pending(&self) -> bool {
         self.count > self.written
+    }
+
+    /// About how many bytes the series and its key hold.
+    fn weigh(&self, key: &Key) -> usize {
+        let note = |note: &Note| match note {
+            Note::Latest(text) => text.len(),
+            Note::Counted { last, .. } => last.len(),
+        };
+        let strings = |k: &Key| {
+            k.regarding.api_version.len()
+                + k.regarding.kind.len()
+                + k.regarding.namespace.len()
+                + k.regarding.name.len()
+                + k.regarding.uid.len()
+                + k.user.len()
+                + k.rule.len()
+                + k.why.as_ref().map_or(0, String::len)
+                + k.distinct.as_ref().map_or(0, String::len)
+        };
+        // The record's why is no longer than the key's, its text.
+        let record = self.record.as_ref().map_or(0, |r| {
+            r.uid.len()
+                + r.user.len()
+                + r.rule.len()
+                + key.why.as_ref().map_or(0, String::len)
+                + r.edits.iter().map(edit_weight).sum::<usize>()
+        });
+        std::mem::size_of::<Key>()
+            + std::mem::size_of::<Self>()
+            + strings(key)
+            + self.latest.weight()
+            + note(&self.first_note)
+            + record
+            // Its Event's name once created, `{name}.{nanos:x}`: counted from the start, so
+            // that a write never makes it heavier.
+            + key.regarding.name.len()
+            + 1
+            + 32
     }
 }
 
@@ -219,6 +275,8 @@ pub struct Reporter {
 pub struct Store {
     reporter: Reporter,
     series: HashMap<Key, Series>,
+    /// The sum of the kept series' weights, at most [`MAX_SERIES_BYTES`].
+    kept_bytes: usize,
     setters: HashMap<(String, String), (String, SystemTime)>,
 }
 
@@ -227,12 +285,14 @@ impl Store {
         Self {
             reporter,
             series: HashMap::new(),
+            kept_bytes: 0,
             setters: HashMap::new(),
         }
     }
 
-    /// Adds a finding: to its series, or as a new one. False when there is no room for it
-    /// (every kept series has writes pending): the caller counts it as dropped.
+    /// Adds a finding: to its series, or as a new one. False when there is no room for it, in
+    /// number or in bytes, once the fully written series observed longest ago are forgotten
+    /// (the rest have writes pending): the caller counts it as dropped.
     pub fn observe(&mut self, mut intent: Intent) -> bool {
         self.remember_setter(&intent);
         if let Some((Why::Bypass { set_by, .. }, _)) = &mut intent.record
@@ -257,19 +317,32 @@ impl Store {
             distinct: intent.distinct.clone(),
         };
         let at = intent.at;
-        if let Some(series) = self.series.get_mut(&key)
+        if let Some(series) = self.series.get(&key)
             && at.duration_since(series.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW
         {
+            // At most: the latest finding replaced, one edit more in the record.
+            let bound = series.weight - series.latest.weight()
+                + intent.weight()
+                + intent
+                    .record
+                    .as_ref()
+                    .map_or(0, |(_, edit)| edit_weight(edit));
+            if !self.make_room(&key, bound) {
+                return false;
+            }
+            let Some(series) = self.series.get_mut(&key) else {
+                return false;
+            };
             series.count = series.count.saturating_add(1);
             series.last = series.last.max(at);
             if let (Some(record), Some((_, edit))) = (&mut series.record, &intent.record) {
                 record.push(edit.clone());
             }
             series.latest = intent;
+            let weight = series.weigh(&key);
+            self.kept_bytes = self.kept_bytes - series.weight + weight;
+            series.weight = weight;
             return true;
-        }
-        if !self.series.contains_key(&key) && self.series.len() >= MAX_SERIES && !self.evict() {
-            return false;
         }
         let record = intent.record.as_ref().map(|(why, edit)| EditRecord {
             v: RECORD_VERSION,
@@ -280,40 +353,59 @@ impl Store {
             edits: vec![edit.clone()],
             omitted: 0,
         });
+        let mut series = Series {
+            first_note: intent.note.clone(),
+            latest: intent,
+            record,
+            first: at,
+            last: at,
+            count: 1,
+            name: None,
+            written: 0,
+            written_at: None,
+            failures: 0,
+            retry_at: None,
+            weight: 0,
+        };
+        series.weight = series.weigh(&key);
+        if !self.make_room(&key, series.weight) {
+            return false;
+        }
         // A series past its window starts a new Event.
-        self.series.insert(
-            key,
-            Series {
-                first_note: intent.note.clone(),
-                latest: intent,
-                record,
-                first: at,
-                last: at,
-                count: 1,
-                name: None,
-                written: 0,
-                written_at: None,
-                failures: 0,
-                retry_at: None,
-            },
-        );
+        self.kept_bytes += series.weight;
+        if let Some(old) = self.series.insert(key, series) {
+            self.kept_bytes -= old.weight;
+        }
         true
     }
 
-    /// Makes room for one series: the one observed longest ago of those fully written.
-    fn evict(&mut self) -> bool {
-        let oldest = self
-            .series
-            .iter()
-            .filter(|(_, s)| !s.pending())
-            .min_by_key(|(_, s)| s.last)
-            .map(|(k, _)| k.clone());
-        match oldest {
-            Some(key) => {
-                self.series.remove(&key);
-                true
+    /// Makes room for the series `key` to weigh `weight` (what it weighs now given back):
+    /// forgets the fully written series observed longest ago, other than it, until it fits
+    /// [`MAX_SERIES`] and [`MAX_SERIES_BYTES`]. False when it cannot.
+    fn make_room(&mut self, key: &Key, weight: usize) -> bool {
+        loop {
+            let (added, current) = self.series.get(key).map_or((1, 0), |s| (0, s.weight));
+            if self.series.len() + added <= MAX_SERIES
+                && self.kept_bytes - current + weight <= MAX_SERIES_BYTES
+            {
+                return true;
             }
-            None => false,
+            let oldest = self
+                .series
+                .iter()
+                .filter(|(k, s)| !s.pending() && *k != key)
+                .min_by_key(|(_, s)| s.last)
+                .map(|(k, _)| k.clone());
+            let Some(oldest) = oldest else {
+                return false;
+            };
+            self.forget(&oldest);
+        }
+    }
+
+    fn forget(&mut self, key: &Key) {
+        if let Some(series) = self.series.remove(key) {
+            self.kept_bytes -= series.weight;
         }
     }
 
@@ -344,8 +436,14 @@ impl Store {
     /// passed since its Event was last written, a failed write at its retry time. Fully
     /// written series past their window are forgotten.
     pub fn due(&mut self, now: SystemTime) -> Vec<Write> {
+        let kept_bytes = &mut self.kept_bytes;
         self.series.retain(|_, s| {
-            s.pending() || now.duration_since(s.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW
+            let keep = s.pending()
+                || now.duration_since(s.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW;
+            if !keep {
+                *kept_bytes -= s.weight;
+            }
+            keep
         });
         let mut writes = Vec::new();
         for (key, series) in &self.series {

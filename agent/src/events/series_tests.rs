@@ -292,3 +292,107 @@ fn the_series_kept_are_bounded() {
     assert!(store.observe(warned("one-more", at(2.0))));
     assert_eq!(store.series.len(), MAX_SERIES);
 }
+
+/// A warned edit of `fields` changed fields whose paths are `path_bytes` long each: an edit
+/// record of about `fields × path_bytes` bytes.
+fn large(user: &str, fields: usize, path_bytes: usize, time: SystemTime) -> Intent {
+    let mut intent = warned(user, time);
+    if let Some((_, edit)) = &mut intent.record {
+        edit.fields = (0..fields)
+            .map(|i| RecordedField {
+                path: format!("{i:04}{}", "p".repeat(path_bytes.saturating_sub(4))),
+                new: Some("sha256:00".into()),
+            })
+            .collect();
+    }
+    intent
+}
+
+/// The kept bytes are what the kept series weigh, within the budget.
+fn assert_bounded(store: &Store) {
+    let weighed: usize = store.series.iter().map(|(k, s)| s.weigh(k)).sum();
+    assert_eq!(store.kept_bytes, weighed);
+    assert!(
+        store.kept_bytes <= MAX_SERIES_BYTES,
+        "{} bytes kept",
+        store.kept_bytes
+    );
+}
+
+#[test]
+fn the_bytes_kept_are_bounded_and_the_newest_series_survive() {
+    // (users, fields per edit, path bytes, repeats per user, flush every n findings)
+    let rows = [
+        // ~16 KiB records, one edit each (in the record and the latest finding): about 500
+        // fit the budget.
+        (2_000, 20, 800, 1, 10),
+        // Each series grows to 8 edits of ~16 KiB, written once a user is done: about 110 fit.
+        (400, 20, 800, 8, 8),
+        // Small records: the number of series binds, not the bytes.
+        (MAX_SERIES + 500, 1, 16, 1, 50),
+    ];
+    for (users, fields, path_bytes, repeats, flush_every) in rows {
+        let mut store = Store::new(reporter());
+        let mut findings = 0usize;
+        for i in 0..users {
+            for r in 0..repeats {
+                let t = at(i as f64 * 0.01 + r as f64 * 0.001);
+                let kept = store.observe(large(&format!("user-{i}"), fields, path_bytes, t));
+                assert!(kept, "row {users}×{fields}×{path_bytes}: user-{i} dropped");
+                assert_bounded(&store);
+                findings += 1;
+                if findings.is_multiple_of(flush_every) {
+                    flush(&mut store, t, Outcome::Done);
+                }
+            }
+        }
+        let newest = (users - 20..users).map(|i| format!("user-{i}"));
+        for user in newest {
+            assert!(
+                store.series.keys().any(|k| k.user == user),
+                "row {users}×{fields}×{path_bytes}: {user} was not kept"
+            );
+        }
+        assert!(store.series.len() < users, "nothing was forgotten");
+    }
+}
+
+#[test]
+fn with_every_series_pending_a_finding_past_the_budget_is_dropped() {
+    let mut store = Store::new(reporter());
+    let mut dropped = 0;
+    for i in 0..1_000 {
+        if !store.observe(large(&format!("user-{i}"), 20, 800, at(0.0))) {
+            dropped += 1;
+        }
+        assert_bounded(&store);
+    }
+    // Nothing written yet: the series kept are the first, and the rest were dropped (counted).
+    assert!(dropped > 0);
+    assert!(store.series.keys().any(|k| k.user == "user-0"));
+    assert!(!store.series.keys().any(|k| k.user == "user-999"));
+    // A repeat that would make a kept series heavier is dropped too, and leaves it as it was.
+    let before = store.kept_bytes;
+    let count = |store: &Store| {
+        store
+            .series
+            .iter()
+            .find(|(k, _)| k.user == "user-0")
+            .map(|(_, s)| s.count)
+    };
+    if !store.observe(large("user-0", 20, 800, at(1.0))) {
+        assert_eq!(store.kept_bytes, before);
+        assert_eq!(count(&store), Some(1));
+    }
+    assert_bounded(&store);
+    // Once written, the oldest make room for the newest.
+    flush(&mut store, at(2.0), Outcome::Done);
+    assert!(store.observe(large("user-999", 20, 800, at(3.0))));
+    assert!(store.series.keys().any(|k| k.user == "user-999"));
+    assert_bounded(&store);
+    // Forgotten past their window: nothing is counted any more.
+    flush(&mut store, at(3.0), Outcome::Done);
+    store.due(at(10.0 + SERIES_WINDOW.as_secs_f64()));
+    assert!(store.series.is_empty());
+    assert_eq!(store.kept_bytes, 0);
+}
