@@ -269,8 +269,9 @@ fn internal_error(uid: &str, message: &str) -> Response {
 }
 
 /// Evaluates a parsed review against the active rules and, unless the write timeout answered
-/// first, records the decision (metrics, log line), sends the answer to give through `early`,
-/// and then makes what follows from it (the Events' findings, the export record).
+/// first, records the decision (metrics, log line),
+/// queues the export record, sends the answer to give through `early`, and then makes the
+/// Events' findings, which the answer never waits for.
 fn evaluate_and_record(
     shared: &Shared,
     serving: &ServeState,
@@ -319,12 +320,8 @@ fn evaluate_and_record(
         return give(Answer::Abandoned);
     }
     record(shared, &request, &evaluation, started.elapsed());
-    give(Answer::Review(encoded));
-    if let Some(events) = &serving.events {
-        for intent in crate::events::admission::intents_of(&request, &evaluation, context.now) {
-            events.send(intent);
-        }
-    }
+    // The export record is queued before the answer goes, so that records keep the order of
+    // the answers a caller saw (reference §7); only the Events' findings follow the answer.
     if let Some(export) = &serving.export {
         // Whatever happens to the record, the response stands.
         let exported = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -332,6 +329,12 @@ fn evaluate_and_record(
         }));
         if exported.is_err() {
             tracing::error!(uid = %request.uid, "exporting the violation record failed (panic); the response is unchanged");
+        }
+    }
+    give(Answer::Review(encoded));
+    if let Some(events) = &serving.events {
+        for intent in crate::events::admission::intents_of(&request, &evaluation, context.now) {
+            events.send(intent);
         }
     }
 }
