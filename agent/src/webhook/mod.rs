@@ -19,12 +19,9 @@ mod admission;
 mod intake;
 mod response;
 
-pub use intake::{BODY_BUDGET, Intake};
+pub use intake::{BODY_BUDGET, Intake, MAX_BODY_BYTES};
 use response::json;
 pub use response::plain;
-
-/// Largest AdmissionReview accepted (413 beyond).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Paths, timeouts and intake of the webhook listener.
 #[derive(Debug, Clone)]
@@ -202,7 +199,7 @@ pub async fn read_review_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(too_large());
+        return Err(intake::too_large());
     }
     intake
         .read_body(request, declared_length, read_timeout)
@@ -260,13 +257,6 @@ fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
         StatusCode::UNAUTHORIZED,
         refusal.message(auth.names()),
     ))
-}
-
-fn too_large() -> Response {
-    plain(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-    )
 }
 
 #[cfg(test)]
