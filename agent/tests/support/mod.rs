@@ -319,6 +319,37 @@ pub fn small_deployment(namespace: &str, replicas: i64) -> Value {
         "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
 }
 
+/// An UPDATE review (uid `after`) that changes one image of a three-container Deployment:
+/// allowed by the default rule.
+pub fn image_review() -> Value {
+    use drift_testkit::objects::{deployment_with, review};
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let new = deployment_with(["api:2", "worker:1", "proxy:1"], 3, 4);
+    review("after", &old, &new)
+}
+
+/// POSTs `body` to `url` over plain HTTP, timed: the status, the answer and how long it took.
+pub fn post_timed(url: &str, body: String) -> (u16, String, Duration) {
+    let started = Instant::now();
+    let (status, text) = post_text(&plain_client(), url, body);
+    (status, text, started.elapsed())
+}
+
+/// Nothing the agent was sent took it down: it answers its probes and judges `review` on
+/// `/validate` as before (`allowed` or denied).
+pub fn assert_still_judging(agent: &Agent, review: &Value, allowed: bool) {
+    let (status, body, _) = post_timed(&format!("{}/validate", agent.base), review.to_string());
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("a review");
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    assert_eq!(answer["response"]["allowed"], allowed, "{answer}");
+    let health = plain_client()
+        .get(format!("{}/healthz", agent.base))
+        .send()
+        .expect("healthz");
+    assert!(health.status().is_success());
+}
+
 /// An UPDATE review of Deployment `namespace/web` ([`small_deployment`]) scaled 1 → 2 by
 /// `alice`.
 pub fn replicas_review(namespace: &str) -> Value {
