@@ -122,19 +122,7 @@ impl Agent {
         }
         let mut child = command.spawn().expect("start drift-sentinel");
         let logs = Arc::new(Mutex::new(Vec::new()));
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for stream in outputs(&mut child) {
             let logs = logs.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -319,6 +307,19 @@ pub fn small_deployment(namespace: &str, replicas: i64) -> Value {
         "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
 }
 
+/// A child's stdout and stderr (those it was started with piped), to read on their own threads.
+fn outputs(child: &mut Child) -> Vec<Box<dyn std::io::Read + Send>> {
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    stdout.into_iter().chain(stderr).collect()
+}
+
 /// An UPDATE review (uid `after`) that changes one image of a three-container Deployment:
 /// allowed by the default rule.
 pub fn image_review() -> Value {
@@ -395,19 +396,7 @@ pub fn run_measured(command: &mut Command) -> (Option<i32>, String, u64) {
         .spawn()
         .expect("start the command");
     let mut readers = Vec::new();
-    for mut stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for mut stream in outputs(&mut child) {
         readers.push(std::thread::spawn(move || {
             let mut text = String::new();
             let _ = stream.read_to_string(&mut text);
