@@ -2,13 +2,12 @@
 //! them: the reporting controllers, the reasons, and the record of edits the webhook's Events
 //! carry — an [`EditRecord`] as JSON in the annotation [`EDITS_ANNOTATION`], on Events labelled
 //! [`RECORD_LABEL`] — which the audit (and `kubectl drift blame`) read back to tell who made a
-//! drifted field's live value. Also the audit's memory of what it attributed
-//! ([`AttributionMemory`], in a ConfigMap of its namespace), kept after the Events expire.
+//! drifted field's live value. Also what the audit remembers of what it attributed, kept in its
+//! Reports ([`WHO_RECORDED_PROPERTY`], [`remembered_of_report`]) after the Events expire.
 //!
 //! The join itself is the engine's (`drift_engine::attribution`), which reads and writes
 //! these types.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::events::v1::Event;
@@ -289,6 +288,16 @@ pub fn record_of(event: &Event) -> Option<EditRecord> {
     (record.is_valid() && record.uid == regarding).then_some(record)
 }
 
+/// Adds the valid records of a page of Events ([`record_of`]) to `records`, by object uid.
+pub fn add_records(
+    events: &[Event],
+    records: &mut std::collections::HashMap<String, Vec<EditRecord>>,
+) {
+    for record in events.iter().filter_map(record_of) {
+        records.entry(record.uid.clone()).or_default().push(record);
+    }
+}
+
 /// The [`EDITS_ANNOTATION`] value of `record`: its JSON, the oldest edits left out (and
 /// counted in `omitted`) until it fits [`MAX_RECORD_BYTES`]. `None` when even one edit does not
 /// fit (a record is bounded far below that: it cannot happen with records the webhook builds).
@@ -305,22 +314,6 @@ pub fn record_annotation(record: &EditRecord) -> Option<String> {
         record.edits.remove(0);
         record.omitted = record.omitted.saturating_add(1);
     }
-}
-
-/// What the audit attributed, kept in its ConfigMap ([`MEMORY_KEY`]) so that it outlives the
-/// Events it came from and the audit's restarts (reference §8 "Who and why").
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AttributionMemory {
-    /// Since when the webhook's records have been read without a gap (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub records_read_since: Option<String>,
-    /// When they were last read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub records_read_at: Option<String>,
-    /// By object uid: the attributions of its drifted fields.
-    #[serde(default)]
-    pub objects: BTreeMap<String, Vec<Remembered>>,
 }
 
 /// Who made one drifted field's live value and why it got through, as the audit's records,
@@ -340,8 +333,98 @@ impl std::fmt::Display for FieldAttribution {
     }
 }
 
-/// The key of the memory ConfigMap's `data` holding the [`AttributionMemory`] (JSON).
-pub const MEMORY_KEY: &str = "attribution.json";
+/// Who set an object's bypass annotation, as a run found it from the webhook's record: the
+/// managedFields entry owning the annotation (manager, time) and the user. Valid while that
+/// entry is the one owning it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RememberedSetter {
+    pub manager: String,
+    pub time: String,
+    pub user: String,
+}
+
+/// The name of the agent's audit's Report in each namespace, and of its ClusterReport.
+pub const AUDIT_REPORT_NAME: &str = "drift-sentinel-audit";
+/// The label (key, value) that marks the agent's audit's Reports.
+pub const AUDIT_REPORT_LABEL: (&str, &str) =
+    ("app.kubernetes.io/managed-by", "drift-sentinel-audit");
+
+/// The Report result property (a drift result's) holding what the audit attributed from the
+/// webhook's records, with the fingerprint of each value ([`Remembered`] as a JSON array), so
+/// that a restarted audit and the plugin know it after the records' Events expire (reference §8
+/// "Who and why"). `who` is the same for people; this is for reading back.
+pub const WHO_RECORDED_PROPERTY: &str = "whoRecorded";
+/// The Report result property (a bypass `skip` result's) holding its [`RememberedSetter`] (JSON).
+pub const BYPASS_SETTER_PROPERTY: &str = "bypassSetter";
+/// The most bytes a [`WHO_RECORDED_PROPERTY`] value takes: whole entries are kept, the rest left
+/// out (not remembered), so that a result stays small within its Report's 1 MiB.
+pub const MAX_WHO_RECORDED_BYTES: usize = 4096;
+
+/// The [`WHO_RECORDED_PROPERTY`] value of `recorded`: as many whole entries as fit
+/// [`MAX_WHO_RECORDED_BYTES`]; `None` when there is none to keep.
+pub fn who_recorded_property(recorded: &[Remembered]) -> Option<String> {
+    let mut kept = recorded.len();
+    while kept > 0 {
+        let text = serde_json::to_string(&recorded[..kept]).ok()?;
+        if text.len() <= MAX_WHO_RECORDED_BYTES {
+            return Some(text);
+        }
+        kept -= 1;
+    }
+    None
+}
+
+/// What a Report of the audit (`openreports.io` `Report` or `ClusterReport`, as JSON) remembers,
+/// by object uid: the recorded attributions of its drift results ([`WHO_RECORDED_PROPERTY`])
+/// and the bypass setters of its skip results ([`BYPASS_SETTER_PROPERTY`]). What cannot be read
+/// (another writer's result, a value over its bound, a record no longer valid) is left out:
+/// never a guess.
+pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
+    let mut fields = Vec::new();
+    let mut setters = Vec::new();
+    let results = report
+        .get("results")
+        .and_then(serde_json::Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for result in results {
+        let uid = result
+            .pointer("/resources/0/uid")
+            .and_then(serde_json::Value::as_str)
+            .filter(|uid| !uid.is_empty());
+        let property = |key: &str| {
+            result
+                .pointer(&format!("/properties/{key}"))
+                .and_then(serde_json::Value::as_str)
+                .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)
+        };
+        let Some(uid) = uid else { continue };
+        if let Some(text) = property(WHO_RECORDED_PROPERTY)
+            && let Ok(recorded) = serde_json::from_str::<Vec<Remembered>>(text)
+        {
+            let recorded: Vec<Remembered> = recorded
+                .into_iter()
+                .filter(|r| r.attribution.why.is_recorded() && r.attribution.user.is_some())
+                .collect();
+            if !recorded.is_empty() {
+                fields.push((uid.to_owned(), recorded));
+            }
+        }
+        if let Some(text) = property(BYPASS_SETTER_PROPERTY)
+            && let Ok(setter) = serde_json::from_str::<RememberedSetter>(text)
+        {
+            setters.push((uid.to_owned(), setter));
+        }
+    }
+    ReportMemory { fields, setters }
+}
+
+/// What one Report remembers ([`remembered_of_report`]), by object uid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportMemory {
+    pub fields: Vec<(String, Vec<Remembered>)>,
+    pub setters: Vec<(String, RememberedSetter)>,
+}
 
 #[cfg(test)]
 mod tests {

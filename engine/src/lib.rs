@@ -34,6 +34,7 @@ pub mod rule;
 pub use drift_api::time;
 pub mod truncate;
 pub mod webhook_scope;
+pub mod who;
 
 pub use audit::{Audit, AuditContext, AuditResult, DEFAULT_DRIFT_MANAGERS, SkipReason, audit};
 pub use evaluation::{Context, Detail, Evaluation, Outcome, Step, Verdict, evaluate};

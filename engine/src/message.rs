@@ -445,8 +445,14 @@ pub fn display_value(value: Option<&LazyValue<'_>>) -> String {
 /// A drifted object as text: `drifted apps/v1 Deployment shop/web (rule ops/web, enforce)`,
 /// then one indented line per drifted path — declared → live, and who changed it (the field
 /// manager, and its time when managedFields has one). At most [`MAX_DETAILED_CHANGES`] paths,
-/// then how many more; values are cut as the engine's messages cut them.
-pub fn drift_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> String {
+/// then how many more; values are cut as the engine's messages cut them. Then who made each
+/// drifted field and why (`  who: spec.replicas: user alice, warn mode`, reference §8 "Who and
+/// why"), as the agent's audit and `kubectl drift audit` print them.
+pub fn drift_text(
+    identity: &AuditedObject<'_>,
+    audit: &Audit<'_>,
+    who: &[drift_api::events::FieldAttribution],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -463,6 +469,9 @@ pub fn drift_text(identity: &AuditedObject<'_>, audit: &Audit<'_>) -> String {
     }
     if drifted.len() > MAX_DETAILED_CHANGES {
         let _ = writeln!(out, "  … and {} more", drifted.len() - MAX_DETAILED_CHANGES);
+    }
+    for field in who {
+        let _ = writeln!(out, "  who: {field}");
     }
     out
 }

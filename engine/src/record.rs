@@ -17,7 +17,7 @@ use crate::Audit;
 use crate::audit::{AuditResult, AuditedObject};
 use crate::evaluation::JudgedChange;
 use crate::json::LazyValue;
-use crate::rule::Mode;
+use crate::rule::{CompiledRule, Mode};
 
 /// The details of one evaluation (admission or audit): its first denied and changed paths,
 /// the uncovered changes with their values (and who made them, where the audit knows), and
@@ -110,15 +110,19 @@ pub fn enforcement_action(mode: Mode) -> Option<&'static str> {
 
 /// The `violation_audited` record of a drifted object (reference §8): `id` is the run's id, there is
 /// no request, and each change carries `old` (declared), `new` (live) and, for imperative edits,
-/// `manager` and `time`. `None` when the object did not drift (or its mode exports nothing).
+/// `manager` and `time`, and `who` who made each drifted field and why (reference §8 "Who and
+/// why"). `None` when the object did not drift (or its mode exports nothing).
 pub fn audited<'a>(
     run_id: &'a str,
     object: &AuditedObject<'a>,
     audit: &'a Audit<'a>,
+    who: Vec<drift_api::events::FieldAttribution>,
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let drift = audit.drift()?;
-    let action = enforcement_action(audit.mode()?)?;
+    let mode = audit.mode()?;
+    let action = enforcement_action(mode)?;
+    let rule = audit.rule()?;
     let changes = audit.changes();
     let details = details(
         &drift.denied,
@@ -130,7 +134,8 @@ pub fn audited<'a>(
         enforcement_action: Cow::Borrowed(action),
         message: Cow::Owned(audit.reason()),
         details,
-        ..of_audited(AUDIT_EVENT, run_id, object, audit, at)?
+        who,
+        ..of_audited(AUDIT_EVENT, run_id, object, rule, mode, at)
     })
 }
 
@@ -144,6 +149,8 @@ pub fn bypass_listed<'a>(
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let finding = audit.bypass.as_ref()?;
+    let rule = audit.rule()?;
+    let mode = audit.mode()?;
     Some(ViolationRecord {
         enforcement_action: Cow::Borrowed(if finding.read.is_ok() {
             "bypass"
@@ -162,24 +169,23 @@ pub fn bypass_listed<'a>(
             since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
             user: finding.user.clone().map(Cow::Owned),
         }),
-        ..of_audited(BYPASS_EVENT, run_id, object, audit, at)?
+        ..of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
     })
 }
 
 /// What every record of an audited object says, of `event_type`: the run, its time, the
-/// object, and the rule it is judged under and its mode (`None` when no rule matched). No
-/// request (an audit has none), and what was done about the object (action, message,
-/// details, bypass) left empty for the caller.
+/// object, and the rule it is judged under in `mode`. No request (an audit has none), and
+/// what was done about the object (action, message, details, bypass) left empty for the
+/// caller.
 fn of_audited<'a>(
     event_type: &'static str,
     run_id: &'a str,
     object: &AuditedObject<'a>,
-    audit: &Audit<'a>,
+    rule: &'a CompiledRule,
+    mode: Mode,
     at: SystemTime,
-) -> Option<ViolationRecord<'a>> {
-    let rule = audit.rule()?;
-    let mode = audit.mode()?;
-    Some(ViolationRecord {
+) -> ViolationRecord<'a> {
+    ViolationRecord {
         event_type: Cow::Borrowed(event_type),
         id: Cow::Borrowed(run_id),
         timestamp: Cow::Owned(format_rfc3339(at)),
@@ -199,7 +205,7 @@ fn of_audited<'a>(
         details: Details::default(),
         bypass: None,
         who: Vec::new(),
-    })
+    }
 }
 
 /// Counts one judged object under its result, and under its bypass annotation's end when it
@@ -254,10 +260,17 @@ mod tests {
         assert_eq!((counts.drifted, counts.total()), (1, 1));
         let identity = AuditedObject::of(&object, "deployments");
         assert_eq!(
-            crate::message::drift_text(&identity, &audit),
+            crate::message::drift_text(&identity, &audit, &[]),
             "drifted apps/v1 Deployment shop/web (rule ops/web, enforce)\n  spec.replicas: 2 → 5\n"
         );
-        let record = audited("run-1", &identity, &audit, SystemTime::UNIX_EPOCH).unwrap();
+        let record = audited(
+            "run-1",
+            &identity,
+            &audit,
+            Vec::new(),
+            SystemTime::UNIX_EPOCH,
+        )
+        .unwrap();
         assert_eq!(record.details.denied_paths, ["spec.replicas"]);
         assert_eq!(record.enforcement_action, "deny");
         assert_eq!(record.event_type, AUDIT_EVENT);

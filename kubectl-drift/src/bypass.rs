@@ -95,15 +95,8 @@ impl Target {
         kind: &str,
         name: &str,
     ) -> anyhow::Result<Self> {
-        let resource = resolve::resolve(cluster, kind).await?;
-        let namespace = if resource.namespaced {
-            plan.kube
-                .namespace
-                .clone()
-                .unwrap_or_else(|| cluster.default_namespace.clone())
-        } else {
-            String::new()
-        };
+        let (resource, namespace) =
+            resolve::resolve_target(cluster, kind, plan.kube.namespace.as_deref()).await?;
         let mut object = cluster
             .get(&resource.collection(&namespace), name)
             .await

@@ -293,6 +293,13 @@ pub(crate) struct BlameArgs {
     /// annotate, replace, rollout and scale.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub drift_managers: Option<Vec<String>>,
+    #[command(flatten)]
+    pub events: EventTtl,
+}
+
+/// How far back the webhook's records of edits reach (`blame` and `audit` against a cluster).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EventTtl {
     /// How long the API server keeps Events (its --event-ttl; 1h by default): an edit made
     /// within it that the webhook's records do not name is one the webhook did not see.
     #[arg(long, value_name = "DURATION", default_value = "1h")]
@@ -442,6 +449,8 @@ pub(crate) struct AuditArgs {
     /// Objects per list request against the cluster (pagination).
     #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub chunk_size: u32,
+    #[command(flatten)]
+    pub events: EventTtl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

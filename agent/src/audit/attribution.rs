@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use drift_api::events::{EditRecord, FieldAttribution, RECORD_SELECTOR, record_of};
+use drift_api::events::{EditRecord, RECORD_SELECTOR};
 use drift_api::paging::Pages;
-use drift_engine::attribution::{Coverage, Evidence, Remembered, attribute_drift};
-use drift_engine::audit::AuditedObject;
-use drift_engine::webhook_scope::{Interception, Target, interception};
+use drift_engine::attribution::Coverage;
+use drift_engine::who::{Memory, RunEvidence, WebhookScope};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
@@ -24,10 +23,6 @@ use serde_json::{Map, Value};
 
 /// Records read per run at most (pages of 500): the webhook keeps at most 4,096 series per pod.
 const MAX_RECORDS: usize = 50_000;
-/// Objects whose attributions are remembered at most.
-const MAX_REMEMBERED_OBJECTS: usize = 100_000;
-/// Drifted fields attributed per object.
-const MAX_ATTRIBUTED_FIELDS: usize = drift_engine::message::MAX_DETAILED_CHANGES;
 /// Namespaces whose labels are read per run at most (pages of 500); an object of another
 /// namespace is judged with its namespace's labels not known.
 const MAX_NAMESPACES: usize = 50_000;
@@ -42,81 +37,47 @@ pub struct Attributor {
     webhook_configuration: Option<String>,
     /// Since when the records have been read without a gap: the first read that succeeded.
     since: Option<SystemTime>,
-    memory: HashMap<String, Vec<Remembered>>,
-    /// Who set each object's bypass annotation, by its uid: the managedFields entry's (manager,
-    /// time) and the user.
-    setters: HashMap<String, BypassSetter>,
-}
-
-/// The managedFields entry (manager, time) owning a bypass annotation, and who set it.
-type BypassSetter = ((String, String), String);
-
-/// What one run joins drifted fields with.
-pub struct RunEvidence {
-    records: HashMap<String, Vec<EditRecord>>,
-    coverage: Option<Coverage>,
-    remembered: HashMap<String, Vec<Remembered>>,
-    /// What this run attributed from records: the next run's memory.
-    next: HashMap<String, Vec<Remembered>>,
-    remembered_setters: HashMap<String, BypassSetter>,
-    next_setters: HashMap<String, BypassSetter>,
-    scope: WebhookScope,
-}
-
-/// What tells whether the webhook is sent an object's UPDATEs: its configuration and the
-/// namespaces' labels, as read at the start of a run, or why that cannot be told this run.
-enum WebhookScope {
-    Read {
-        configuration: Value,
-        /// `None`: the labels could not be read.
-        namespace_labels: Option<HashMap<String, Map<String, Value>>>,
-    },
-    Unknown(String),
-}
-
-impl WebhookScope {
-    fn of(&self, identity: &AuditedObject<'_>) -> Interception {
-        let (configuration, namespace_labels) = match self {
-            WebhookScope::Read {
-                configuration,
-                namespace_labels,
-            } => (configuration, namespace_labels),
-            WebhookScope::Unknown(why) => return Interception::Unknown(why.clone()),
-        };
-        let (group, version) = identity
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", identity.api_version));
-        interception(
-            configuration,
-            &Target {
-                group,
-                version,
-                resource: identity.resource,
-                namespace: identity.namespace,
-                namespace_labels: namespace_labels
-                    .as_ref()
-                    .and_then(|labels| labels.get(identity.namespace)),
-                object_labels: Some(identity.labels),
-            },
-        )
-    }
+    /// What earlier runs attributed from records.
+    memory: Memory,
+    /// Whether the memory is still to be seeded from the audit's last Reports (Reports on, and
+    /// no run finished yet in this process).
+    seed_from_reports: bool,
 }
 
 impl Attributor {
-    pub fn new(client: kube::Client, webhook_configuration: Option<String>) -> Self {
+    /// `reports`: whether the audit writes Reports, which then seed what it remembers after a
+    /// restart (reference §8 "Who and why").
+    pub fn new(client: kube::Client, webhook_configuration: Option<String>, reports: bool) -> Self {
         Self {
             client,
             webhook_configuration,
             since: None,
-            memory: HashMap::new(),
-            setters: HashMap::new(),
+            memory: Memory::default(),
+            seed_from_reports: reports,
         }
     }
 
     /// Reads the webhook's records for a run. A failed read leaves the coverage unknown for the
     /// run (and restarts it: an edit whose record expired meanwhile must not be called unseen).
+    /// The first run of the process first reads what the audit's last Reports remember.
     pub async fn start_run(&mut self) -> RunEvidence {
+        if self.seed_from_reports {
+            match super::reports::remembered(&self.client).await {
+                Ok(memory) => {
+                    tracing::info!(
+                        objects = memory.fields.len(),
+                        bypasses = memory.setters.len(),
+                        "remembered attributions read from the audit's last Reports"
+                    );
+                    self.memory.fill_from(memory);
+                    self.seed_from_reports = false;
+                }
+                // Tried again next run: the Reports may not be readable yet.
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot read the audit's last Reports: users attributed before the restart whose Events expired are not known this run");
+                }
+            }
+        }
         let read_at = SystemTime::now();
         let records = match read_records(&self.client).await {
             Ok(records) => {
@@ -129,18 +90,16 @@ impl Attributor {
                 None
             }
         };
-        RunEvidence {
-            coverage: records
-                .as_ref()
-                .and(self.since)
-                .map(|since| Coverage { since, read_at }),
-            records: records.unwrap_or_default(),
-            remembered: std::mem::take(&mut self.memory),
-            next: HashMap::new(),
-            remembered_setters: std::mem::take(&mut self.setters),
-            next_setters: HashMap::new(),
-            scope: self.webhook_scope().await,
-        }
+        let coverage = records
+            .as_ref()
+            .and(self.since)
+            .map(|since| Coverage { since, read_at });
+        RunEvidence::new(
+            records.unwrap_or_default(),
+            coverage,
+            std::mem::take(&mut self.memory),
+            self.webhook_scope().await,
+        )
     }
 
     /// The webhook's configuration and the namespaces' labels for a run; what cannot be read
@@ -175,100 +134,15 @@ impl Attributor {
             }
         };
         WebhookScope::Read {
-            configuration,
+            configurations: vec![configuration],
             namespace_labels,
         }
     }
 
     /// Keeps what the run attributed for the next run; a run that did not see every object
     /// keeps what earlier runs remembered of the others.
-    pub fn finish_run(&mut self, mut evidence: RunEvidence, complete: bool) {
-        if !complete {
-            for (uid, remembered) in evidence.remembered {
-                if evidence.next.len() >= MAX_REMEMBERED_OBJECTS {
-                    break;
-                }
-                evidence.next.entry(uid).or_insert(remembered);
-            }
-            for (uid, setter) in evidence.remembered_setters {
-                if evidence.next_setters.len() >= MAX_REMEMBERED_OBJECTS {
-                    break;
-                }
-                evidence.next_setters.entry(uid).or_insert(setter);
-            }
-        }
-        self.memory = evidence.next;
-        self.setters = evidence.next_setters;
-    }
-}
-
-impl RunEvidence {
-    /// Who made each drifted field of `object` and why (the first [`MAX_ATTRIBUTED_FIELDS`]).
-    pub fn attribute(
-        &mut self,
-        object: &Value,
-        identity: &AuditedObject<'_>,
-        audit: &drift_engine::Audit<'_>,
-    ) -> Vec<FieldAttribution> {
-        let uid = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let interception = self.scope.of(identity);
-        let evidence = Evidence {
-            records: self.records.get(uid).map_or(&[], Vec::as_slice),
-            remembered: self.remembered.get(uid).map_or(&[], Vec::as_slice),
-            interception: &interception,
-            coverage: self.coverage,
-        };
-        let mut out = Vec::new();
-        let mut kept = Vec::new();
-        for (change, attributed) in
-            attribute_drift(object, audit.changes(), &evidence, MAX_ATTRIBUTED_FIELDS)
-        {
-            kept.extend(attributed.remember(&change.change.path));
-            out.push(FieldAttribution {
-                path: change.path.clone(),
-                attribution: attributed.attribution,
-            });
-        }
-        if !kept.is_empty() && !uid.is_empty() && self.next.len() < MAX_REMEMBERED_OBJECTS {
-            self.next.insert(uid.to_owned(), kept);
-        }
-        out
-    }
-}
-
-impl RunEvidence {
-    /// Who set the bypass annotation of the object `uid`
-    /// ([`drift_engine::attribution::bypass_setter`]), or what an earlier run found for the same
-    /// managedFields entry (kept after the record's Event expires).
-    pub fn bypass_setter(
-        &mut self,
-        uid: &str,
-        bypass: &drift_engine::audit::BypassFinding<'_>,
-    ) -> Option<String> {
-        let entry = bypass.set_by.as_ref()?;
-        let time = entry.time.as_deref()?;
-        let stamp = (entry.manager.to_string(), time.to_owned());
-        let found = self
-            .records
-            .get(uid)
-            .and_then(|records| {
-                drift_engine::attribution::bypass_setter(records, &entry.manager, time)
-            })
-            .map(str::to_owned)
-            .or_else(|| {
-                self.remembered_setters
-                    .get(uid)
-                    .filter(|(remembered, _)| *remembered == stamp)
-                    .map(|(_, user)| user.clone())
-            })?;
-        if self.next_setters.len() < MAX_REMEMBERED_OBJECTS {
-            self.next_setters
-                .insert(uid.to_owned(), (stamp, found.clone()));
-        }
-        Some(found)
+    pub fn finish_run(&mut self, evidence: RunEvidence, complete: bool) {
+        self.memory = evidence.finish(complete);
     }
 }
 
@@ -315,11 +189,7 @@ async fn read_records(
         && read < MAX_RECORDS
     {
         let page = api.list(&params.labels(RECORD_SELECTOR)).await?;
-        for event in &page.items {
-            if let Some(record) = record_of(event) {
-                records.entry(record.uid.clone()).or_default().push(record);
-            }
-        }
+        drift_api::events::add_records(&page.items, &mut records);
         read += page.items.len();
         pages.answered(page.metadata.continue_.as_deref());
     }
@@ -329,6 +199,8 @@ async fn read_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drift_engine::audit::AuditedObject;
+    use drift_engine::webhook_scope::Interception;
     use serde_json::json;
 
     fn configuration() -> Value {
@@ -349,7 +221,7 @@ mod tests {
     fn the_webhook_scope_of_an_audited_object() {
         let labels = |value: Value| value.as_object().cloned().unwrap_or_default();
         let scope = WebhookScope::Read {
-            configuration: configuration(),
+            configurations: vec![configuration()],
             namespace_labels: Some(HashMap::from([
                 (
                     "shop".to_owned(),

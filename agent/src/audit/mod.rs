@@ -150,6 +150,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             tokio::sync::Mutex::new(attribution::Attributor::new(
                 c,
                 args.webhook_configuration.clone(),
+                reports,
             ))
         }),
         events: events.as_ref().map(|(sink, _)| sink.clone()),

@@ -21,11 +21,11 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The name of every report the audit writes.
-pub const REPORT_NAME: &str = "drift-sentinel-audit";
+pub const REPORT_NAME: &str = drift_api::events::AUDIT_REPORT_NAME;
 /// The field manager of the reports.
 pub const FIELD_MANAGER: &str = "drift-sentinel-audit";
 /// The label that marks the audit's reports.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "drift-sentinel-audit");
+pub const MANAGED_BY: (&str, &str) = drift_api::events::AUDIT_REPORT_LABEL;
 /// The annotation that says how many results were left out.
 pub const OMITTED_ANNOTATION: &str = "drift-sentinel.k8s.io/omitted-results";
 pub const MAX_RESULTS: usize = 500;
@@ -54,6 +54,8 @@ pub fn severity(mode: Mode) -> &'static str {
     }
 }
 pub const VERSION: &str = "v1alpha1";
+/// Reports read a page when the audit reads back what they remember.
+const REMEMBERED_PAGE: u32 = 10;
 
 /// One namespace's report, as the run builds it.
 #[derive(Debug, Default)]
@@ -101,7 +103,7 @@ impl Reports {
         namespace: &str,
         object: &Value,
         audit: &Audit<'_>,
-        who: &[drift_api::events::FieldAttribution],
+        who: &drift_engine::who::Attributions,
         seconds: i64,
     ) {
         let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
@@ -124,7 +126,7 @@ impl Reports {
             if let (Some(finding), Some(rule), AuditResult::Skipped(SkipReason::Bypassed)) =
                 (&audit.bypass, audit.rule(), &audit.result)
             {
-                let entry = json!({
+                let mut entry = json!({
                     "source": "drift-sentinel",
                     "policy": rule.id.to_string(),
                     "rule": rule.id.to_string(),
@@ -142,6 +144,19 @@ impl Reports {
                     "resources": resources,
                     "timestamp": {"seconds": seconds, "nanos": 0},
                 });
+                // Who set it, for a restarted audit and the plugin once the record expires.
+                if let (Some(user), Some(edit)) = (&finding.user, &finding.set_by)
+                    && let Some(time) = edit.time.as_deref()
+                    && let Ok(setter) =
+                        serde_json::to_string(&drift_api::events::RememberedSetter {
+                            manager: edit.manager.to_string(),
+                            time: time.to_owned(),
+                            user: user.clone(),
+                        })
+                {
+                    entry["properties"][drift_api::events::BYPASS_SETTER_PROPERTY] =
+                        Value::String(setter);
+                }
                 pending.push(entry);
             }
             return;
@@ -163,7 +178,7 @@ impl Reports {
                 }
             }
         }
-        let entry = json!({
+        let mut entry = json!({
             "source": "drift-sentinel",
             "policy": rule.id.to_string(),
             "rule": rule.id.to_string(),
@@ -179,13 +194,18 @@ impl Reports {
                 "changedBy": truncate_bytes(&changed_by.join("; "), MAX_PATHS_BYTES),
                 // Who made the drifted fields and why it got through (reference §8 "Who and why").
                 "who": truncate_bytes(
-                    &who.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+                    &who.fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
                     MAX_PATHS_BYTES,
                 ),
             },
             "resources": resources,
             "timestamp": {"seconds": seconds, "nanos": 0},
         });
+        // What was attributed from records, with the values it is about: what a restarted
+        // audit and the plugin remember once the records' Events expire.
+        if let Some(recorded) = drift_api::events::who_recorded_property(&who.recorded) {
+            entry["properties"][drift_api::events::WHO_RECORDED_PROPERTY] = Value::String(recorded);
+        }
         pending.push(entry);
     }
 
@@ -232,6 +252,34 @@ fn api_resource(cluster: bool) -> ApiResource {
 /// Whether the OpenReports CRDs are served.
 pub async fn installed(client: &kube::Client) -> bool {
     kube::discovery::group(client, GROUP).await.is_ok()
+}
+
+/// What the audit's Reports (and ClusterReport) remember of what earlier runs attributed
+/// ([`drift_engine::who::Memory::of_reports`]): read once when the audit starts, so that a
+/// restart does not forget users whose Events have expired.
+pub async fn remembered(client: &kube::Client) -> anyhow::Result<drift_engine::who::Memory> {
+    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    let mut memory = drift_engine::who::Memory::default();
+    for cluster in [false, true] {
+        let resource = api_resource(cluster);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        // Few reports a page: each may be near 1 MiB.
+        let mut pages = drift_api::paging::Pages::new(REMEMBERED_PAGE);
+        while let Some(params) = pages.next_params() {
+            let page = api
+                .list(&params.labels(&selector))
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot list the audit's {}: {e}", resource.plural))?;
+            let reports = page
+                .items
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()?;
+            memory.fill_from(drift_engine::who::Memory::of_reports(&reports));
+            pages.answered(page.metadata.continue_.as_deref());
+        }
+    }
+    Ok(memory)
 }
 
 /// Applies every report of the run and deletes the audit's reports of namespaces it no longer
@@ -314,7 +362,13 @@ mod tests {
                 },
                 Detail::Verdict,
             );
-            reports.add("shop", &object, &audit, &[], 1_800_000_000);
+            reports.add(
+                "shop",
+                &object,
+                &audit,
+                &drift_engine::who::Attributions::default(),
+                1_800_000_000,
+            );
         }
         let (namespace, document) = reports.documents().next().unwrap();
         assert_eq!(namespace, "shop");
@@ -346,7 +400,7 @@ mod tests {
             },
             Detail::Verdict,
         );
-        cluster.add("", &json!({}), &audit, &[], 0);
+        cluster.add("", &json!({}), &audit, &Default::default(), 0);
         let (namespace, document) = cluster.documents().next().unwrap();
         assert_eq!(
             (namespace, &document["kind"]),
@@ -356,19 +410,23 @@ mod tests {
         assert_eq!(document["summary"]["skip"], 1);
     }
 
-    #[test]
-    fn a_bypassed_object_is_a_skip_result() {
-        let rule = RuleSet::build([drift_engine::RuleSource {
+    /// The rule `ops/r` for every Deployment, in `mode`.
+    fn rule_ops_r(mode: &str) -> RuleSet {
+        RuleSet::build([drift_engine::RuleSource {
             id: drift_engine::RuleId {
                 namespace: "ops".into(),
                 name: "r".into(),
             },
-            spec: drift_engine::SpecText::Yaml(
-                "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n"
-                    .into(),
-            ),
+            spec: drift_engine::SpecText::Yaml(format!(
+                "mode: {mode}\nnamespaces: ['*']\nselectors: [{{apiGroup: apps, kind: Deployment}}]\n"
+            )),
             origin: None,
-        }]);
+        }])
+    }
+
+    #[test]
+    fn a_bypassed_object_is_a_skip_result() {
+        let rule = rule_ops_r("enforce");
         let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "shop", "uid": "u",
                 "annotations": {"drift-sentinel.k8s.io/bypass": "2026-12-04T16:00:00Z"}}});
@@ -384,7 +442,7 @@ mod tests {
             Detail::Verdict,
         );
         let mut reports = Reports::default();
-        reports.add("shop", &object, &audit, &[], 0);
+        reports.add("shop", &object, &audit, &Default::default(), 0);
         let (_, document) = reports.documents().next().unwrap();
         assert_eq!(document["summary"]["skip"], 1);
         let result = &document["results"][0];
@@ -402,6 +460,60 @@ mod tests {
                 .as_str()
                 .map(str::len),
             Some(32)
+        );
+    }
+
+    #[test]
+    fn what_was_attributed_from_records_is_read_back_from_the_report() {
+        let rules = rule_ops_r("warn");
+        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-web",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                    "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":{\"replicas\":1}}"}},
+            "spec": {"replicas": 3}});
+        let audit = drift_engine::audit(
+            &rules,
+            &object,
+            &AuditContext {
+                namespace_mode: None,
+                drift_managers: &[],
+                now: std::time::SystemTime::UNIX_EPOCH,
+            },
+            Detail::Verdict,
+        );
+        let attribution = drift_api::events::Attribution {
+            user: Some("alice".into()),
+            why: drift_api::events::Why::WarnMode,
+            rule: Some("ops/r".into()),
+            seen: Some("2026-12-04T12:00:00.000000Z".into()),
+        };
+        let recorded = drift_api::events::Remembered {
+            path: "spec.replicas".into(),
+            value: drift_engine::attribution::fingerprint(Some(&json!(3))).unwrap(),
+            attribution: attribution.clone(),
+        };
+        let who = drift_engine::who::Attributions {
+            fields: vec![drift_api::events::FieldAttribution {
+                path: "spec.replicas".into(),
+                attribution,
+            }],
+            recorded: vec![recorded.clone()],
+        };
+        let mut reports = Reports::default();
+        reports.add("shop", &object, &audit, &who, 0);
+        let (_, document) = reports.documents().next().unwrap();
+        let properties = &document["results"][0]["properties"];
+        assert_eq!(properties["who"], "spec.replicas: user alice, warn mode");
+        let memory = drift_engine::who::Memory::of_reports([&document]);
+        assert_eq!(memory.fields["u-web"], vec![recorded]);
+        // Nothing recorded: no property (the map holds strings only).
+        let mut reports = Reports::default();
+        reports.add("shop", &object, &audit, &Default::default(), 0);
+        let (_, document) = reports.documents().next().unwrap();
+        assert!(
+            document["results"][0]["properties"]
+                .get(drift_api::events::WHO_RECORDED_PROPERTY)
+                .is_none()
         );
     }
 
@@ -424,17 +536,7 @@ mod tests {
     /// Policy Reporter reads: policy, rule, result, severity, category, message, properties.
     #[test]
     fn a_finding_is_the_same_result_on_every_run() {
-        let rules = RuleSet::build([drift_engine::RuleSource {
-            id: drift_engine::RuleId {
-                namespace: "ops".into(),
-                name: "r".into(),
-            },
-            spec: drift_engine::SpecText::Yaml(
-                "mode: dry-run\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n"
-                    .into(),
-            ),
-            origin: None,
-        }]);
+        let rules = rule_ops_r("dry-run");
         let object = |name: &str| {
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
@@ -452,7 +554,7 @@ mod tests {
             };
             let audit = drift_engine::audit(&rules, object, &context, Detail::Verdict);
             let mut reports = Reports::default();
-            reports.add("shop", object, &audit, &[], seconds);
+            reports.add("shop", object, &audit, &Default::default(), seconds);
             let (_, document) = reports.documents().next().unwrap();
             document["results"][0].clone()
         };

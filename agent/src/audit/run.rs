@@ -118,7 +118,7 @@ struct Progress<'s> {
     now_seconds: i64,
     /// Namespaces whose invalid mode annotation was already logged this run.
     warned: std::collections::BTreeSet<String>,
-    who: Option<super::attribution::RunEvidence>,
+    who: Option<drift_engine::who::RunEvidence>,
     events: Option<&'s crate::events::EventSink>,
 }
 
@@ -150,16 +150,20 @@ impl Progress<'_> {
             );
         }
         drift_engine::record::count(&mut self.counts, &audit);
-        if let (Some(evidence), Some(bypass)) = (&mut self.who, &mut audit.bypass) {
-            bypass.user = evidence.bypass_setter(identity.uid, bypass);
-        }
-        let who = match &mut self.who {
-            Some(evidence) if audit.is_drifted() => evidence.attribute(object, &identity, &audit),
-            _ => Vec::new(),
+        let attributions = match &mut self.who {
+            Some(evidence) => evidence.judge(object, &identity, &mut audit),
+            None => drift_engine::who::Attributions::default(),
         };
         if let Some(reports) = &mut self.reports {
-            reports.add(identity.namespace, object, &audit, &who, self.now_seconds);
+            reports.add(
+                identity.namespace,
+                object,
+                &audit,
+                &attributions,
+                self.now_seconds,
+            );
         }
+        let who = attributions.fields;
         self.list_bypass(&identity, &audit)?;
         if !audit.is_drifted() {
             return Ok(());
@@ -181,18 +185,12 @@ impl Progress<'_> {
             ));
         }
         if self.print {
-            let mut text = drift_text(&identity, &audit);
-            for field in &who {
-                text.push_str(&format!("  who: {field}\n"));
-            }
+            let text = drift_text(&identity, &audit, &who);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
         }
-        let encoded = drift_engine::record::audited(&self.id, &identity, &audit, SystemTime::now())
-            .map(|mut record| {
-                record.who = who;
-                record
-            })
-            .and_then(|record| record.encode().ok());
+        let encoded =
+            drift_engine::record::audited(&self.id, &identity, &audit, who, SystemTime::now())
+                .and_then(|record| record.encode().ok());
         self.write(encoded)
     }
 

@@ -6,13 +6,15 @@
 //! live, the manager and operation owning it, and alice and "warn mode" from the webhook's
 //! record of the edit; `-o json` is the documented document. And the errors a user meets.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use libtest_mimic::Trial;
 use serde_json::Value;
 
-use crate::env::{Env, deployment, shared, stderr, stdout, wait_for, wait_for_dry_run};
+use crate::env::{
+    Env, deployment, edit_replicas_as, shared, stderr, stdout, wait_for, wait_for_dry_run,
+    warn_rule,
+};
 use crate::plugin::kubectl_drift;
 use crate::trial;
 
@@ -26,61 +28,17 @@ pub fn tests() -> Vec<Trial> {
 const CSA_NS: &str = "e2e-blame-csa";
 const SSA_NS: &str = "e2e-blame-ssa";
 
-fn rule(ns: &str) -> String {
-    format!(
-        "mode: warn\npriority: 10\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: []\n"
-    )
-}
-
 /// Applies a warn-mode rule for `ns` and waits until the agent judges with it (a dry-run
 /// update of a `probe` Deployment is warned).
 fn warned(env: &Env, ns: &str) {
     env.apply(&deployment(ns, "probe", 1, "nginx:1.0"));
-    env.rule(ns, &rule(ns));
+    env.rule(ns, &warn_rule(ns));
     wait_for_dry_run(
         env,
         ns,
         &deployment(ns, "probe", 9, "nginx:1.0"),
         |ok, err| ok && err.contains(&format!("rule drift-system/{ns}")),
     );
-}
-
-/// A real `kubectl edit` of `deploy/name` as alice, the editor a script that sets
-/// `spec.replicas` from `from` to `to` in the file kubectl hands it.
-fn edit_replicas_as_alice(env: &Env, ns: &str, name: &str, from: u32, to: u32) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let editor: PathBuf = dir.path().join("editor.sh");
-    std::fs::write(
-        &editor,
-        format!(
-            "#!/bin/sh\nset -e\nsed -i -e '/^spec:/,/^status:/ s/^  replicas: {from}$/  replicas: {to}/' \"$1\"\n"
-        ),
-    )
-    .expect("write the editor");
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&editor)
-        .status()
-        .expect("chmod");
-    let object = format!("deploy/{name}");
-    let output = std::process::Command::new(drift_testkit::cluster::kubectl_path())
-        .args(["edit", &object, "-n", ns, "--as", "alice"])
-        .args(["--as-group", "system:masters"])
-        .env("KUBECONFIG", env.cluster.admin_kubeconfig())
-        .env("KUBE_EDITOR", &editor)
-        .env_remove("EDITOR")
-        .output()
-        .expect("run kubectl edit");
-    assert!(
-        output.status.success(),
-        "kubectl edit: {}{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    let live = env
-        .get(&["deploy", name, "-n", ns])
-        .expect("the Deployment");
-    assert_eq!(live["spec"]["replicas"], to, "the editor's change was sent");
 }
 
 /// Waits until the webhook's record of alice's warned edit of `name` is an Event.
@@ -127,7 +85,7 @@ fn blame_marks_a_kubectl_edit_of_a_client_side_applied_deployment() {
     let ns = env.namespace(CSA_NS, &[]);
     env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
     warned(&env, &ns);
-    edit_replicas_as_alice(&env, &ns, "web", 2, 5);
+    edit_replicas_as(&env, &ns, "web", "alice", 2, 5);
     wait_for_alice_record(&env, &ns, "web");
 
     let document = blame_json(&env, &ns, "web");
@@ -215,7 +173,7 @@ fn blame_marks_a_kubectl_edit_of_a_server_side_applied_deployment() {
     );
     assert!(applied.status.success(), "{}", stderr(&applied));
     warned(&env, &ns);
-    edit_replicas_as_alice(&env, &ns, "web", 2, 5);
+    edit_replicas_as(&env, &ns, "web", "alice", 2, 5);
     wait_for_alice_record(&env, &ns, "web");
 
     let document = blame_json(&env, &ns, "web");

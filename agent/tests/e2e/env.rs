@@ -368,3 +368,101 @@ pub(crate) fn binaries() -> PathBuf {
     );
     dir
 }
+
+// What the tests of Events and of the who and why share.
+
+/// A warn-mode rule for the Deployments of `ns` (nothing mutable).
+pub fn warn_rule(ns: &str) -> String {
+    format!(
+        "mode: warn\npriority: 10\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: []\n"
+    )
+}
+
+/// `kubectl patch` of `deploy/name`'s replicas as `user` (impersonated, with every right).
+pub fn patch_as(env: &Env, ns: &str, name: &str, user: &str, patch: &str) -> std::process::Output {
+    let object = format!("deploy/{name}");
+    env.kubectl(&[
+        "patch",
+        &object,
+        "-n",
+        ns,
+        "--as",
+        user,
+        "--as-group",
+        "system:masters",
+        "--type=merge",
+        "-p",
+        patch,
+    ])
+}
+
+pub fn replicas(n: u32) -> String {
+    format!(r#"{{"spec":{{"replicas":{n}}}}}"#)
+}
+
+/// The Events of `ns` with `reason` about `kind`/`name`.
+pub fn events(env: &Env, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Value> {
+    let list = env
+        .get(&["events.events.k8s.io", "-n", ns])
+        .expect("the Events");
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|e| {
+            e["reason"] == reason
+                && e["regarding"]["kind"] == kind
+                && e["regarding"]["name"] == name
+        })
+        .cloned()
+        .collect()
+}
+
+/// Applies the rule and waits until the agent applies it to `ns`.
+pub fn ruled(env: &Env, name: &str, spec: &str, ns: &str, check: impl Fn(bool, &str) -> bool) {
+    env.rule(name, spec);
+    wait_for_dry_run(
+        env,
+        name,
+        &deployment(ns, "probe", 9, "nginx:1.0"),
+        |ok, err| check(ok, err),
+    );
+}
+
+/// A real `kubectl edit` of `deploy/name` as `user`, the editor a script that sets
+/// `spec.replicas` from `from` to `to` in the file kubectl hands it.
+pub fn edit_replicas_as(env: &Env, ns: &str, name: &str, user: &str, from: u32, to: u32) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let editor: std::path::PathBuf = dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\nset -e\nsed -i -e '/^spec:/,/^status:/ s/^  replicas: {from}$/  replicas: {to}/' \"$1\"\n"
+        ),
+    )
+    .expect("write the editor");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .expect("chmod");
+    let object = format!("deploy/{name}");
+    let output = std::process::Command::new(drift_testkit::cluster::kubectl_path())
+        .args(["edit", &object, "-n", ns, "--as", user])
+        .args(["--as-group", "system:masters"])
+        .env("KUBECONFIG", env.cluster.admin_kubeconfig())
+        .env("KUBE_EDITOR", &editor)
+        .env_remove("EDITOR")
+        .output()
+        .expect("run kubectl edit");
+    assert!(
+        output.status.success(),
+        "kubectl edit: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let live = env
+        .get(&["deploy", name, "-n", ns])
+        .expect("the Deployment");
+    assert_eq!(live["spec"]["replicas"], to, "the editor's change was sent");
+}

@@ -10,7 +10,8 @@ use libtest_mimic::Trial;
 use serde_json::Value;
 
 use crate::env::{
-    AGENT_NAMESPACE, Env, deployment, shared, stderr, stdout, wait_for, wait_for_dry_run,
+    AGENT_NAMESPACE, deployment, events, patch_as, replicas, ruled, shared, stderr, stdout,
+    wait_for,
 };
 use crate::trial;
 
@@ -31,69 +32,6 @@ const AUDIT_NS: &str = "e2e-events-audit";
 const AUDIT_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events-audit]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 const DENY_NS: &str = "e2e-events-deny";
 const DENY_RULE: &str = "mode: enforce\npriority: 10\nnamespaces: [e2e-events-deny]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
-
-/// `kubectl patch` of `deploy/name`'s replicas as `user` (impersonated, with every right).
-pub(crate) fn patch_as(
-    env: &Env,
-    ns: &str,
-    name: &str,
-    user: &str,
-    patch: &str,
-) -> std::process::Output {
-    let object = format!("deploy/{name}");
-    env.kubectl(&[
-        "patch",
-        &object,
-        "-n",
-        ns,
-        "--as",
-        user,
-        "--as-group",
-        "system:masters",
-        "--type=merge",
-        "-p",
-        patch,
-    ])
-}
-
-pub(crate) fn replicas(n: u32) -> String {
-    format!(r#"{{"spec":{{"replicas":{n}}}}}"#)
-}
-
-/// The Events of `ns` with `reason` about `kind`/`name`.
-pub(crate) fn events(env: &Env, ns: &str, kind: &str, name: &str, reason: &str) -> Vec<Value> {
-    let list = env
-        .get(&["events.events.k8s.io", "-n", ns])
-        .expect("the Events");
-    list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .filter(|e| {
-            e["reason"] == reason
-                && e["regarding"]["kind"] == kind
-                && e["regarding"]["name"] == name
-        })
-        .cloned()
-        .collect()
-}
-
-/// Applies the rule and waits until the agent applies it to `ns`.
-pub(crate) fn ruled(
-    env: &Env,
-    name: &str,
-    spec: &str,
-    ns: &str,
-    check: impl Fn(bool, &str) -> bool,
-) {
-    env.rule(name, spec);
-    wait_for_dry_run(
-        env,
-        name,
-        &deployment(ns, "probe", 9, "nginx:1.0"),
-        |ok, err| check(ok, err),
-    );
-}
 
 fn a_warned_edit_is_an_event_naming_the_user_the_fields_and_the_rule() {
     let env = shared();

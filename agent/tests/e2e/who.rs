@@ -11,9 +11,10 @@ use libtest_mimic::Trial;
 use serde_json::Value;
 
 use crate::env::{
-    AGENT_NAMESPACE, Env, EnvOptions, RELEASE, deployment, shared, stderr, stdout, wait_for,
+    AGENT_NAMESPACE, Env, EnvOptions, RELEASE, deployment, events, patch_as, replicas, ruled,
+    shared, stderr, stdout, wait_for, warn_rule,
 };
-use crate::events::{events, patch_as, replicas, ruled};
+use crate::plugin::kubectl_drift;
 use crate::trial;
 
 pub fn tests() -> Vec<Trial> {
@@ -22,13 +23,9 @@ pub fn tests() -> Vec<Trial> {
         trial!(an_edit_the_unreachable_webhook_let_through_was_not_seen),
         trial!(the_bypass_listing_names_the_user_who_set_the_bypass),
         trial!(with_events_off_the_audit_writes_no_drift_detected_event),
+        trial!(the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit),
+        trial!(a_restarted_audit_names_the_user_from_its_report_after_the_event_expired),
     ]
-}
-
-fn warn_rule(ns: &str) -> String {
-    format!(
-        "mode: warn\npriority: 10\nnamespaces: [{ns}]\nselectors: [{{apiGroup: apps, kind: Deployment}}]\nmutable: []\n"
-    )
 }
 
 fn enforce_rule(ns: &str) -> String {
@@ -38,13 +35,18 @@ fn enforce_rule(ns: &str) -> String {
 /// `drift-sentinel audit --once` as `pod` against the cluster, reading the chart's webhook
 /// configuration, with `extra` flags.
 pub fn audit_once(env: &Env, pod: &str, extra: &[&str]) -> Output {
+    audit_once_reporting(env, pod, "none", extra)
+}
+
+/// [`audit_once`] with `--audit-reports reports`.
+fn audit_once_reporting(env: &Env, pod: &str, reports: &str, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
         .args(["--pod-namespace", AGENT_NAMESPACE, "--pod-name", pod])
         .args([
             "--audit-reports",
-            "none",
+            reports,
             "--webhook-configuration",
             RELEASE,
         ])
@@ -304,4 +306,128 @@ fn with_events_off_the_audit_writes_no_drift_detected_event() {
         .filter(|e| e["reportingInstance"] == "e2e-audit-quiet")
         .collect();
     assert!(written.is_empty(), "{written:#?}");
+}
+
+/// A warned `kubectl edit --as alice` of `web` in a namespace of its own, once the webhook's
+/// record of it is an Event.
+fn warned_edit_by_alice(env: &Env, namespace: &str) -> String {
+    let ns = env.namespace(namespace, &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
+    ruled(env, namespace, &warn_rule(&ns), &ns, |ok, err| {
+        ok && err.contains(&format!("rule drift-system/{namespace}"))
+    });
+    crate::env::edit_replicas_as(env, &ns, "web", "alice", 2, 5);
+    wait_for("alice's edit record", Duration::from_secs(30), || {
+        !events(env, &ns, "Deployment", "web", "DriftWarned").is_empty()
+    });
+    ns
+}
+
+/// `kubectl drift audit` (the plugin, cluster mode) tells who and why as the agent's audit
+/// does: in the object's own block, and in its `-o json` record (`who[]`).
+fn the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit() {
+    let env = shared();
+    let ns = warned_edit_by_alice(&env, "e2e-who-plugin");
+
+    let audit = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let printed = stdout(&audit);
+    assert_eq!(audit.status.code(), Some(1), "{printed}{}", stderr(&audit));
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(
+        block.contains("  spec.replicas: 2 → 5 (by kubectl-edit at ")
+            && block.contains("  who: spec.replicas: user alice, warn mode\n"),
+        "{block}\nin\n{printed}"
+    );
+
+    let json = kubectl_drift(&env, &["audit", "-n", &ns, "-o", "json"]);
+    assert_eq!(json.status.code(), Some(1), "{}", stderr(&json));
+    let report: Value = serde_json::from_str(&stdout(&json)).expect("audit -o json");
+    let web = report["drifted"]
+        .as_array()
+        .expect("drifted")
+        .iter()
+        .find(|r| r["resourceName"] == "web")
+        .unwrap_or_else(|| panic!("web not drifted in {report:#}"));
+    let who = &web["who"][0];
+    assert_eq!(who["path"], "spec.replicas", "{web:#}");
+    assert_eq!(who["user"], "alice", "{web:#}");
+    assert_eq!(who["why"]["kind"], "warn-mode", "{web:#}");
+    assert_eq!(who["rule"], "drift-system/e2e-who-plugin", "{web:#}");
+}
+
+/// Issue 43 item 2: once the audit has the user, it keeps it after the Event expires, across a
+/// restart — from what its last Report remembers (`properties.whoRecorded`). Deleting the
+/// webhook's Event stands in for its expiry; each `--audit-once` is a new process.
+fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
+    let env = shared();
+    let crds =
+        std::fs::read_to_string(crate::env::workspace().join("testkit/crds/openreports.yaml"))
+            .expect("the OpenReports CRDs");
+    env.apply(&crds);
+    let ns = warned_edit_by_alice(&env, "e2e-who-memory");
+    let alice = "  who: spec.replicas: user alice, warn mode\n";
+
+    let first = audit_once_reporting(&env, "e2e-audit-memory", "openreports", &[]);
+    let printed = stdout(&first);
+    assert_eq!(first.status.code(), Some(1), "{printed}{}", stderr(&first));
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(block.contains(alice), "{block}\nin\n{printed}");
+    let report = env
+        .get(&["reports.openreports.io", "drift-sentinel-audit", "-n", &ns])
+        .expect("the namespace's Report");
+    let result = &report["results"][0];
+    assert_eq!(
+        result["properties"]["who"],
+        "spec.replicas: user alice, warn mode"
+    );
+    assert!(
+        result["properties"]["whoRecorded"]
+            .as_str()
+            .is_some_and(|r| r.contains("\"alice\"") && r.contains("sha256:")),
+        "{result:#}"
+    );
+
+    // The Event expires.
+    let deleted = env.kubectl(&[
+        "delete",
+        "events.events.k8s.io",
+        "-n",
+        &ns,
+        "-l",
+        "drift-sentinel.k8s.io/edit-record=v1",
+    ]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    assert!(events(&env, &ns, "Deployment", "web", "DriftWarned").is_empty());
+
+    // A new audit process: only the Report can tell it.
+    let second = audit_once_reporting(&env, "e2e-audit-memory", "openreports", &[]);
+    let printed = stdout(&second);
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "{printed}{}",
+        stderr(&second)
+    );
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(block.contains(alice), "{block}\nin\n{printed}");
+    // The plugin reads the same memory.
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let printed = stdout(&plugin);
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(
+        block.contains(alice),
+        "{block}\nin\n{printed}{}",
+        stderr(&plugin)
+    );
+
+    // Without the Report (an audit that writes none, and reads none) the user is not known:
+    // never a guess.
+    let forgetful = audit_once(&env, "e2e-audit-memory-none", &[]);
+    let printed = stdout(&forgetful);
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(
+        block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
+        "{block}\nin\n{printed}"
+    );
 }

@@ -4,9 +4,15 @@
 //! cluster's drift-sentinel webhook intercepts), and their objects listed page by page — each
 //! page judged and dropped before the next is read.
 
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
 use anyhow::{Context as _, anyhow};
+use drift_api::events::EditRecord;
 use drift_api::paging::Pages;
+use drift_engine::attribution::Coverage;
 use drift_engine::manifests::{self, Namespaces};
+use drift_engine::who::{Memory, RunEvidence};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::Api;
 use kube::api::ListParams;
@@ -15,34 +21,41 @@ use serde_json::Value;
 
 use super::report::{Report, Run};
 use crate::cluster::{Cluster, collection_path};
-use crate::live::{self, resolve};
+use crate::live::{self, resolve, who};
 use crate::plan::{ClusterTiers, Kube};
 
 /// The label the chart puts on its objects, the webhook configuration included.
 const CHART_LABEL: &str = "app.kubernetes.io/name=drift-sentinel";
 
-/// Audits the objects of `namespace` (the context's unless `all_namespaces`).
-pub(super) async fn audit(
-    kube: &Kube,
-    tiers: &ClusterTiers,
-    all_namespaces: bool,
-    resources: Option<&[(String, String)]>,
-    chunk: u32,
-    managers: &[String],
-) -> anyhow::Result<Report> {
-    let cluster = live::connect(kube).await?;
-    let scope = (!all_namespaces).then(|| {
-        kube.namespace
+/// What a run against the cluster audits, as the plan says.
+pub(super) struct Scope<'p> {
+    pub kube: &'p Kube,
+    pub tiers: &'p ClusterTiers,
+    pub all_namespaces: bool,
+    pub resources: Option<&'p [(String, String)]>,
+    pub chunk: u32,
+    /// The API server's `--event-ttl`.
+    pub event_ttl: Duration,
+}
+
+/// Audits the objects of `namespace` (the context's unless `all_namespaces`), telling who made
+/// each drift and who set each bypass as the agent's audit tells them.
+pub(super) async fn audit(plan: &Scope<'_>, managers: &[String]) -> anyhow::Result<Report> {
+    let cluster = live::connect(plan.kube).await?;
+    let scope = (!plan.all_namespaces).then(|| {
+        plan.kube
+            .namespace
             .clone()
             .unwrap_or_else(|| cluster.default_namespace.clone())
     });
-    let (rules, namespaces, webhook, served) = tokio::join!(
-        live::tiered_rules(&cluster, tiers),
+    let (rules, namespaces, webhook, served, evidence) = tokio::join!(
+        live::tiered_rules(&cluster, plan.tiers),
         read_namespaces(&cluster, scope.as_deref()),
-        webhook_resources(&cluster, resources),
+        webhook_resources(&cluster, plan.resources),
         resolve::listable(&cluster),
+        evidence(&cluster, scope.as_deref(), plan.event_ttl),
     );
-    let (rules, namespaces, served) = (rules?, namespaces?, served?);
+    let (rules, (namespace_objects, namespaces), served) = (rules?, namespaces?, served?);
     let selected: Vec<resolve::Resource> = served
         .into_iter()
         .filter(|r| scope.is_none() || r.namespaced)
@@ -53,11 +66,59 @@ pub(super) async fn audit(
             drift_engine::audit::selects_kind(&rules, &r.group, &r.kind, intercepted)
         })
         .collect();
-    let mut run = Run::new(&rules, &namespaces, managers, scope.clone());
+    let mut run = Run::new(&rules, &namespaces, managers, scope.clone())
+        .with_who(evidence.into_run(&namespace_objects));
     for resource in &selected {
-        list(&cluster, resource, scope.as_deref(), chunk, &mut run).await?;
+        list(&cluster, resource, scope.as_deref(), plan.chunk, &mut run).await?;
     }
     Ok(run.into_report())
+}
+
+/// What the run joins drifted objects with, read once: the webhook's records in the audited
+/// namespace (every namespace with `-A`), the webhook configurations and what the agent's
+/// audit remembers in its Reports. What cannot be read is said on stderr and in each
+/// attribution ("could not be read"), never guessed.
+struct Evidence {
+    records: Result<HashMap<String, Vec<EditRecord>>, String>,
+    configurations: Result<Vec<Value>, String>,
+    remembered: Memory,
+    coverage: Coverage,
+}
+
+async fn evidence(cluster: &Cluster, scope: Option<&str>, event_ttl: Duration) -> Evidence {
+    let now = SystemTime::now();
+    let (records, configurations, remembered) = tokio::join!(
+        who::read_records(cluster, scope, None),
+        who::webhook_configurations(cluster),
+        who::remembered(cluster, scope),
+    );
+    for note in [records.as_ref().err(), remembered.as_ref().err()]
+        .into_iter()
+        .flatten()
+    {
+        eprintln!("kubectl drift audit: {note}");
+    }
+    Evidence {
+        records,
+        configurations,
+        remembered: remembered.unwrap_or_default(),
+        coverage: who::coverage(now, event_ttl),
+    }
+}
+
+impl Evidence {
+    /// The engine's evidence of the run; `namespaces`: the Namespaces read (for their labels,
+    /// which the webhook's namespaceSelector reads).
+    fn into_run(self, namespaces: &[Value]) -> RunEvidence {
+        let scope = who::webhook_scope(self.configurations, namespaces);
+        let coverage = self.records.is_ok().then_some(self.coverage);
+        RunEvidence::new(
+            self.records.unwrap_or_default(),
+            coverage,
+            self.remembered,
+            scope,
+        )
+    }
 }
 
 /// Every object of `resource` in `namespace` (every namespace when `None`), `chunk` a page,
@@ -107,8 +168,11 @@ async fn list(
     Ok(())
 }
 
-/// The Namespaces' mode annotations: every namespace's (metadata only), or the one audited.
-async fn read_namespaces(cluster: &Cluster, scope: Option<&str>) -> anyhow::Result<Namespaces> {
+/// The Namespaces (metadata) and their mode annotations: every namespace's, or the one audited.
+async fn read_namespaces(
+    cluster: &Cluster,
+    scope: Option<&str>,
+) -> anyhow::Result<(Vec<Value>, Namespaces)> {
     let collection = collection_path("", "v1", None, "namespaces");
     let mut found = match scope {
         None => cluster.list(&collection, true).await.with_context(|| {
@@ -131,7 +195,8 @@ async fn read_namespaces(cluster: &Cluster, scope: Option<&str>) -> anyhow::Resu
     for namespace in &mut found {
         namespace["kind"] = Value::from("Namespace");
     }
-    Ok(manifests::namespaces(&found))
+    let namespaces = manifests::namespaces(&found);
+    Ok((found, namespaces))
 }
 
 /// What a `*` selector audits: `--resources`, else the resources the chart's webhook

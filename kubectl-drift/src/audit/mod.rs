@@ -54,13 +54,17 @@ pub(crate) async fn run(plan: &Audit, print: Print) -> anyhow::Result<Verdict> {
             resources,
             chunk,
             tiers,
+            event_ttl,
         } => {
             cluster::audit(
-                kube,
-                tiers,
-                *all_namespaces,
-                resources.as_deref(),
-                *chunk,
+                &cluster::Scope {
+                    kube,
+                    tiers,
+                    all_namespaces: *all_namespaces,
+                    resources: resources.as_deref(),
+                    chunk: *chunk,
+                    event_ttl: *event_ttl,
+                },
                 &plan.managers,
             )
             .await?

@@ -8,6 +8,7 @@ use drift_engine::RuleSet;
 use drift_engine::audit::AuditedObject;
 use drift_engine::manifests::Namespaces;
 use drift_engine::message::{bypass_text, drift_text};
+use drift_engine::who::RunEvidence;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -52,6 +53,9 @@ pub(super) struct Run<'r> {
     namespaces: &'r Namespaces,
     managers: &'r [String],
     report: Report,
+    /// Against the cluster: who made the drifted fields and who set the bypasses (reference §8
+    /// "Who and why"), as the agent's audit tells them.
+    who: Option<RunEvidence>,
 }
 
 impl<'r> Run<'r> {
@@ -73,7 +77,14 @@ impl<'r> Run<'r> {
                 bypassed: Vec::new(),
                 text: Vec::new(),
             },
+            who: None,
         }
+    }
+
+    /// Tells who made each drifted field and who set each bypass from `evidence`.
+    pub(super) fn with_who(mut self, evidence: RunEvidence) -> Self {
+        self.who = Some(evidence);
+        self
     }
 
     /// What the run found.
@@ -83,7 +94,7 @@ impl<'r> Run<'r> {
 
     /// Judges one object of `resource` (its plural), keeping what a drifted one shows.
     pub(super) fn audit_one(&mut self, object: &Value, resource: &str) {
-        let Some(audit) = drift_engine::audit::audit_object(
+        let Some(mut audit) = drift_engine::audit::audit_object(
             self.rules,
             self.namespaces,
             object,
@@ -94,6 +105,10 @@ impl<'r> Run<'r> {
         };
         drift_engine::record::count(&mut self.report.counts, &audit);
         let identity = AuditedObject::of(object, resource);
+        let who = match &mut self.who {
+            Some(evidence) => evidence.judge(object, &identity, &mut audit).fields,
+            None => Vec::new(),
+        };
         // Listed first, as the agent prints them.
         if let Some(text) = bypass_text(&identity, &audit)
             && let Some(record) = drift_engine::record::bypass_listed(
@@ -115,13 +130,18 @@ impl<'r> Run<'r> {
         }
         // A drifted object always has a record (its mode is not off); text and record go
         // together so that `-o text` and `-o json` show the same objects.
-        if let Some(record) =
-            drift_engine::record::audited(&self.report.id, &identity, &audit, SystemTime::now())
-            && let Ok(value) = serde_json::to_value(&record)
+        let text = drift_text(&identity, &audit, &who);
+        if let Some(record) = drift_engine::record::audited(
+            &self.report.id,
+            &identity,
+            &audit,
+            who,
+            SystemTime::now(),
+        ) && let Ok(value) = serde_json::to_value(&record)
         {
             self.report.drifted.push(value);
             self.report.text.push(Printed {
-                text: drift_text(&identity, &audit),
+                text,
                 found: Found::Drifted {
                     enforce: audit.mode() == Some(drift_engine::rule::Mode::Enforce),
                 },

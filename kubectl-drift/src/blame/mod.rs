@@ -14,43 +14,32 @@ mod view;
 use std::time::SystemTime;
 
 use anyhow::{Context as _, anyhow};
-use drift_api::events::{EditRecord, RECORD_SELECTOR, record_of};
-use drift_api::paging::Pages;
-use drift_engine::attribution::{Coverage, Evidence};
+use drift_engine::attribution::Evidence;
+use drift_engine::audit::AuditedObject;
 use drift_engine::manifests;
-use drift_engine::webhook_scope::{self, Interception, Target};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use serde_json::{Map, Value};
+use drift_engine::who::Memory;
+use serde_json::Value;
 
 use crate::cluster::{Cluster, collection_path};
-use crate::live::{self, resolve};
+use crate::live::{self, resolve, who};
 use crate::plan::{Blame, Print};
-use crate::verdict::{Verdict, WEBHOOK_NAME};
-
-/// Records read at most for one object (pages of 500): the webhook keeps a handful of Events per
-/// object (one series per user and finding).
-const MAX_RECORDS: usize = 5_000;
+use crate::verdict::Verdict;
 
 /// Shows the blame of the plan's object.
 pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
     let cluster = live::connect(&plan.kube).await?;
-    let resource = resolve::resolve(&cluster, &plan.kind)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot blame {}/{}: `kubectl api-resources` lists the kinds the cluster serves",
-                plan.kind, plan.name
-            )
-        })?;
-    let namespace = if resource.namespaced {
-        plan.kube
-            .namespace
-            .clone()
-            .unwrap_or_else(|| cluster.default_namespace.clone())
-    } else {
-        String::new()
-    };
+    let (resource, namespace) = resolve::resolve_target(
+        &cluster,
+        &plan.kind,
+        plan.kube.namespace.as_deref(),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "cannot blame {}/{}: `kubectl api-resources` lists the kinds the cluster serves",
+            plan.kind, plan.name
+        )
+    })?;
     let object = read_object(&cluster, &resource, &namespace, &plan.name).await?;
     let (rules, namespace_object) = tokio::join!(
         live::tiered_rules(&cluster, &plan.tiers),
@@ -71,26 +60,28 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let (records, interception) = tokio::join!(
-            read_records(&cluster, &namespace, uid),
-            read_interception(&cluster, &resource, &namespace, &object, &namespace_object),
+        let (records, configurations, remembered) = tokio::join!(
+            who::read_records(&cluster, Some(&namespace), Some(uid)),
+            who::webhook_configurations(&cluster),
+            who::remembered(&cluster, Some(&namespace)),
         );
         let coverage = match &records {
-            Ok(_) => Some(Coverage {
-                since: now
-                    .checked_sub(plan.event_ttl)
-                    .unwrap_or(SystemTime::UNIX_EPOCH),
-                read_at: now,
-            }),
+            Ok(_) => Some(who::coverage(now, plan.event_ttl)),
             Err(e) => {
                 notes.push(e.clone());
                 None
             }
         };
+        let remembered = remembered.unwrap_or_else(|e| {
+            notes.push(e);
+            Memory::default()
+        });
+        let scope = who::webhook_scope(configurations, &namespace_object);
+        let interception = scope.of(&AuditedObject::of(&object, &resource.plural));
         let records = records.unwrap_or_default();
         let evidence = Evidence {
-            records: &records,
-            remembered: &[],
+            records: records.get(uid).map_or(&[], Vec::as_slice),
+            remembered: remembered.fields.get(uid).map_or(&[], Vec::as_slice),
             interception: &interception,
             coverage,
         };
@@ -166,95 +157,4 @@ async fn read_namespace(cluster: &Cluster, namespace: &str) -> anyhow::Result<Ve
             n
         })
         .collect())
-}
-
-/// The webhook's records of edits of the object (uid `uid`): its Events labelled as carrying
-/// one, in the object's namespace. `Err` is a note saying why they could not be read.
-async fn read_records(
-    cluster: &Cluster,
-    namespace: &str,
-    uid: &str,
-) -> Result<Vec<EditRecord>, String> {
-    let api: Api<Event> = if namespace.is_empty() {
-        Api::all(cluster.client.clone())
-    } else {
-        Api::namespaced(cluster.client.clone(), namespace)
-    };
-    let selector = format!("regarding.uid={uid}");
-    let mut pages = Pages::new(500);
-    let mut records = Vec::new();
-    let mut read = 0;
-    while let Some(params) = pages.next_params().filter(|_| read < MAX_RECORDS) {
-        let params = params.labels(RECORD_SELECTOR).fields(&selector);
-        let page = cluster.timed(api.list(&params)).await.map_err(|e| {
-            let place = if namespace.is_empty() {
-                "every namespace".to_owned()
-            } else {
-                format!("namespace {namespace}")
-            };
-            format!(
-                "the webhook's records of edits (Events labelled {RECORD_SELECTOR}) could not be read: {e}; the users of drifted fields are not known (blame needs list on events.k8s.io events in {place})"
-            )
-        })?;
-        read += page.items.len();
-        records.extend(
-            page.items
-                .iter()
-                .filter_map(record_of)
-                .filter(|r| r.uid == uid),
-        );
-        pages.answered(page.metadata.continue_.as_deref());
-    }
-    Ok(records)
-}
-
-/// Whether the cluster's drift-sentinel webhook configurations (those with the webhook
-/// `validate.drift-sentinel.k8s.io`) send the object's UPDATEs to the webhook.
-async fn read_interception(
-    cluster: &Cluster,
-    resource: &resolve::Resource,
-    namespace: &str,
-    object: &Value,
-    namespace_object: &[Value],
-) -> Interception {
-    let collection = collection_path(
-        "admissionregistration.k8s.io",
-        "v1",
-        None,
-        "validatingwebhookconfigurations",
-    );
-    let listed = match cluster.list(&collection, false).await {
-        Ok(listed) => listed,
-        Err(e) => {
-            return Interception::Unknown(format!(
-                "the webhook configurations could not be read ({e})"
-            ));
-        }
-    };
-    let ours: Vec<Value> = listed
-        .into_iter()
-        .filter(|c| {
-            c.get("webhooks")
-                .and_then(Value::as_array)
-                .is_some_and(|hooks| hooks.iter().any(|h| h["name"] == WEBHOOK_NAME))
-        })
-        .collect();
-    let no_labels = Map::new();
-    let target = Target {
-        group: &resource.group,
-        version: &resource.version,
-        resource: &resource.plural,
-        namespace,
-        namespace_labels: if namespace.is_empty() {
-            None
-        } else {
-            Some(labels_of(namespace_object.first()).unwrap_or(&no_labels))
-        },
-        object_labels: Some(labels_of(Some(object)).unwrap_or(&no_labels)),
-    };
-    webhook_scope::interception_by(&ours, &target)
-}
-
-fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
-    object?.get("metadata")?.get("labels")?.as_object()
 }

@@ -22,6 +22,7 @@
 mod dry_run;
 mod edit;
 pub(crate) mod resolve;
+pub(crate) mod who;
 
 use std::path::Path;
 

@@ -230,6 +230,22 @@ pub(crate) async fn resolve(cluster: &Cluster, argument: &str) -> anyhow::Result
     bail!("the server doesn't have a resource type {argument:?}")
 }
 
+/// The resource `kind` names ([`resolve`]) and the namespace of its object named on the
+/// command line: `--namespace`, else the kubeconfig context's; empty for a cluster-scoped kind.
+pub(crate) async fn resolve_target(
+    cluster: &Cluster,
+    kind: &str,
+    namespace: Option<&str>,
+) -> anyhow::Result<(Resource, String)> {
+    let resource = resolve(cluster, kind).await?;
+    let namespace = if resource.namespaced {
+        namespace.map_or_else(|| cluster.default_namespace.clone(), str::to_owned)
+    } else {
+        String::new()
+    };
+    Ok((resource, namespace))
+}
+
 /// The resource of objects of `api_version` and `kind` (from a manifest), reading only that
 /// group version's list.
 pub(crate) async fn resolve_kind(

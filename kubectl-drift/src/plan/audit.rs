@@ -38,6 +38,8 @@ pub(crate) enum AuditSource {
         chunk: u32,
         /// Which rule ConfigMaps are cluster rules, as the agent's audit has them.
         tiers: ClusterTiers,
+        /// The API server's `--event-ttl`: how far back the webhook's records of edits reach.
+        event_ttl: std::time::Duration,
     },
 }
 
@@ -88,6 +90,7 @@ pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
             resources,
             chunk: args.chunk_size,
             tiers: cluster_tiers(&args.judging.tiers)?,
+            event_ttl: super::common::event_ttl(&args.events)?,
         },
         managers,
     })

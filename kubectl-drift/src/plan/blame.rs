@@ -21,8 +21,7 @@ pub(crate) struct Blame {
 
 pub(super) fn blame(args: &BlameArgs) -> anyhow::Result<Blame> {
     let (kind, name) = split_target(&args.target)?;
-    let event_ttl = drift_engine::time::parse_duration(&args.event_ttl)
-        .map_err(|e| anyhow::anyhow!("--event-ttl: {e}"))?;
+    let event_ttl = super::common::event_ttl(&args.events)?;
     Ok(Blame {
         kube: Kube::of(&args.kube)?,
         kind,

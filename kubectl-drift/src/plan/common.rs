@@ -161,6 +161,12 @@ pub(super) fn cluster_tiers(tiers: &Tiers) -> anyhow::Result<ClusterTiers> {
 }
 
 /// `--drift-managers`, else the engine's default, trimmed, empty names left out.
+/// `--event-ttl`: how long the API server keeps Events.
+pub(super) fn event_ttl(flags: &crate::cli::EventTtl) -> anyhow::Result<Duration> {
+    drift_engine::time::parse_duration(&flags.event_ttl)
+        .map_err(|e| anyhow::anyhow!("--event-ttl: {e}"))
+}
+
 pub(super) fn drift_managers(given: Option<&[String]>) -> Vec<String> {
     match given {
         Some(given) => given

@@ -1,0 +1,247 @@
+//! One audit run's "who and why" (reference §8 "Who and why"), the same for the agent's audit,
+//! `kubectl drift audit` and `kubectl drift blame`: the webhook's records of edits by object
+//! uid, what an earlier run (or the audit's last Report) remembered, whether the webhook
+//! configuration sends an object's UPDATEs to the webhook, and since when the records have been
+//! read. Each drifted object is joined with them ([`crate::attribution::attribute_drift`]), each
+//! bypass with who set it ([`crate::attribution::bypass_setter`]); what was attributed from a
+//! record is kept for the next run ([`RunEvidence::finish`]). Pure: the callers read the
+//! records, the configuration and the labels, and pass them in.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::attribution::{Coverage, EditRecord, Evidence, Remembered, attribute_drift};
+use crate::audit::{AuditedObject, BypassFinding};
+use crate::webhook_scope::{Interception, Target, interception_by};
+use drift_api::events::FieldAttribution;
+
+/// Objects whose attributions (and bypass setters) are remembered at most.
+pub const MAX_REMEMBERED_OBJECTS: usize = 100_000;
+/// Drifted fields attributed per object.
+pub const MAX_ATTRIBUTED_FIELDS: usize = crate::message::MAX_DETAILED_CHANGES;
+
+/// What tells whether the webhook is sent an object's UPDATEs: the drift-sentinel webhook
+/// configurations and the namespaces' labels as read for a run, or why that cannot be told.
+#[derive(Debug, Clone)]
+pub enum WebhookScope {
+    Read {
+        configurations: Vec<Value>,
+        /// By namespace name; `None`: the labels could not be read.
+        namespace_labels: Option<HashMap<String, Map<String, Value>>>,
+    },
+    Unknown(String),
+}
+
+impl WebhookScope {
+    /// Whether the configurations send UPDATEs of the audited object to the webhook.
+    pub fn of(&self, identity: &AuditedObject<'_>) -> Interception {
+        let (configurations, namespace_labels) = match self {
+            WebhookScope::Read {
+                configurations,
+                namespace_labels,
+            } => (configurations, namespace_labels),
+            WebhookScope::Unknown(why) => return Interception::Unknown(why.clone()),
+        };
+        let (group, version) = identity
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", identity.api_version));
+        interception_by(
+            configurations,
+            &Target {
+                group,
+                version,
+                resource: identity.resource,
+                namespace: identity.namespace,
+                namespace_labels: namespace_labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(identity.namespace)),
+                object_labels: Some(identity.labels),
+            },
+        )
+    }
+}
+
+/// Who set a bypass annotation: the managedFields entry owning it (manager, time), and the user.
+pub use drift_api::events::RememberedSetter as BypassSetter;
+
+/// What runs keep of what they attributed from records, by object uid.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    pub fields: HashMap<String, Vec<Remembered>>,
+    pub setters: HashMap<String, BypassSetter>,
+}
+
+impl Memory {
+    /// What the audit's Reports (as JSON, `openreports.io` `Report`s and `ClusterReport`s
+    /// written by the audit) remember ([`drift_api::events::remembered_of_report`]): how a
+    /// restarted audit, `kubectl drift audit` and `kubectl drift blame` know what an earlier
+    /// run attributed after the records' Events expired.
+    pub fn of_reports<'r>(reports: impl IntoIterator<Item = &'r Value>) -> Self {
+        let mut memory = Memory::default();
+        for report in reports {
+            let found = drift_api::events::remembered_of_report(report);
+            memory.fill_from(Memory {
+                fields: found.fields.into_iter().collect(),
+                setters: found.setters.into_iter().collect(),
+            });
+        }
+        memory
+    }
+
+    /// Adds what `other` has of objects this memory has nothing of (within the bound).
+    pub fn fill_from(&mut self, other: Memory) {
+        for (uid, remembered) in other.fields {
+            if self.fields.len() >= MAX_REMEMBERED_OBJECTS {
+                break;
+            }
+            self.fields.entry(uid).or_insert(remembered);
+        }
+        for (uid, setter) in other.setters {
+            if self.setters.len() >= MAX_REMEMBERED_OBJECTS {
+                break;
+            }
+            self.setters.entry(uid).or_insert(setter);
+        }
+    }
+}
+
+/// One drifted object's attributions: what is reported, and what of it was taken from a
+/// record (with the fingerprint of the value it is about), which is what may be remembered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributions {
+    pub fields: Vec<FieldAttribution>,
+    pub recorded: Vec<Remembered>,
+}
+
+/// What one run joins drifted objects with.
+#[derive(Debug)]
+pub struct RunEvidence {
+    records: HashMap<String, Vec<EditRecord>>,
+    coverage: Option<Coverage>,
+    remembered: Memory,
+    next: Memory,
+    scope: WebhookScope,
+}
+
+impl RunEvidence {
+    /// `records`: the webhook's records by object uid (`None`: they could not be read, and then
+    /// `coverage` is `None` too); `remembered`: what earlier runs attributed.
+    pub fn new(
+        records: HashMap<String, Vec<EditRecord>>,
+        coverage: Option<Coverage>,
+        remembered: Memory,
+        scope: WebhookScope,
+    ) -> Self {
+        Self {
+            records,
+            coverage,
+            remembered,
+            next: Memory::default(),
+            scope,
+        }
+    }
+
+    /// What an audited object shows of who and why: who set its bypass annotation (filled into
+    /// `audit.bypass`), and, when it drifted, who made each drifted field and why. The agent's
+    /// audit and `kubectl drift audit` call this for each object they judge.
+    pub fn judge(
+        &mut self,
+        object: &Value,
+        identity: &AuditedObject<'_>,
+        audit: &mut crate::Audit<'_>,
+    ) -> Attributions {
+        if let Some(bypass) = &mut audit.bypass {
+            bypass.user = self.bypass_setter(identity.uid, bypass);
+        }
+        if audit.is_drifted() {
+            self.attribute(object, identity, audit)
+        } else {
+            Attributions::default()
+        }
+    }
+
+    /// Who made each drifted field of `object` and why (the first [`MAX_ATTRIBUTED_FIELDS`]).
+    pub fn attribute(
+        &mut self,
+        object: &Value,
+        identity: &AuditedObject<'_>,
+        audit: &crate::Audit<'_>,
+    ) -> Attributions {
+        let interception = self.scope.of(identity);
+        let uid = identity.uid;
+        let evidence = Evidence {
+            records: self.records.get(uid).map_or(&[], Vec::as_slice),
+            remembered: self.remembered.fields.get(uid).map_or(&[], Vec::as_slice),
+            interception: &interception,
+            coverage: self.coverage,
+        };
+        let mut out = Attributions::default();
+        for (change, attributed) in
+            attribute_drift(object, audit.changes(), &evidence, MAX_ATTRIBUTED_FIELDS)
+        {
+            out.recorded
+                .extend(attributed.remember(&change.change.path));
+            out.fields.push(FieldAttribution {
+                path: change.path.clone(),
+                attribution: attributed.attribution,
+            });
+        }
+        if !out.recorded.is_empty()
+            && !uid.is_empty()
+            && self.next.fields.len() < MAX_REMEMBERED_OBJECTS
+        {
+            self.next
+                .fields
+                .insert(uid.to_owned(), out.recorded.clone());
+        }
+        out
+    }
+
+    /// Who set the bypass annotation of the object `uid`: the user of the webhook's record of
+    /// the edit that wrote the managedFields entry owning it now, else what an earlier run found
+    /// for that same entry (kept after the record's Event expires). `None`: not known.
+    pub fn bypass_setter(&mut self, uid: &str, bypass: &BypassFinding<'_>) -> Option<String> {
+        let entry = bypass.set_by.as_ref()?;
+        let time = entry.time.as_deref()?;
+        let manager: &str = &entry.manager;
+        let found = self
+            .records
+            .get(uid)
+            .and_then(|records| crate::attribution::bypass_setter(records, manager, time))
+            .map(str::to_owned)
+            .or_else(|| {
+                self.remembered
+                    .setters
+                    .get(uid)
+                    .filter(|s| s.manager == manager && s.time == time)
+                    .map(|s| s.user.clone())
+            })?;
+        if !uid.is_empty() && self.next.setters.len() < MAX_REMEMBERED_OBJECTS {
+            self.next.setters.insert(
+                uid.to_owned(),
+                BypassSetter {
+                    manager: manager.to_owned(),
+                    time: time.to_owned(),
+                    user: found.clone(),
+                },
+            );
+        }
+        Some(found)
+    }
+
+    /// What the next run remembers: what this run attributed from records; a run that did not
+    /// see every object also keeps what was remembered of the others.
+    pub fn finish(self, complete: bool) -> Memory {
+        let mut next = self.next;
+        if !complete {
+            next.fill_from(self.remembered);
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+#[path = "who_tests.rs"]
+mod tests;

@@ -1,0 +1,301 @@
+//! One run's who and why: a record, its expiry, what was remembered (by a run or a Report),
+//! and a value changed since.
+
+use super::*;
+use crate::attribution::{RECORD_VERSION, RecordedEdit, RecordedField, Why, fingerprint};
+use crate::rule::{RuleId, RuleSource};
+use crate::{RuleSet, manifests};
+use serde_json::json;
+use std::time::SystemTime;
+
+const APPLIED: &str = "2026-03-01T09:00:00Z";
+const EDITED: &str = "2026-03-01T10:05:00Z";
+
+fn at(text: &str) -> SystemTime {
+    crate::time::parse_rfc3339(text).unwrap()
+}
+
+fn rules() -> RuleSet {
+    RuleSet::build([RuleSource {
+        id: RuleId {
+            namespace: "drift-system".into(),
+            name: "web".into(),
+        },
+        spec: crate::SpecText::Yaml(
+            "mode: warn\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n"
+                .into(),
+        ),
+        origin: None,
+    }])
+}
+
+/// A Deployment applied with 2 replicas, edited by `kubectl-edit` at [`EDITED`] to `replicas`.
+fn live(replicas: u32) -> Value {
+    let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2}});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u-1",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()},
+            "managedFields": [
+                {"manager": "kubectl-client-side-apply", "operation": "Update", "time": APPLIED,
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {
+                     "f:kubectl.kubernetes.io/last-applied-configuration": {}}}}},
+                {"manager": "kubectl-edit", "operation": "Update", "time": EDITED,
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+        "spec": {"replicas": replicas}
+    })
+}
+
+fn fp(value: Value) -> String {
+    fingerprint(Some(&value)).unwrap()
+}
+
+/// alice's warn-mode edit of `spec.replicas` to 5.
+fn alice() -> EditRecord {
+    EditRecord {
+        v: RECORD_VERSION,
+        uid: "u-1".into(),
+        user: "alice".into(),
+        why: Why::WarnMode,
+        rule: "drift-system/web".into(),
+        edits: vec![RecordedEdit {
+            seen: "2026-03-01T10:05:00.100000Z".into(),
+            manager: Some("kubectl-edit".into()),
+            time: Some(EDITED.into()),
+            fields: vec![RecordedField {
+                path: "spec.replicas".into(),
+                new: Some(fp(json!(5))),
+            }],
+            fields_omitted: 0,
+        }],
+        omitted: 0,
+    }
+}
+
+fn remembered(value: u32) -> Remembered {
+    Remembered {
+        path: "spec.replicas".into(),
+        value: fp(json!(value)),
+        attribution: Attribution {
+            user: Some("alice".into()),
+            why: Why::WarnMode,
+            rule: Some("drift-system/web".into()),
+            seen: Some("2026-03-01T10:05:00.100000Z".into()),
+        },
+    }
+}
+
+use crate::attribution::Attribution;
+
+/// Records read since `since` (the restart of the audit), last at 11:00.
+fn coverage(since: &str) -> Option<Coverage> {
+    Some(Coverage {
+        since: at(since),
+        read_at: at("2026-03-01T11:00:00Z"),
+    })
+}
+
+fn memory(fields: Vec<Remembered>) -> Memory {
+    Memory {
+        fields: HashMap::from([("u-1".to_owned(), fields)]),
+        setters: HashMap::new(),
+    }
+}
+
+/// (case, live replicas, records, coverage, what was remembered, the user, the why's kind,
+/// remembered for the next run)
+type Case = (
+    &'static str,
+    u32,
+    HashMap<String, Vec<EditRecord>>,
+    Option<Coverage>,
+    Memory,
+    Option<&'static str>,
+    &'static str,
+    bool,
+);
+
+#[test]
+fn a_record_its_expiry_what_was_remembered_and_a_value_changed_since() {
+    let rules = rules();
+    let namespaces = manifests::Namespaces::default();
+    let managers = vec!["kubectl-edit".to_owned()];
+    let records = |r: Vec<EditRecord>| HashMap::from([("u-1".to_owned(), r)]);
+    let cases: Vec<Case> = vec![
+        (
+            "record present",
+            5,
+            records(vec![alice()]),
+            coverage("2026-03-01T10:00:00Z"),
+            Memory::default(),
+            Some("alice"),
+            "warn-mode",
+            true,
+        ),
+        (
+            "record expired, nothing remembered (the audit restarted after the edit)",
+            5,
+            HashMap::new(),
+            coverage("2026-03-01T10:30:00Z"),
+            Memory::default(),
+            None,
+            "unknown",
+            false,
+        ),
+        (
+            "record expired, remembered for the live value",
+            5,
+            HashMap::new(),
+            coverage("2026-03-01T10:30:00Z"),
+            memory(vec![remembered(5)]),
+            Some("alice"),
+            "warn-mode",
+            true,
+        ),
+        (
+            "records unreadable, remembered for the live value",
+            5,
+            HashMap::new(),
+            None,
+            memory(vec![remembered(5)]),
+            Some("alice"),
+            "warn-mode",
+            true,
+        ),
+        (
+            "value changed since: remembered for another value",
+            7,
+            HashMap::new(),
+            coverage("2026-03-01T10:30:00Z"),
+            memory(vec![remembered(5)]),
+            None,
+            "unknown",
+            false,
+        ),
+        (
+            "value changed since, the record still there",
+            7,
+            records(vec![alice()]),
+            coverage("2026-03-01T10:00:00Z"),
+            memory(vec![remembered(5)]),
+            None,
+            "not-seen",
+            false,
+        ),
+        (
+            "another path remembered",
+            5,
+            HashMap::new(),
+            coverage("2026-03-01T10:30:00Z"),
+            memory(vec![Remembered {
+                path: "spec.paused".into(),
+                ..remembered(5)
+            }]),
+            None,
+            "unknown",
+            false,
+        ),
+    ];
+    for (case, replicas, records, coverage, earlier, user, why, kept) in cases {
+        let object = live(replicas);
+        let audit = crate::audit::audit_object(&rules, &namespaces, &object, &managers, at(EDITED))
+            .expect("selected");
+        assert!(audit.is_drifted(), "{case}");
+        let identity = AuditedObject::of(&object, "deployments");
+        let mut run = RunEvidence::new(
+            records,
+            coverage,
+            earlier,
+            WebhookScope::Unknown("not read in this test".into()),
+        );
+        let found = run.attribute(&object, &identity, &audit);
+        assert_eq!(found.fields.len(), 1, "{case}");
+        let field = &found.fields[0];
+        assert_eq!(field.path, "spec.replicas", "{case}");
+        assert_eq!(field.attribution.user.as_deref(), user, "{case}: {field}");
+        assert_eq!(field.attribution.why.as_str(), why, "{case}: {field}");
+        let next = run.finish(true);
+        assert_eq!(next.fields.contains_key("u-1"), kept, "{case}");
+        if kept {
+            assert_eq!(next.fields["u-1"], vec![remembered(replicas)], "{case}");
+        }
+    }
+}
+
+#[test]
+fn what_a_report_remembers_is_read_back_whole_or_not_at_all() {
+    let recorded = vec![remembered(5)];
+    let property = drift_api::events::who_recorded_property(&recorded).unwrap();
+    let setter = BypassSetter {
+        manager: "kubectl-patch".into(),
+        time: EDITED.into(),
+        user: "carol".into(),
+    };
+    let report = json!({"results": [
+        {"resources": [{"uid": "u-1"}], "properties": {"whoRecorded": property}},
+        {"resources": [{"uid": "u-2"}], "properties": {"bypassSetter": serde_json::to_string(&setter).unwrap()}},
+        // Not ours to read: no uid, a broken value, a why the audit concludes itself.
+        {"resources": [{}], "properties": {"whoRecorded": "[]"}},
+        {"resources": [{"uid": "u-3"}], "properties": {"whoRecorded": "alice did it"}},
+        {"resources": [{"uid": "u-4"}], "properties": {"whoRecorded":
+            serde_json::to_string(&[Remembered { attribution: Attribution { user: None, why: Why::NotSeen, rule: None, seen: None }, ..remembered(5) }]).unwrap()}},
+    ]});
+    let memory = Memory::of_reports([&report]);
+    assert_eq!(memory.fields.len(), 1);
+    assert_eq!(memory.fields["u-1"], recorded);
+    assert_eq!(memory.setters.len(), 1);
+    assert_eq!(memory.setters["u-2"], setter);
+
+    // Bounded: whole entries only, the rest not remembered.
+    let many: Vec<Remembered> = (0..100)
+        .map(|i| Remembered {
+            path: format!("spec.template.metadata.labels.key-{i}"),
+            ..remembered(5)
+        })
+        .collect();
+    let text = drift_api::events::who_recorded_property(&many).unwrap();
+    assert!(text.len() <= drift_api::events::MAX_WHO_RECORDED_BYTES);
+    let back: Vec<Remembered> = serde_json::from_str(&text).unwrap();
+    assert!(!back.is_empty() && back.len() < many.len());
+    assert_eq!(back[..], many[..back.len()]);
+    assert_eq!(drift_api::events::who_recorded_property(&[]), None);
+}
+
+#[test]
+fn a_remembered_bypass_setter_holds_only_for_the_same_entry() {
+    let setter = BypassSetter {
+        manager: "kubectl-patch".into(),
+        time: EDITED.into(),
+        user: "carol".into(),
+    };
+    let finding = |time: &'static str| BypassFinding {
+        value: "true".into(),
+        read: Ok(crate::bypass::Bypass {
+            end: None,
+            now: at(EDITED),
+        }),
+        set_by: Some(crate::comparison::ImperativeEdit {
+            manager: "kubectl-patch".into(),
+            time: Some(time.into()),
+        }),
+        user: None,
+    };
+    for (time, want) in [(EDITED, Some("carol")), ("2026-03-01T10:40:00Z", None)] {
+        let mut run = RunEvidence::new(
+            HashMap::new(),
+            None,
+            Memory {
+                fields: HashMap::new(),
+                setters: HashMap::from([("u-1".to_owned(), setter.clone())]),
+            },
+            WebhookScope::Unknown("not read".into()),
+        );
+        assert_eq!(
+            run.bypass_setter("u-1", &finding(time)).as_deref(),
+            want,
+            "{time}"
+        );
+        assert_eq!(run.finish(true).setters.contains_key("u-1"), want.is_some());
+    }
+}

@@ -1,0 +1,193 @@
+//! What `kubectl drift audit` and `kubectl drift blame` read to tell who made a drifted field
+//! and why (reference §8 "Who and why", §9): the webhook's records of edits (its Events labelled
+//! [`RECORD_SELECTOR`]), the drift-sentinel webhook configurations, and what the agent's audit
+//! remembers in its Reports once the records' Events expired. Each is read once per command;
+//! the join is the engine's ([`drift_engine::who`]). What cannot be read is said, never guessed.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use drift_api::events::{AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, EditRecord, RECORD_SELECTOR};
+use drift_api::paging::Pages;
+use drift_engine::attribution::Coverage;
+use drift_engine::who::{Memory, WebhookScope};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, collection_path};
+use crate::verdict::WEBHOOK_NAME;
+
+/// Records read at most per command (pages of 500): the webhook keeps at most 4,096 series per
+/// pod, a handful per object.
+const MAX_RECORDS: usize = 50_000;
+/// Reports read a page (each may be near 1 MiB).
+const REPORT_PAGE: u32 = 10;
+
+fn place(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(namespace) if !namespace.is_empty() => format!("namespace {namespace}"),
+        _ => "every namespace".to_owned(),
+    }
+}
+
+/// The webhook's records of edits in `namespace` (every namespace when `None` or empty), of the
+/// object `uid` only when given, by object uid. `Err` says why they could not be read.
+pub(crate) async fn read_records(
+    cluster: &Cluster,
+    namespace: Option<&str>,
+    uid: Option<&str>,
+) -> Result<HashMap<String, Vec<EditRecord>>, String> {
+    let api: Api<Event> = match namespace.filter(|n| !n.is_empty()) {
+        Some(namespace) => Api::namespaced(cluster.client.clone(), namespace),
+        None => Api::all(cluster.client.clone()),
+    };
+    let regarding = uid.map(|uid| format!("regarding.uid={uid}"));
+    let mut pages = Pages::new(500);
+    let mut records = HashMap::new();
+    let mut read = 0;
+    while let Some(params) = pages.next_params().filter(|_| read < MAX_RECORDS) {
+        let mut params = params.labels(RECORD_SELECTOR);
+        if let Some(selector) = &regarding {
+            params = params.fields(selector);
+        }
+        let page = cluster.timed(api.list(&params)).await.map_err(|e| {
+            format!(
+                "the webhook's records of edits (Events labelled {RECORD_SELECTOR}) could not be read: {e}; the users of drifted fields are not known (needs list on events.k8s.io events in {})",
+                place(namespace)
+            )
+        })?;
+        read += page.items.len();
+        drift_api::events::add_records(&page.items, &mut records);
+        pages.answered(page.metadata.continue_.as_deref());
+    }
+    if let Some(uid) = uid {
+        records.retain(|key, _| key == uid);
+    }
+    Ok(records)
+}
+
+/// Since when the records can tell an edit the webhook did not see: the API server keeps Events
+/// `event_ttl` (its `--event-ttl`), so an edit older than that may have had a record.
+pub(crate) fn coverage(now: SystemTime, event_ttl: Duration) -> Coverage {
+    Coverage {
+        since: now.checked_sub(event_ttl).unwrap_or(SystemTime::UNIX_EPOCH),
+        read_at: now,
+    }
+}
+
+/// The cluster's drift-sentinel webhook configurations (those with the webhook
+/// `validate.drift-sentinel.k8s.io`), as JSON. `Err` says why they could not be read.
+pub(crate) async fn webhook_configurations(cluster: &Cluster) -> Result<Vec<Value>, String> {
+    let collection = collection_path(
+        "admissionregistration.k8s.io",
+        "v1",
+        None,
+        "validatingwebhookconfigurations",
+    );
+    let listed = cluster
+        .list(&collection, false)
+        .await
+        .map_err(|e| format!("the webhook configurations could not be read ({e})"))?;
+    Ok(listed
+        .into_iter()
+        .filter(|c| {
+            c.get("webhooks")
+                .and_then(Value::as_array)
+                .is_some_and(|hooks| hooks.iter().any(|h| h["name"] == WEBHOOK_NAME))
+        })
+        .collect())
+}
+
+/// Whether the webhook is sent an object's UPDATEs, from the configurations read (or why they
+/// could not be) and the Namespaces read (`namespaces`, as JSON: their labels, which a webhook's
+/// namespaceSelector reads).
+pub(crate) fn webhook_scope(
+    configurations: Result<Vec<Value>, String>,
+    namespaces: &[Value],
+) -> WebhookScope {
+    match configurations {
+        Ok(configurations) => WebhookScope::Read {
+            configurations,
+            namespace_labels: Some(
+                namespaces
+                    .iter()
+                    .filter_map(|n| {
+                        let name = n.pointer("/metadata/name")?.as_str()?;
+                        let labels = n
+                            .pointer("/metadata/labels")
+                            .and_then(Value::as_object)
+                            .cloned()
+                            .unwrap_or_default();
+                        Some((name.to_owned(), labels))
+                    })
+                    .collect(),
+            ),
+        },
+        Err(why) => WebhookScope::Unknown(why),
+    }
+}
+
+/// What the agent's audit remembers in its Reports ([`Memory::of_reports`]): the Report of
+/// `namespace` (and the ClusterReport for an empty one), or every Report and the ClusterReport
+/// when `None`. Without the OpenReports CRDs, or with nothing written yet, nothing is
+/// remembered. `Err` says why they could not be read.
+pub(crate) async fn remembered(
+    cluster: &Cluster,
+    namespace: Option<&str>,
+) -> Result<Memory, String> {
+    let why = |e: String| {
+        format!(
+            "the audit's Reports could not be read ({e}): what it attributed before the webhook's records expired is not known (needs get and list on openreports.io reports in {})",
+            place(namespace)
+        )
+    };
+    let reports = collection_path(
+        "openreports.io",
+        "v1alpha1",
+        namespace.filter(|n| !n.is_empty()),
+        "reports",
+    );
+    let cluster_reports = collection_path("openreports.io", "v1alpha1", None, "clusterreports");
+    let selector = format!("{}={}", AUDIT_REPORT_LABEL.0, AUDIT_REPORT_LABEL.1);
+    let mut memory = Memory::default();
+    match namespace {
+        Some(namespace) => {
+            let collection = if namespace.is_empty() {
+                &cluster_reports
+            } else {
+                &reports
+            };
+            match cluster.get(collection, AUDIT_REPORT_NAME).await {
+                Ok(found) => memory = Memory::of_reports(found.iter()),
+                // Not served: the OpenReports CRDs are not installed, nothing is remembered there.
+                Err(e) if e.code() == Some(404) => {}
+                Err(e) => return Err(why(e.to_string())),
+            }
+        }
+        None => {
+            for collection in [&reports, &cluster_reports] {
+                let mut pages = Pages::new(REPORT_PAGE);
+                while let Some(params) = pages.next_params() {
+                    let request = kube::core::request::Request::new(collection)
+                        .list(&params.labels(&selector))
+                        .map_err(|e| why(e.to_string()))?;
+                    let text = match cluster.timed(cluster.client.request_text(request)).await {
+                        Ok(text) => text,
+                        Err(e) if e.code() == Some(404) => break,
+                        Err(e) => return Err(why(e.to_string())),
+                    };
+                    let page: Value =
+                        serde_json::from_str(&text).map_err(|e| why(e.to_string()))?;
+                    let items = page
+                        .get("items")
+                        .and_then(Value::as_array)
+                        .map_or(&[][..], Vec::as_slice);
+                    memory.fill_from(Memory::of_reports(items));
+                    pages.answered(page.pointer("/metadata/continue").and_then(Value::as_str));
+                }
+            }
+        }
+    }
+    Ok(memory)
+}
