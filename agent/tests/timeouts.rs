@@ -10,7 +10,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use drift_testkit::objects::args_review;
+use serde_json::Value;
 use support::{Agent, IMAGE_RULE as RULE, plain_client, post, rule_config_map};
 
 fn offline(dir: &std::path::Path, extra: &[&str]) -> Agent {
@@ -19,21 +20,6 @@ fn offline(dir: &std::path::Path, extra: &[&str]) -> Agent {
     let mut args = vec!["--rules", rules.to_str().unwrap()];
     args.extend_from_slice(extra);
     Agent::start(&args, false)
-}
-
-/// A violating review whose container args differ everywhere: `items` changed list items.
-fn big_review(uid: &str, items: usize) -> Value {
-    let deployment = |prefix: &str, replicas: i64| {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "prod"},
-            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx",
-                "args": (0..items).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>()}]}}}})
-    };
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "namespace": "prod", "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
-        "object": deployment("b", 3), "oldObject": deployment("a", 2)}})
 }
 
 fn metrics(agent: &Agent) -> String {
@@ -66,7 +52,7 @@ fn a_timed_out_request_is_answered_500_and_recorded_as_nothing_else() {
     let (code, body) = post(
         &plain_client(),
         &format!("{}/validate", agent.base),
-        &big_review("slow-1", 200_000),
+        &args_review("slow-1", 200_000),
     );
     assert_eq!(code, 500, "{body}");
     assert_eq!(
@@ -138,7 +124,7 @@ fn requests_waiting_for_a_decision_thread_are_answered_by_the_write_timeout() {
                     post(
                         &plain_client(),
                         url,
-                        &big_review(&format!("queued-{n}"), 200_000),
+                        &args_review(&format!("queued-{n}"), 200_000),
                     )
                 })
             })
@@ -169,7 +155,7 @@ fn probes_are_answered_within_the_kubelets_timeout_while_decisions_run() {
     let agent = offline(dir.path(), &[]);
     let url = format!("{}/validate", agent.base);
     // Under 1 MiB each: bodies that small were once judged on the async workers themselves.
-    let body = big_review("load", 40_000).to_string();
+    let body = args_review("load", 40_000).to_string();
     assert!(body.len() < 1024 * 1024);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load: Vec<_> = (0..4)

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use drift_testkit::objects::args_review;
 
 /// The kubelet's default `timeoutSeconds` of a probe.
 const KUBELET_TIMEOUT: Duration = Duration::from_secs(1);
@@ -83,7 +83,7 @@ fn main() -> anyhow::Result<()> {
         Ok(builder.build()?)
     };
     let base = format!("https://localhost:{port}");
-    let body = review(items as usize).to_string();
+    let body = args_review("load", items as usize).to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let decided = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..loaders)
@@ -156,20 +156,4 @@ impl Drop for Agent {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// A review that the rule denies, whose container args differ everywhere: `items` changed
-/// list items.
-fn review(items: usize) -> Value {
-    let deployment = |prefix: &str, replicas: i64| {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "prod"},
-            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx",
-                "args": (0..items).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>()}]}}}})
-    };
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "load", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "namespace": "prod", "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
-        "object": deployment("b", 3), "oldObject": deployment("a", 2)}})
 }

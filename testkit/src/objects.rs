@@ -196,6 +196,23 @@ pub fn review(uid: &str, old: &Value, new: &Value) -> Value {
     })
 }
 
+/// A review (uid `uid`) by `alice` of Deployment `prod/web` whose one container's args differ
+/// everywhere: `items` changed list items (`a0`… → `b0`…), and replicas 2 → 3 (denied where
+/// replicas may not change): a decision's largest diff, for timing it.
+pub fn args_review(uid: &str, items: usize) -> Value {
+    let deployment = |prefix: &str, replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx",
+                "args": (0..items).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>()}]}}}})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": "prod", "name": "web", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": deployment("b", 3), "oldObject": deployment("a", 2)}})
+}
+
 /// `levels` levels of lists (`maps: false`) or of single-key maps around `leaf`, as JSON text.
 pub fn nested(levels: usize, leaf: &str, maps: bool) -> String {
     if maps {

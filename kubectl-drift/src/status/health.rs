@@ -618,6 +618,20 @@ mod tests {
         AgentPod::running(name, ready)
     }
 
+    /// The audit pod's `/status`: a run every minute, the last completed at 08:09:30 with
+    /// `drifted` drifted objects.
+    fn audit_status(drifted: u32) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
+            "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
+            "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
+            "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
+                "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
+                "counts": {"drifted": drifted, "clean": 2, "noBaseline": 0, "skipped": 0}}
+        }))
+        .unwrap()
+    }
+
     fn plan() -> Status {
         Status {
             kube: crate::plan::Kube::default(),
@@ -680,18 +694,7 @@ mod tests {
             webhook_configurations: Vec::new(),
             // An audit that completed 30 s ago, every minute: healthy, nothing said.
             audit_pods: vec![pod("audit-0", true)],
-            audit_admins: vec![Some(Ok((
-                200,
-                serde_json::to_vec(&json!({
-                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
-                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
-                    "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
-                    "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
-                        "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
-                        "counts": {"drifted": 1, "clean": 2, "noBaseline": 0, "skipped": 0}}
-                }))
-                .unwrap(),
-            )))],
+            audit_admins: vec![Some(Ok((200, audit_status(1))))],
         };
         let report = report_of(facts, &plan(), now);
         assert!(!report.healthy);
@@ -765,15 +768,7 @@ mod tests {
             audit_pods: vec![pod("audit-0", true)],
             audit_admins: vec![Some(Ok((
                 200,
-                serde_json::to_vec(&json!({
-                    "ready": true, "source": {"kind": "cluster"}, "loadedAt": "2027-01-15T08:00:00Z",
-                    "rulesLoaded": 1, "rulesInvalid": 0, "namespacesKnown": 1,
-                    "export": {"enabled": false}, "auditIntervalSeconds": 60.0,
-                    "audit": {"id": "2027-01-15T08:09:30Z", "start": "2027-01-15T08:09:30Z",
-                        "durationSeconds": 0.5, "lastCompleted": "2027-01-15T08:09:30Z",
-                        "counts": {"drifted": 0, "clean": 2, "noBaseline": 0, "skipped": 0}}
-                }))
-                .unwrap(),
+                audit_status(0),
             )))],
         }
         };
