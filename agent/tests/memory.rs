@@ -9,34 +9,15 @@ use std::time::{Duration, Instant};
 
 use drift_testkit::peak_rss;
 use serde_json::Value;
-use support::{Agent, plain_client, post_text, replicas_review};
+use support::{Agent, assert_still_judging, plain_client, post_text, post_timed, replicas_review};
 
 const MIB: u64 = 1024 * 1024;
 /// The API server's longest webhook timeout is 30 s; the chart's is 10 s.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The agent answers an ordinary review (denied: replicas changed) and its probes.
-fn assert_still_judging(agent: &Agent) {
-    let (status, body) = post_text(
-        &plain_client(),
-        &format!("{}/validate", agent.base),
-        replicas_review("after").to_string(),
-    );
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).expect("a review");
-    assert_eq!(answer["response"]["allowed"], false, "{answer}");
-    let health = plain_client()
-        .get(format!("{}/healthz", agent.base))
-        .send()
-        .expect("healthz");
-    assert!(health.status().is_success());
-}
-
 /// POSTs `body` to `/validate`, timed: (status, answer, took).
 fn validate(agent: &Agent, body: String) -> (u16, String, Duration) {
-    let started = Instant::now();
-    let (status, answer) = post_text(&plain_client(), &format!("{}/validate", agent.base), body);
-    (status, answer, started.elapsed())
+    post_timed(&format!("{}/validate", agent.base), body)
 }
 
 /// A user, name, namespace or resource of 2 MiB is logged cut to 16 KiB with a marker of its
@@ -103,7 +84,7 @@ fn long_request_fields_are_cut_in_the_log_and_a_long_uid_is_refused() {
 
     let rise = peak_rss(agent.pid()).saturating_sub(before);
     assert!(rise <= 4 * 2 * MIB + MIB, "peak rose {} KiB", rise / 1024);
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &replicas_review("after"), false);
 }
 
 /// The lines of `/metrics` of one family's series.
@@ -168,7 +149,7 @@ fn label_values_from_callers_are_bounded_in_series() {
         violations.len()
     );
     assert!(rise < 32 * MIB, "peak memory rose {} MiB", rise / MIB);
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &replicas_review("after"), false);
 }
 
 /// Raises this test process's own limit of open files to its hard limit, for the many
@@ -284,7 +265,7 @@ fn bodies_held_open_take_a_budget_not_the_memory() {
     eprintln!("48 bodies held: peak memory +{} KiB", rise / 1024);
     // The shared budget and the reserve (40 MiB), and the connections.
     assert!(rise < 64 * MIB, "peak memory rose {} MiB", rise / MIB);
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &replicas_review("after"), false);
 }
 
 /// With the open-files limit of a default container (1,024), 1,142 silent connections (which

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use drift_testkit::objects::{deployment_with, review};
 use drift_testkit::peak_rss;
 use serde_json::{Value, json};
-use support::{Agent, plain_client, rule_config_map};
+use support::{Agent, assert_still_judging, image_review, post_timed, rule_config_map};
 
 const MIB: u64 = 1024 * 1024;
 /// The chart's webhook timeout; a debug build on a shared machine must still answer within it.
@@ -28,32 +28,6 @@ fn assert_within_bound(what: &str, before: u64, after: u64, body: usize) {
         after / MIB,
         body
     );
-}
-
-/// POSTs over plain HTTP: the status, the answer and how long it took.
-fn post_text(url: &str, body: String) -> (u16, String, Duration) {
-    let started = Instant::now();
-    let (status, text) = support::post_text(&plain_client(), url, body);
-    (status, text, started.elapsed())
-}
-
-/// The agent judges an ordinary edit (an image change, allowed) and answers its probes.
-fn assert_still_judging(agent: &Agent) {
-    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
-    let new = deployment_with(["api:2", "worker:1", "proxy:1"], 3, 4);
-    let (status, body, _) = post_text(
-        &format!("{}/validate", agent.base),
-        review("after", &old, &new).to_string(),
-    );
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).expect("a review");
-    assert_eq!(answer["response"]["uid"], "after");
-    assert_eq!(answer["response"]["allowed"], true, "{answer}");
-    let health = plain_client()
-        .get(format!("{}/healthz", agent.base))
-        .send()
-        .expect("healthz");
-    assert!(health.status().is_success());
 }
 
 /// The rule: one 4 KiB string anchored, then aliased `aliases` times.
@@ -84,19 +58,19 @@ fn rule_review(uid: &str, spec: &str) -> String {
 #[test]
 fn aliased_and_tagged_rules_are_refused_on_validate_rule_with_memory_flat() {
     let agent = Agent::start(&[], false);
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &image_review(), true);
     let url = format!("{}/validate-rule", agent.base);
     // Warmed by one valid rule: what a first rule sets up once (its thread, the linter) is not
     // the aliases' doing.
     let valid =
         "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
-    let (status, text, _) = post_text(&url, rule_review("valid", valid));
+    let (status, text, _) = post_timed(&url, rule_review("valid", valid));
     assert!(status == 200 && text.contains("\"allowed\":true"), "{text}");
     for aliases in [2_000, 20_000] {
         let body = rule_review("aliased", &aliased_spec(aliases));
         let size = body.len();
         let before = peak_rss(agent.pid());
-        let (status, text, took) = post_text(&url, body);
+        let (status, text, took) = post_timed(&url, body);
         let after = peak_rss(agent.pid());
         assert_eq!(status, 200, "{text}");
         assert!(took < WEBHOOK_TIMEOUT, "{aliases} aliases took {took:?}");
@@ -114,7 +88,7 @@ fn aliased_and_tagged_rules_are_refused_on_validate_rule_with_memory_flat() {
 
     let tagged =
         "mode: !enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\n";
-    let (status, text, _) = post_text(&url, rule_review("tagged", tagged));
+    let (status, text, _) = post_timed(&url, rule_review("tagged", tagged));
     assert_eq!(status, 200, "{text}");
     let answer: Value = serde_json::from_str(&text).expect("a review");
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
@@ -125,7 +99,7 @@ fn aliased_and_tagged_rules_are_refused_on_validate_rule_with_memory_flat() {
             && message.contains("remove the tag"),
         "{message}"
     );
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &image_review(), true);
 }
 
 /// Rule and Namespace files whose aliases stand for far more than the file are refused (the
@@ -209,7 +183,7 @@ fn rule_and_namespace_files_that_alias_too_much_are_refused_and_the_rest_served(
         peak_rss(agent.pid()) / MIB,
         baseline / MIB
     );
-    assert_still_judging(&agent);
+    assert_still_judging(&agent, &image_review(), true);
 }
 
 /// The offline audit refuses an objects file whose aliases stand for far more than it, at
@@ -280,13 +254,13 @@ fn a_huge_added_value_is_shown_without_being_built() {
     ] {
         // A fresh agent for each, warmed by one ordinary request: the peak each one raises.
         let agent = Agent::start(&[], false);
-        assert_still_judging(&agent);
+        assert_still_judging(&agent, &image_review(), true);
         let url = format!("{}/validate", agent.base);
         let body = adding_review(field, field, value);
         assert!(body.len() < 8 * 1024 * 1024, "{}", body.len());
         let size = body.len();
         let before = peak_rss(agent.pid());
-        let (status, text, took) = post_text(&url, body);
+        let (status, text, took) = post_timed(&url, body);
         let after = peak_rss(agent.pid());
         assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
         assert!(took < WEBHOOK_TIMEOUT, "{field} took {took:?}");
@@ -297,6 +271,6 @@ fn a_huge_added_value_is_shown_without_being_built() {
         assert!(message.contains(shown), "{message}");
         assert!(text.len() <= 64 * 1024);
         assert_within_bound(field, before, after, size);
-        assert_still_judging(&agent);
+        assert_still_judging(&agent, &image_review(), true);
     }
 }

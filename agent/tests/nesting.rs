@@ -8,9 +8,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use drift_testkit::objects::{deployment_with, nested, review};
+use drift_testkit::objects::nested;
 use serde_json::{Value, json};
-use support::{Agent, plain_client, rule_config_map};
+use support::{
+    Agent, assert_still_judging, image_review, plain_client, post_timed, rule_config_map,
+};
 
 const LIMIT: usize = 10_000;
 /// How deep YAML is read (serde_yaml's own limit).
@@ -30,39 +32,13 @@ fn deep_review(shape: Shape, depth: usize) -> String {
     drift_testkit::objects::deep_review("deep-1", depth, matches!(shape, Shape::Maps))
 }
 
-/// POSTs over plain HTTP: the status, the answer and how long it took.
-fn post_text(url: &str, body: String) -> (u16, String, Duration) {
-    let started = Instant::now();
-    let (status, text) = support::post_text(&plain_client(), url, body);
-    (status, text, started.elapsed())
-}
-
-/// The agent answers an ordinary review and its probes: nothing it was sent took it down.
-fn assert_still_answering(agent: &Agent) {
-    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
-    let new = deployment_with(["api:2", "worker:1", "proxy:1"], 3, 4);
-    let (status, body, _) = post_text(
-        &format!("{}/validate", agent.base),
-        review("after", &old, &new).to_string(),
-    );
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).expect("a review");
-    assert_eq!(answer["response"]["uid"], "after");
-    assert_eq!(answer["response"]["allowed"], true, "{answer}");
-    let health = plain_client()
-        .get(format!("{}/healthz", agent.base))
-        .send()
-        .expect("healthz");
-    assert!(health.status().is_success());
-}
-
 #[test]
 fn reviews_are_answered_to_the_limit_and_refused_past_it() {
     let agent = Agent::start(&[], false);
     let url = format!("{}/validate", agent.base);
     for shape in [Shape::Lists, Shape::Maps] {
         // At the limit: decided like any review (replicas changed: denied by the default rule).
-        let (status, body, took) = post_text(&url, deep_review(shape, LIMIT));
+        let (status, body, took) = post_timed(&url, deep_review(shape, LIMIT));
         assert_eq!(status, 200, "{shape:?}: {}", &body[..body.len().min(300)]);
         let answer: Value = serde_json::from_str(&body).expect("a review");
         assert_eq!(answer["response"]["uid"], "deep-1");
@@ -74,7 +50,7 @@ fn reviews_are_answered_to_the_limit_and_refused_past_it() {
         // seconds even optimised.
         assert!(took < Duration::from_secs(5), "{shape:?} took {took:?}");
 
-        let (status, body, _) = post_text(&url, deep_review(shape, LIMIT + 1));
+        let (status, body, _) = post_timed(&url, deep_review(shape, LIMIT + 1));
         assert_eq!(status, 400, "{shape:?}: {body}");
         assert!(
             body.contains("nested deeper than 10000 levels"),
@@ -84,11 +60,11 @@ fn reviews_are_answered_to_the_limit_and_refused_past_it() {
     // A million levels in 2 MB: refused as quickly, and the agent still answers.
     let million = deep_review(Shape::Lists, 1_000_000);
     assert!(million.len() < 8 * 1024 * 1024);
-    let (status, body, took) = post_text(&url, million);
+    let (status, body, took) = post_timed(&url, million);
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("nested deeper than 10000 levels"), "{body}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
-    assert_still_answering(&agent);
+    assert_still_judging(&agent, &image_review(), true);
     // Nothing of it was recorded as a decision.
     let metrics = plain_client()
         .get(format!("{}/metrics", agent.base))
@@ -129,7 +105,7 @@ fn rule_yaml_is_refused_past_the_limit_without_stalling() {
     let agent = Agent::start(&[], false);
     let url = format!("{}/validate-rule", agent.base);
     let judge = |levels: usize| {
-        let (status, body, took) = post_text(&url, rule_review(&deep_rule_spec(levels)));
+        let (status, body, took) = post_timed(&url, rule_review(&deep_rule_spec(levels)));
         assert_eq!(status, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).expect("a review");
         assert_eq!(answer["response"]["uid"], "rule-deep");
@@ -164,7 +140,7 @@ fn rule_yaml_is_refused_past_the_limit_without_stalling() {
         message.contains("rule ConfigMap team-a/deep: field data.spec: data.spec is 2000101 bytes, more than the 64 KiB a rule may have"),
         "{message}"
     );
-    assert_still_answering(&agent);
+    assert_still_judging(&agent, &image_review(), true);
 }
 
 #[test]
@@ -219,7 +195,7 @@ fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
         text.contains("nested deeper than 128 levels"),
         "the refusals are named: {text}"
     );
-    assert_still_answering(&agent);
+    assert_still_judging(&agent, &image_review(), true);
 }
 
 #[test]

@@ -9,8 +9,9 @@
 use std::path::PathBuf;
 
 use anyhow::bail;
+use drift_engine::json::Document;
 use drift_engine::manifests;
-use drift_engine::review::{parse_review, parse_review_raw};
+use drift_engine::review::{ParsedReview, parse_review, parse_review_raw};
 use drift_engine::{Context, Detail, RuleSet, evaluate};
 use serde_json::{Value, json};
 
@@ -34,6 +35,21 @@ fn rules(dir: &PathBuf) -> anyhow::Result<RuleSet> {
     Ok(set)
 }
 
+/// The agent's answer to a parsed review: evaluated, then encoded (both modes time this; they
+/// differ in how the review was parsed).
+fn answer<O: Document>(rules: &RuleSet, parsed: ParsedReview<O>) -> anyhow::Result<Vec<u8>> {
+    let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
+    let evaluation = evaluate(
+        rules,
+        &request,
+        &Context::at(std::time::SystemTime::now()),
+        Detail::Verdict,
+    );
+    Ok(evaluation
+        .response(&request.uid)
+        .encode_review(parsed.version))
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, who, body, dir, n] = args.as_slice() else {
@@ -45,32 +61,14 @@ fn main() -> anyhow::Result<()> {
     let mut bytes = 0;
     for _ in 0..n {
         let answer = match who.as_str() {
-            "agent" => {
-                let parsed = parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?;
-                let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
-                let evaluation = evaluate(
-                    &rules,
-                    &request,
-                    &Context::at(std::time::SystemTime::now()),
-                    Detail::Verdict,
-                );
-                evaluation
-                    .response(&request.uid)
-                    .encode_review(parsed.version)
-            }
-            "documents" => {
-                let parsed = parse_review(&body).map_err(|e| anyhow::anyhow!(e.0))?;
-                let request = parsed.request.map_err(|e| anyhow::anyhow!(e))?;
-                let evaluation = evaluate(
-                    &rules,
-                    &request,
-                    &Context::at(std::time::SystemTime::now()),
-                    Detail::Verdict,
-                );
-                evaluation
-                    .response(&request.uid)
-                    .encode_review(parsed.version)
-            }
+            "agent" => answer(
+                &rules,
+                parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?,
+            )?,
+            "documents" => answer(
+                &rules,
+                parse_review(&body).map_err(|e| anyhow::anyhow!(e.0))?,
+            )?,
             "reference" => {
                 let review: Value = serde_json::from_slice(&body)?;
                 let uid = review["request"]["uid"].clone();

@@ -689,5 +689,5 @@ fn value_at<'v>(object: &'v Value, path: &[PathSegment]) -> Option<&'v Value> {
 }
 
 #[cfg(test)]
-#[path = "audit_tests.rs"]
+#[path = "audit_tests/mod.rs"]
 mod tests;

@@ -17,7 +17,7 @@ use crate::Audit;
 use crate::audit::{AuditResult, AuditedObject};
 use crate::evaluation::JudgedChange;
 use crate::json::LazyValue;
-use crate::rule::{CompiledRule, Mode};
+use crate::rule::Mode;
 
 /// The details of one evaluation (admission or audit): its first denied and changed paths,
 /// the uncovered changes with their values (and who made them, where the audit knows), and
@@ -120,9 +120,7 @@ pub fn audited<'a>(
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let drift = audit.drift()?;
-    let mode = audit.mode()?;
-    let action = enforcement_action(mode)?;
-    let rule = audit.rule()?;
+    let action = enforcement_action(audit.mode()?)?;
     let changes = audit.changes();
     let details = details(
         &drift.denied,
@@ -135,7 +133,7 @@ pub fn audited<'a>(
         message: Cow::Owned(audit.reason()),
         details,
         who,
-        ..of_audited(AUDIT_EVENT, run_id, object, rule, mode, at)
+        ..of_audited(AUDIT_EVENT, run_id, object, audit, at)?
     })
 }
 
@@ -149,8 +147,6 @@ pub fn bypass_listed<'a>(
     at: SystemTime,
 ) -> Option<ViolationRecord<'a>> {
     let finding = audit.bypass.as_ref()?;
-    let rule = audit.rule()?;
-    let mode = audit.mode()?;
     Some(ViolationRecord {
         enforcement_action: Cow::Borrowed(if finding.read.is_ok() {
             "bypass"
@@ -169,23 +165,24 @@ pub fn bypass_listed<'a>(
             since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
             user: finding.user.clone().map(Cow::Owned),
         }),
-        ..of_audited(BYPASS_EVENT, run_id, object, rule, mode, at)
+        ..of_audited(BYPASS_EVENT, run_id, object, audit, at)?
     })
 }
 
 /// What every record of an audited object says, of `event_type`: the run, its time, the
-/// object, and the rule it is judged under in `mode`. No request (an audit has none), and
-/// what was done about the object (action, message, details, bypass) left empty for the
-/// caller.
+/// object, and the rule it is judged under and its mode (`None` when no rule matched). No
+/// request (an audit has none), and what was done about the object (action, message,
+/// details, bypass) left empty for the caller.
 fn of_audited<'a>(
     event_type: &'static str,
     run_id: &'a str,
     object: &AuditedObject<'a>,
-    rule: &'a CompiledRule,
-    mode: Mode,
+    audit: &Audit<'a>,
     at: SystemTime,
-) -> ViolationRecord<'a> {
-    ViolationRecord {
+) -> Option<ViolationRecord<'a>> {
+    let rule = audit.rule()?;
+    let mode = audit.mode()?;
+    Some(ViolationRecord {
         event_type: Cow::Borrowed(event_type),
         id: Cow::Borrowed(run_id),
         timestamp: Cow::Owned(format_rfc3339(at)),
@@ -205,7 +202,7 @@ fn of_audited<'a>(
         details: Details::default(),
         bypass: None,
         who: Vec::new(),
-    }
+    })
 }
 
 /// Counts one judged object under its result, and under its bypass annotation's end when it

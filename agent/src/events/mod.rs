@@ -10,11 +10,12 @@ pub mod series;
 mod writer;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use tokio::sync::{mpsc, watch};
 
 pub use series::{Intent, Reporter};
+use writer::EventMetrics;
 
 use crate::metrics::Metrics;
 
@@ -28,25 +29,6 @@ pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 pub struct EventSink {
     queue: mpsc::Sender<Intent>,
     metrics: EventMetrics,
-}
-
-/// The counters of the Events' path (shared with the metrics registry).
-#[derive(Clone)]
-pub(crate) struct EventMetrics {
-    pub dropped: prometheus::IntCounterVec,
-    pub writes: prometheus::IntCounterVec,
-    /// The bytes of the findings in the queue (shared by the senders and the writer).
-    pub queued_bytes: Arc<AtomicUsize>,
-}
-
-impl EventMetrics {
-    fn of(metrics: &Metrics, queued_bytes: Arc<AtomicUsize>) -> Self {
-        Self {
-            dropped: metrics.events_dropped.clone(),
-            writes: metrics.event_writes.clone(),
-            queued_bytes,
-        }
-    }
 }
 
 impl EventSink {

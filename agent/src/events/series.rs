@@ -7,8 +7,10 @@
 //! Bounded whatever the load: at most [`MAX_SERIES`] series weighing at most [`MAX_SERIES_BYTES`]
 //! together, and [`MAX_BYPASS_SETTERS`] bypass setters, are kept; a finding that finds no room
 //! once the fully written series observed longest ago are forgotten is dropped and counted.
+//! Those are kept in order ([`Store::evictable`]), so forgetting one costs O(log n), not a scan.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use drift_api::events::{
@@ -185,6 +187,8 @@ struct Series {
     retry_at: Option<SystemTime>,
     /// [`Series::weigh`] as last taken: what it counts in the store's `kept_bytes`.
     weight: usize,
+    /// Tells apart series observed last at the same time in [`Store::evictable`].
+    id: u64,
 }
 
 impl Series {
@@ -219,6 +223,9 @@ impl Series {
         });
         std::mem::size_of::<Key>()
             + std::mem::size_of::<Self>()
+            // The key's shared allocation, and its entry in `Store::evictable`.
+            + 2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<((SystemTime, u64), Arc<Key>)>()
             + strings(key)
             + self.latest.weight()
             + note(&self.first_note)
@@ -250,7 +257,7 @@ pub enum Write {
 /// Which series a write is of, and the count it writes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteId {
-    key: Key,
+    key: Arc<Key>,
     count: u32,
 }
 
@@ -274,9 +281,17 @@ pub struct Reporter {
 #[derive(Debug)]
 pub struct Store {
     reporter: Reporter,
-    series: HashMap<Key, Series>,
-    /// The sum of the kept series' weights, at most [`MAX_SERIES_BYTES`].
+    series: HashMap<Arc<Key>, Series>,
+    /// The fully written series (no write pending: the ones that may be forgotten), observed
+    /// longest ago first, by `(last, id)`: exactly those of `series` whose `pending()` is false.
+    evictable: BTreeMap<(SystemTime, u64), Arc<Key>>,
+    /// The `id` of the next new series.
+    next_id: u64,
+    /// The sum of the kept series' weights, at most `max_bytes`.
     kept_bytes: usize,
+    /// [`MAX_SERIES`] and [`MAX_SERIES_BYTES`] (smaller in tests, to reach them in few steps).
+    max_series: usize,
+    max_bytes: usize,
     setters: HashMap<(String, String), (String, SystemTime)>,
 }
 
@@ -285,7 +300,11 @@ impl Store {
         Self {
             reporter,
             series: HashMap::new(),
+            evictable: BTreeMap::new(),
+            next_id: 0,
             kept_bytes: 0,
+            max_series: MAX_SERIES,
+            max_bytes: MAX_SERIES_BYTES,
             setters: HashMap::new(),
         }
     }
@@ -330,18 +349,20 @@ impl Store {
             if !self.make_room(&key, bound) {
                 return false;
             }
-            let Some(series) = self.series.get_mut(&key) else {
+            let Some((before, weight)) = self.change(&key, |series| {
+                series.count = series.count.saturating_add(1);
+                series.last = series.last.max(at);
+                if let (Some(record), Some((_, edit))) = (&mut series.record, &intent.record) {
+                    record.push(edit.clone());
+                }
+                series.latest = intent;
+                let before = series.weight;
+                series.weight = series.weigh(&key);
+                (before, series.weight)
+            }) else {
                 return false;
             };
-            series.count = series.count.saturating_add(1);
-            series.last = series.last.max(at);
-            if let (Some(record), Some((_, edit))) = (&mut series.record, &intent.record) {
-                record.push(edit.clone());
-            }
-            series.latest = intent;
-            let weight = series.weigh(&key);
-            self.kept_bytes = self.kept_bytes - series.weight + weight;
-            series.weight = weight;
+            self.kept_bytes = self.kept_bytes - before + weight;
             return true;
         }
         let record = intent.record.as_ref().map(|(why, edit)| EditRecord {
@@ -366,17 +387,33 @@ impl Store {
             failures: 0,
             retry_at: None,
             weight: 0,
+            id: self.next_id,
         };
+        self.next_id += 1;
         series.weight = series.weigh(&key);
         if !self.make_room(&key, series.weight) {
             return false;
         }
-        // A series past its window starts a new Event.
+        // A series past its window starts a new Event (the new one is pending: not evictable).
+        self.forget(&key);
         self.kept_bytes += series.weight;
-        if let Some(old) = self.series.insert(key, series) {
-            self.kept_bytes -= old.weight;
-        }
+        self.series.insert(Arc::new(key), series);
         true
+    }
+
+    /// Applies `change` to the series `key`, keeping [`Store::evictable`] in step with it.
+    fn change<R>(&mut self, key: &Key, change: impl FnOnce(&mut Series) -> R) -> Option<R> {
+        let (shared, series) = self.series.get_key_value(key)?;
+        let shared = Arc::clone(shared);
+        if !series.pending() {
+            self.evictable.remove(&(series.last, series.id));
+        }
+        let series = self.series.get_mut(key)?;
+        let result = change(series);
+        if !series.pending() {
+            self.evictable.insert((series.last, series.id), shared);
+        }
+        Some(result)
     }
 
     /// Makes room for the series `key` to weigh `weight` (what it weighs now given back):
@@ -385,17 +422,17 @@ impl Store {
     fn make_room(&mut self, key: &Key, weight: usize) -> bool {
         loop {
             let (added, current) = self.series.get(key).map_or((1, 0), |s| (0, s.weight));
-            if self.series.len() + added <= MAX_SERIES
-                && self.kept_bytes - current + weight <= MAX_SERIES_BYTES
+            if self.series.len() + added <= self.max_series
+                && self.kept_bytes - current + weight <= self.max_bytes
             {
                 return true;
             }
+            // At most one entry (the series `key` itself) is passed over.
             let oldest = self
-                .series
-                .iter()
-                .filter(|(k, s)| !s.pending() && *k != key)
-                .min_by_key(|(_, s)| s.last)
-                .map(|(k, _)| k.clone());
+                .evictable
+                .values()
+                .find(|k| k.as_ref() != key)
+                .map(Arc::clone);
             let Some(oldest) = oldest else {
                 return false;
             };
@@ -406,6 +443,9 @@ impl Store {
     fn forget(&mut self, key: &Key) {
         if let Some(series) = self.series.remove(key) {
             self.kept_bytes -= series.weight;
+            if !series.pending() {
+                self.evictable.remove(&(series.last, series.id));
+            }
         }
     }
 
@@ -436,15 +476,14 @@ impl Store {
     /// passed since its Event was last written, a failed write at its retry time. Fully
     /// written series past their window are forgotten.
     pub fn due(&mut self, now: SystemTime) -> Vec<Write> {
-        let kept_bytes = &mut self.kept_bytes;
-        self.series.retain(|_, s| {
-            let keep = s.pending()
-                || now.duration_since(s.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW;
-            if !keep {
-                *kept_bytes -= s.weight;
-            }
-            keep
-        });
+        // The fully written series, observed longest ago first: forgotten until one is within
+        // its window.
+        while let Some(((last, _), key)) = self.evictable.first_key_value()
+            && now.duration_since(*last).unwrap_or(Duration::ZERO) > SERIES_WINDOW
+        {
+            let key = Arc::clone(key);
+            self.forget(&key);
+        }
         let mut writes = Vec::new();
         for (key, series) in &self.series {
             let ready = series.pending()
@@ -482,15 +521,26 @@ impl Store {
             Write::Create { id, event } => (id, event.metadata.name.clone()),
             Write::Patch { id, .. } => (id, None),
         };
-        let Some(series) = self.series.get_mut(&id.key) else {
-            return false;
-        };
+        self.change(&id.key, |series| {
+            Self::apply(series, id.count, created, outcome, now)
+        })
+        .unwrap_or(false)
+    }
+
+    /// [`Store::written`] for one series.
+    fn apply(
+        series: &mut Series,
+        count: u32,
+        created: Option<String>,
+        outcome: Outcome,
+        now: SystemTime,
+    ) -> bool {
         match outcome {
             Outcome::Done => {
                 if created.is_some() {
                     series.name = created;
                 }
-                series.written = series.written.max(id.count);
+                series.written = series.written.max(count);
                 series.written_at = Some(now);
                 series.failures = 0;
                 series.retry_at = None;

@@ -312,8 +312,9 @@ fn large(user: &str, fields: usize, path_bytes: usize, time: SystemTime) -> Inte
 fn assert_bounded(store: &Store) {
     let weighed: usize = store.series.iter().map(|(k, s)| s.weigh(k)).sum();
     assert_eq!(store.kept_bytes, weighed);
+    assert!(store.series.len() <= store.max_series);
     assert!(
-        store.kept_bytes <= MAX_SERIES_BYTES,
+        store.kept_bytes <= store.max_bytes,
         "{} bytes kept",
         store.kept_bytes
     );
@@ -395,4 +396,79 @@ fn with_every_series_pending_a_finding_past_the_budget_is_dropped() {
     store.due(at(10.0 + SERIES_WINDOW.as_secs_f64()));
     assert!(store.series.is_empty());
     assert_eq!(store.kept_bytes, 0);
+}
+
+/// The index of the series that may be forgotten holds exactly the kept series with no write
+/// pending, each once, at its last observation and id.
+fn assert_index_agrees(store: &Store) {
+    let expected: std::collections::BTreeMap<(SystemTime, u64), &Key> = store
+        .series
+        .iter()
+        .filter(|(_, s)| !s.pending())
+        .map(|(k, s)| ((s.last, s.id), k.as_ref()))
+        .collect();
+    let unpending = store.series.values().filter(|s| !s.pending()).count();
+    assert_eq!(expected.len(), unpending, "two series share an index entry");
+    let actual: std::collections::BTreeMap<(SystemTime, u64), &Key> = store
+        .evictable
+        .iter()
+        .map(|(entry, k)| (*entry, k.as_ref()))
+        .collect();
+    assert_eq!(actual, expected);
+}
+
+/// What happens to a store: a finding of one of a few users (small, or large), or the due
+/// writes answered, some of them, one way.
+#[derive(Debug, Clone)]
+enum Step {
+    Observe { user: u8, large: bool, back: u16 },
+    Flush { outcome: u8, every: u8 },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (0..40u8, any::<bool>(), 0..30u16)
+            .prop_map(|(user, large, back)| Step::Observe { user, large, back }),
+        1 => (0..3u8, 1..4u8).prop_map(|(outcome, every)| Step::Flush { outcome, every }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_index_of_forgettable_series_always_agrees_with_the_series(
+        steps in proptest::collection::vec((step(), 0..200u16), 1..160),
+    ) {
+        // Room for 12 series and about 8 large ones: both bounds are reached in a few steps.
+        let mut store = Store {
+            max_series: 12,
+            max_bytes: 8 * large("user-0", 4, 256, at(0.0)).weight() * 3,
+            ..Store::new(reporter())
+        };
+        let mut now = 0.0;
+        for (step, advance) in steps {
+            // Time moves on by up to 200 s a step: past a series' window now and then.
+            now += f64::from(advance);
+            match step {
+                Step::Observe { user, large: big, back } => {
+                    // Findings may arrive a little out of order.
+                    let t = at((now - f64::from(back)).max(0.0));
+                    let user = format!("user-{user}");
+                    let intent = if big { large(&user, 4, 256, t) } else { warned(&user, t) };
+                    store.observe(intent);
+                }
+                Step::Flush { outcome, every } => {
+                    let outcome = [Outcome::Done, Outcome::Gone, Outcome::Failed][usize::from(outcome)];
+                    let writes = store.due(at(now));
+                    for write in writes.iter().step_by(usize::from(every)) {
+                        store.written(write, outcome, at(now));
+                    }
+                }
+            }
+            assert_index_agrees(&store);
+            assert_bounded(&store);
+        }
+    }
 }

@@ -3,14 +3,34 @@
 //! [`WRITE_TIMEOUT`], a failed one again after a backoff. Nothing on the admission path waits on
 //! it.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::{mpsc, watch};
 
-use super::EventMetrics as Metrics;
 use super::series::{Intent, Outcome, Store, Write};
+
+/// The counters of the Events' path (shared with the metrics registry).
+#[derive(Clone)]
+pub(crate) struct EventMetrics {
+    pub dropped: prometheus::IntCounterVec,
+    pub writes: prometheus::IntCounterVec,
+    /// The bytes of the findings in the queue (shared by the senders and the writer).
+    pub queued_bytes: Arc<AtomicUsize>,
+}
+
+impl EventMetrics {
+    pub(super) fn of(metrics: &crate::metrics::Metrics, queued_bytes: Arc<AtomicUsize>) -> Self {
+        Self {
+            dropped: metrics.events_dropped.clone(),
+            writes: metrics.event_writes.clone(),
+            queued_bytes,
+        }
+    }
+}
 
 /// Longest wait for one write.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,7 +45,7 @@ pub(super) async fn run(
     client: kube::Client,
     mut store: Store,
     mut queue: mpsc::Receiver<Intent>,
-    metrics: Metrics,
+    metrics: EventMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(FLUSH_PERIOD);
@@ -33,10 +53,12 @@ pub(super) async fn run(
     // Made once: a future made again at every turn of the loop registers its waker again.
     let stop = stopped(&mut shutdown);
     tokio::pin!(stop);
-    let mut batch = Vec::with_capacity(RECEIVE_BATCH);
+    // Findings taken from the queue at one wake-up, at most: as many as it holds.
+    let receive_batch = queue.max_capacity();
+    let mut batch = Vec::with_capacity(receive_batch);
     loop {
         tokio::select! {
-            received = queue.recv_many(&mut batch, RECEIVE_BATCH) => {
+            received = queue.recv_many(&mut batch, receive_batch) => {
                 if received == 0 {
                     break;
                 }
@@ -62,13 +84,11 @@ pub(super) async fn run(
     }
 }
 
-/// Findings taken from the queue at one wake-up at most.
-const RECEIVE_BATCH: usize = super::QUEUE_CAPACITY;
 /// How long findings gather in the queue after the writer took some.
 const GATHER_PERIOD: Duration = Duration::from_millis(20);
 
 /// A finding left the queue: its bytes no longer count against [`super::MAX_QUEUED_BYTES`].
-pub(super) fn queue_bytes(metrics: &Metrics, intent: &Intent) {
+pub(super) fn queue_bytes(metrics: &EventMetrics, intent: &Intent) {
     metrics
         .queued_bytes
         .fetch_sub(intent.weight(), std::sync::atomic::Ordering::Relaxed);
@@ -83,13 +103,13 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
-fn observe(store: &mut Store, intent: Intent, metrics: &Metrics) {
+fn observe(store: &mut Store, intent: Intent, metrics: &EventMetrics) {
     if !store.observe(intent) {
         metrics.dropped.with_label_values(&["series_full"]).inc();
     }
 }
 
-async fn flush(client: &kube::Client, store: &mut Store, metrics: &Metrics) {
+async fn flush(client: &kube::Client, store: &mut Store, metrics: &EventMetrics) {
     let writes = store.due(SystemTime::now());
     for write in writes.into_iter().take(MAX_WRITES_PER_FLUSH) {
         let outcome = perform(client, &write).await;

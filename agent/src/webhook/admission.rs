@@ -13,7 +13,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -194,6 +194,9 @@ async fn decide(
                             started,
                             &parse_race,
                             early,
+                            |request, evaluation, now| {
+                                send_findings(&parse_serving, request, evaluation, now);
+                            },
                         );
                         Parsed::Evaluated
                     }
@@ -227,6 +230,7 @@ async fn decide(
             started,
             &race,
             early,
+            |request, evaluation, now| send_findings(&evaluating, request, evaluation, now),
         );
         None
     });
@@ -271,15 +275,18 @@ fn internal_error(uid: &str, message: &str) -> Response {
 /// Evaluates a parsed review against the active rules and, unless the write timeout answered
 /// first, records the decision (metrics, log line),
 /// queues the export record, sends the answer to give through `early`, and then makes the
-/// Events' findings, which the answer never waits for.
-fn evaluate_and_record(
+/// Events' findings (`findings`: [`send_findings`]; a test's in tests), which the answer never
+/// waits for.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_and_record<'r>(
     shared: &Shared,
     serving: &ServeState,
-    parsed: ParsedReview<RawDocument<'_>>,
+    parsed: ParsedReview<RawDocument<'r>>,
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
     race: &Race,
     early: Early,
+    findings: impl FnOnce(&AdmissionRequest<RawDocument<'r>>, &Evaluation<'_>, SystemTime),
 ) {
     // The receiver is gone only when the request is: nothing is left to answer.
     let give = |answer: Answer| {
@@ -332,8 +339,19 @@ fn evaluate_and_record(
         }
     }
     give(Answer::Review(encoded));
+    findings(&request, &evaluation, context.now);
+}
+
+/// Makes the Events' findings of a decision and hands them to the writer (cluster mode with
+/// `--events`).
+fn send_findings<O: drift_engine::json::Document>(
+    serving: &ServeState,
+    request: &AdmissionRequest<O>,
+    evaluation: &Evaluation<'_>,
+    now: SystemTime,
+) {
     if let Some(events) = &serving.events {
-        for intent in crate::events::admission::intents_of(&request, &evaluation, context.now) {
+        for intent in crate::events::admission::intents_of(request, evaluation, now) {
             events.send(intent);
         }
     }
@@ -442,3 +460,7 @@ fn record<O>(
         "admission decision"
     );
 }
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;

@@ -25,8 +25,10 @@ use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::{MAX_BODY_BYTES, plain};
+use super::response::plain;
 
+/// Largest AdmissionReview accepted (413 beyond).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Bytes of request bodies held at once across every connection: four of the largest bodies …
 pub const BODY_BUDGET: usize = 4 * MAX_BODY_BYTES;
 /// … and a reserve that only bodies of at most [`SMALL_BODY`] bytes draw on.
@@ -170,7 +172,7 @@ impl Intake {
             }
             let length = bytes.len() + data.len();
             if length > MAX_BODY_BYTES {
-                return Err(super::too_large());
+                return Err(too_large());
             }
             while length > taken {
                 let more = STEP.min((MAX_BODY_BYTES + 1).saturating_sub(taken));
@@ -209,6 +211,14 @@ fn unavailable(reason: String) -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
+}
+
+/// 413: the body is larger than [`MAX_BODY_BYTES`].
+pub(super) fn too_large() -> Response {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
 }
 
 #[cfg(test)]

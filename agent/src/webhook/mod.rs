@@ -19,12 +19,9 @@ mod admission;
 mod intake;
 mod response;
 
-pub use intake::{BODY_BUDGET, Intake};
+pub use intake::{BODY_BUDGET, Intake, MAX_BODY_BYTES};
 use response::json;
 pub use response::plain;
-
-/// Largest AdmissionReview accepted (413 beyond).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Paths, timeouts and intake of the webhook listener.
 #[derive(Debug, Clone)]
@@ -108,18 +105,11 @@ where
 /// `POST /validate-rule`: judges a rule ConfigMap before it is stored (reference §2, "A typo
 /// never opens a hole"); see [`crate::validate_rule`].
 async fn validate_rule(State(state): State<AppState>, request: Request) -> Response {
-    if let Some(refused) = refuse_caller(&state, &request) {
-        return refused;
-    }
-    let _admitted = match state.config.intake.admit() {
+    // The place in the intake is held until the answer.
+    let (_admitted, body) = match admit_body(&state, request).await {
         Ok(admitted) => admitted,
-        Err(busy) => return busy.into_response(),
+        Err(response) => return response,
     };
-    let body =
-        match read_review_body(request, state.config.read_timeout, &state.config.intake).await {
-            Ok(body) => body,
-            Err(response) => return response,
-        };
     // Compiling a rule reads YAML a tenant wrote: on the decision threads, like a decision,
     // so that the threads answering the probes never wait on it.
     let shared = state.shared.clone();
@@ -202,27 +192,38 @@ pub async fn read_review_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(too_large());
+        return Err(intake::too_large());
     }
     intake
         .read_body(request, declared_length, read_timeout)
         .await
 }
 
+/// What both admission paths do first: refuse a caller client authentication does not accept,
+/// take a place in the intake (the guard, held by the caller until it answers), read the body.
+async fn admit_body(
+    state: &AppState,
+    request: Request,
+) -> Result<(intake::Admitted, Bytes), Response> {
+    if let Some(refused) = refuse_caller(state, &request) {
+        return Err(refused);
+    }
+    let admitted = state
+        .config
+        .intake
+        .admit()
+        .map_err(IntoResponse::into_response)?;
+    let body = read_review_body(request, state.config.read_timeout, &state.config.intake).await?;
+    Ok((admitted, body))
+}
+
 async fn validate(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
-    if let Some(refused) = refuse_caller(&state, &request) {
-        return refused;
-    }
-    let _admitted = match state.config.intake.admit() {
+    // The place in the intake is held until the answer.
+    let (_admitted, body) = match admit_body(&state, request).await {
         Ok(admitted) => admitted,
-        Err(busy) => return busy.into_response(),
+        Err(response) => return response,
     };
-    let body =
-        match read_review_body(request, state.config.read_timeout, &state.config.intake).await {
-            Ok(body) => body,
-            Err(response) => return response,
-        };
     admission::answer(
         &state.shared,
         &state.serving,
@@ -260,13 +261,6 @@ fn refuse_caller(state: &AppState, request: &Request) -> Option<Response> {
         StatusCode::UNAUTHORIZED,
         refusal.message(auth.names()),
     ))
-}
-
-fn too_large() -> Response {
-    plain(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-    )
 }
 
 #[cfg(test)]

@@ -122,19 +122,7 @@ impl Agent {
         }
         let mut child = command.spawn().expect("start drift-sentinel");
         let logs = Arc::new(Mutex::new(Vec::new()));
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for stream in outputs(&mut child) {
             let logs = logs.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -319,6 +307,50 @@ pub fn small_deployment(namespace: &str, replicas: i64) -> Value {
         "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
 }
 
+/// A child's stdout and stderr (those it was started with piped), to read on their own threads.
+fn outputs(child: &mut Child) -> Vec<Box<dyn std::io::Read + Send>> {
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+    stdout.into_iter().chain(stderr).collect()
+}
+
+/// An UPDATE review (uid `after`) that changes one image of a three-container Deployment:
+/// allowed by the default rule.
+pub fn image_review() -> Value {
+    use drift_testkit::objects::{deployment_with, review};
+    let old = deployment_with(["api:1", "worker:1", "proxy:1"], 3, 4);
+    let new = deployment_with(["api:2", "worker:1", "proxy:1"], 3, 4);
+    review("after", &old, &new)
+}
+
+/// POSTs `body` to `url` over plain HTTP, timed: the status, the answer and how long it took.
+pub fn post_timed(url: &str, body: String) -> (u16, String, Duration) {
+    let started = Instant::now();
+    let (status, text) = post_text(&plain_client(), url, body);
+    (status, text, started.elapsed())
+}
+
+/// Nothing the agent was sent took it down: it answers its probes and judges `review` on
+/// `/validate` as before (`allowed` or denied).
+pub fn assert_still_judging(agent: &Agent, review: &Value, allowed: bool) {
+    let (status, body, _) = post_timed(&format!("{}/validate", agent.base), review.to_string());
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("a review");
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    assert_eq!(answer["response"]["allowed"], allowed, "{answer}");
+    let health = plain_client()
+        .get(format!("{}/healthz", agent.base))
+        .send()
+        .expect("healthz");
+    assert!(health.status().is_success());
+}
+
 /// An UPDATE review of Deployment `namespace/web` ([`small_deployment`]) scaled 1 → 2 by
 /// `alice`.
 pub fn replicas_review(namespace: &str) -> Value {
@@ -364,19 +396,7 @@ pub fn run_measured(command: &mut Command) -> (Option<i32>, String, u64) {
         .spawn()
         .expect("start the command");
     let mut readers = Vec::new();
-    for mut stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for mut stream in outputs(&mut child) {
         readers.push(std::thread::spawn(move || {
             let mut text = String::new();
             let _ = stream.read_to_string(&mut text);
