@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 use drift_testkit::objects::{deployment_with, review};
 use drift_testkit::peak_rss;
 use serde_json::{Value, json};
-use support::{Agent, assert_still_judging, image_review, post_timed, rule_config_map};
+use support::{
+    Agent, assert_still_judging, image_review, post_timed, rule_config_map,
+    rules_dir_with_a_fine_rule,
+};
 
 const MIB: u64 = 1024 * 1024;
 /// The chart's webhook timeout; a debug build on a shared machine must still answer within it.
@@ -107,18 +110,7 @@ fn aliased_and_tagged_rules_are_refused_on_validate_rule_with_memory_flat() {
 /// served, and the agent's peak stays within reach of an agent that read none of them.
 #[test]
 fn rule_and_namespace_files_that_alias_too_much_are_refused_and_the_rest_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules");
-    std::fs::create_dir(&rules).unwrap();
-    std::fs::write(
-        rules.join("fine.yaml"),
-        rule_config_map(
-            "drift-sentinel",
-            "fine",
-            "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [spec.template.spec.containers[*].image]\n",
-        ),
-    )
-    .unwrap();
+    let (dir, rules) = rules_dir_with_a_fine_rule();
     let bare = Agent::start(&["--rules", rules.to_str().unwrap()], false);
     let baseline = peak_rss(bare.pid());
     drop(bare);
@@ -166,6 +158,8 @@ fn rule_and_namespace_files_that_alias_too_much_are_refused_and_the_rest_served(
     assert!(started.elapsed() < Duration::from_secs(15));
     let text = agent.status().to_string() + &agent.logs().join("\n");
     assert!(text.contains("drift-sentinel/fine"), "{text}");
+    // The valid rule beside the refused files is the one served.
+    assert_eq!(agent.status()["rulesLoaded"], 1, "{text}");
     assert!(
         text.contains("aliases.yaml")
             && text.contains("expands through YAML aliases to more than")

@@ -12,6 +12,7 @@ use drift_testkit::objects::nested;
 use serde_json::{Value, json};
 use support::{
     Agent, assert_still_judging, image_review, plain_client, post_timed, rule_config_map,
+    rules_dir_with_a_fine_rule,
 };
 
 const LIMIT: usize = 10_000;
@@ -145,18 +146,7 @@ fn rule_yaml_is_refused_past_the_limit_without_stalling() {
 
 #[test]
 fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules");
-    std::fs::create_dir(&rules).unwrap();
-    std::fs::write(
-        rules.join("fine.yaml"),
-        rule_config_map(
-            "drift-sentinel",
-            "fine",
-            "mode: enforce\nnamespaces: ['*']\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: [spec.template.spec.containers[*].image]\n",
-        ),
-    )
-    .unwrap();
+    let (dir, rules) = rules_dir_with_a_fine_rule();
     // A file whose rule nests a million levels, and one whose own YAML does.
     std::fs::write(
         rules.join("deep-spec.yaml"),
@@ -191,6 +181,8 @@ fn rule_and_namespace_files_nested_too_deep_are_refused_and_the_rest_served() {
     let status = agent.status();
     let text = status.to_string();
     assert!(text.contains("drift-sentinel/fine"), "{text}");
+    // The valid rule beside the refused files is the one served.
+    assert_eq!(status["rulesLoaded"], 1, "{text}");
     assert!(
         text.contains("nested deeper than 128 levels"),
         "the refusals are named: {text}"

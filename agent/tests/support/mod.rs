@@ -320,6 +320,21 @@ fn outputs(child: &mut Child) -> Vec<Box<dyn std::io::Read + Send>> {
     stdout.into_iter().chain(stderr).collect()
 }
 
+/// A temporary directory whose `rules/` holds one valid rule, `drift-sentinel/fine`
+/// ([`IMAGE_RULE`]): what must still be served beside the files a test makes refused. The
+/// directory (removed when dropped) and `rules/`.
+pub fn rules_dir_with_a_fine_rule() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    std::fs::write(
+        rules.join("fine.yaml"),
+        rule_config_map("drift-sentinel", "fine", IMAGE_RULE),
+    )
+    .unwrap();
+    (dir, rules)
+}
+
 /// An UPDATE review (uid `after`) that changes one image of a three-container Deployment:
 /// allowed by the default rule.
 pub fn image_review() -> Value {
