@@ -12,7 +12,7 @@ pub mod client_auth;
 mod cluster_source;
 mod connection_status;
 mod decisions;
-mod events;
+pub mod events;
 pub mod export;
 mod json_lines;
 mod kube_client;

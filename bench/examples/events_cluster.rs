@@ -19,13 +19,7 @@ fn main() {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"
         ));
     }
-    for (file, manifest) in drift_bench::fixtures::rule_files() {
-        let manifest = if file.ends_with("-production.yaml") {
-            assert!(manifest.contains("mode: enforce"), "{manifest}");
-            manifest.replace("mode: enforce", "mode: warn")
-        } else {
-            manifest
-        };
+    for (_, manifest) in drift_bench::fixtures::warn_rule_files() {
         cluster.apply(&manifest);
     }
     println!("{}", cluster.admin_kubeconfig().display());

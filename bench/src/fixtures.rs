@@ -148,6 +148,17 @@ pub fn rule_files() -> Vec<(String, String)> {
     files
 }
 
+/// [`rule_files`] with the matching rule in mode `warn`: every `replicas.json` review is then a
+/// warned edit, an Event finding on every request (the most work Events add to a decision; the
+/// rules of `scripts/events-bench.sh` and `finding_loop`).
+pub fn warn_rule_files() -> Vec<(String, String)> {
+    let mut files = rule_files();
+    let (_, matching) = files.last_mut().expect("the matching rule");
+    assert!(matching.contains("mode: enforce"), "{matching}");
+    *matching = matching.replace("mode: enforce", "mode: warn");
+    files
+}
+
 /// A CA and a serving certificate for `127.0.0.1` and `localhost`, in PEM; and a CA of
 /// webhook callers with the API server's client certificate (client authentication).
 pub struct Pki {

@@ -94,6 +94,26 @@ fn simply(object: &Value, path: &str, records: &[EditRecord]) -> Attribution {
     )
 }
 
+/// The digits are SHA-256's of the canonical form, lowercase, as the audit compares them
+/// with records written before (`printf '#5;' | sha256sum`).
+#[test]
+fn a_fingerprint_is_the_digest_of_the_canonical_form() {
+    for (value, canonical_digest) in [
+        (json!(5), "ccd40383b1dd90d8854b3930f8f929d6"),
+        (json!("ab"), "740aa1c3020468189320a550515474b7"),
+        (
+            json!({"b": 1, "a": "x"}),
+            "f32fe6e0bd1381fe064d812465d536c8",
+        ),
+    ] {
+        assert_eq!(
+            fp(value.clone()),
+            Some(format!("sha256:{canonical_digest}")),
+            "{value}"
+        );
+    }
+}
+
 #[test]
 fn a_fingerprint_is_the_same_for_text_and_document_and_key_order() {
     let text = r#"{"b": [1, 2.5, "x", null, true], "a": {"z": 1e3, "y": "é"}}"#;

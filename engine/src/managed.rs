@@ -9,10 +9,12 @@
 //! to its concrete path in the live object. Server-side apply (`Apply`) is never an imperative
 //! edit.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::diff::{field, value_eq};
-use crate::json::Node;
+use crate::json::{MapView, Node};
 use crate::path::{FieldPath, PathSegment};
 
 /// A field of the live object and the managedFields entry that owns it.
@@ -155,6 +157,11 @@ fn fields_where<'v>(
 /// or has with another `time`, is the request's. The latest by `time` when several are (a
 /// mutating webhook's `admission` entry besides the request's). This is the key that joins the
 /// webhook's record of an edit with the field's owner the audit finds later.
+///
+/// Run for every finding of the webhook, so made cheap: an entry the request left alone is the
+/// same text in both objects (the API server writes both), found beside its place without
+/// reading it; only the others are read, each in one pass, borrowed, and only the one returned
+/// is copied.
 pub fn request_entry<'v, N: Node<'v>>(old: N, new: N) -> Option<EntryStamp> {
     let entries = |object: N| {
         object
@@ -164,12 +171,41 @@ pub fn request_entry<'v, N: Node<'v>>(old: N, new: N) -> Option<EntryStamp> {
             .into_iter()
             .flatten()
             .take(MAX_ENTRIES)
-            .filter_map(EntryStamp::of)
     };
-    let before: Vec<EntryStamp> = entries(old).collect();
-    entries(new)
-        .filter(|entry| !before.contains(entry))
-        .max_by(|a, b| a.time.cmp(&b.time))
+    let before: Vec<N> = entries(old).collect();
+    // Read only when an entry is not found unchanged.
+    let mut before_stamps: Option<Vec<Stamp<'v>>> = None;
+    let mut latest: Option<Stamp<'v>> = None;
+    for (at, entry) in entries(new).enumerate() {
+        if unchanged_near(&before, at, entry) {
+            continue;
+        }
+        let Some(stamp) = Stamp::of(entry) else {
+            continue;
+        };
+        let before_stamps = before_stamps
+            .get_or_insert_with(|| before.iter().copied().filter_map(Stamp::of).collect());
+        // The last of the latest, as `Iterator::max_by` picks.
+        if !before_stamps.contains(&stamp)
+            && latest.as_ref().is_none_or(|found| stamp.time >= found.time)
+        {
+            latest = Some(stamp);
+        }
+    }
+    latest.map(Stamp::into_owned)
+}
+
+/// Whether the entry at `at` of the new object is, as text, the old object's entry at the same
+/// place, or one place on or back: the API server keeps the entries sorted by operation and
+/// time, so the one a request wrote moves to the end of its operation's, and the entries after
+/// where it was (or where a new one went) move by one. Known equal text has an equal stamp; an
+/// entry found elsewhere or not at all is compared by its stamp. `false` says nothing.
+fn unchanged_near<'v, N: Node<'v>>(before: &[N], at: usize, entry: N) -> bool {
+    [Some(at), at.checked_add(1), at.checked_sub(1)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| before.get(i))
+        .any(|old| old.identical(entry))
 }
 
 /// Most managedFields entries read from one object for [`request_entry`] (the API server
@@ -185,13 +221,25 @@ pub struct EntryStamp {
     pub time: Option<String>,
 }
 
-impl EntryStamp {
-    fn of<'v, N: Node<'v>>(entry: N) -> Option<Self> {
+/// An [`EntryStamp`] borrowed from the object's text where it can be, each part cut to
+/// [`MAX_STAMP_BYTES`].
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp<'v> {
+    manager: Cow<'v, str>,
+    operation: Cow<'v, str>,
+    subresource: Cow<'v, str>,
+    time: Option<Cow<'v, str>>,
+}
+
+impl<'v> Stamp<'v> {
+    /// The stamp of an entry with a `manager`, its members read once.
+    fn of<N: Node<'v>>(entry: N) -> Option<Self> {
+        let members = entry.as_map()?;
         let text = |key: &str| {
-            entry
+            members
                 .get(key)
                 .and_then(Node::as_str)
-                .map(|t| crate::truncate::truncate_bytes(&t, MAX_STAMP_BYTES))
+                .map(|t| crate::truncate::bytes_within(t, MAX_STAMP_BYTES))
         };
         Some(Self {
             manager: text("manager")?,
@@ -199,6 +247,15 @@ impl EntryStamp {
             subresource: text("subresource").unwrap_or_default(),
             time: text("time"),
         })
+    }
+
+    fn into_owned(self) -> EntryStamp {
+        EntryStamp {
+            manager: self.manager.into_owned(),
+            operation: self.operation.into_owned(),
+            subresource: self.subresource.into_owned(),
+            time: self.time.map(Cow::into_owned),
+        }
     }
 }
 
@@ -289,6 +346,7 @@ fn resolve<'v>(key: &str, live: &'v Value) -> Option<(PathSegment, &'v Value)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::Document as _;
     use serde_json::json;
 
     fn paths(object: &Value, managers: &[&str]) -> Vec<(String, String, Option<String>)> {
@@ -559,5 +617,181 @@ mod tests {
         );
         assert_eq!(owner("spec.replicas"), Some("kubectl-client-side-apply"));
         assert_eq!(owner("spec.paused"), None);
+    }
+
+    /// [`request_entry`] over parsed documents and over their text (the agent's, where unchanged
+    /// entries are found by their text), case by case: both give the expected entry.
+    #[test]
+    fn the_entry_a_request_wrote_from_documents_and_from_text() {
+        let entry = |manager: &str, time: &str| {
+            json!({"manager": manager, "operation": "Update", "apiVersion": "apps/v1", "time": time,
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}})
+        };
+        let (a, b, c) = (
+            entry("kubectl-client-side-apply", "2026-01-01T00:00:00Z"),
+            entry("kubectl-edit", "2026-01-02T00:00:00Z"),
+            entry("kube-controller-manager", "2026-01-03T00:00:00Z"),
+        );
+        let long = |tail: &str| format!("{}{tail}", "m".repeat(MAX_STAMP_BYTES));
+        let cut = format!("{}…", "m".repeat(MAX_STAMP_BYTES - '…'.len_utf8()));
+        let t = |s: &str| Some(s.to_owned());
+        let with = |entries: Vec<Value>| json!({"kind": "Deployment", "metadata": {"name": "web", "managedFields": entries}, "spec": {"replicas": 3}});
+        // The entry found: its manager and time.
+        type Found = Option<(String, Option<String>)>;
+        let cases: Vec<(&str, Value, Value, Found)> = vec![
+            (
+                "no managedFields",
+                json!({"metadata": {}}),
+                json!({"metadata": {}}),
+                None,
+            ),
+            ("no metadata", json!({}), json!({"spec": {}}), None),
+            (
+                "one entry, unchanged",
+                with(vec![a.clone()]),
+                with(vec![a.clone()]),
+                None,
+            ),
+            (
+                "entries unchanged",
+                with(vec![a.clone(), b.clone()]),
+                with(vec![a.clone(), b.clone()]),
+                None,
+            ),
+            (
+                "a new entry",
+                with(vec![a.clone()]),
+                with(vec![a.clone(), b.clone()]),
+                Some(("kubectl-edit".into(), t("2026-01-02T00:00:00Z"))),
+            ),
+            (
+                "a new entry before the others",
+                with(vec![a.clone(), c.clone()]),
+                with(vec![b.clone(), a.clone(), c.clone()]),
+                Some(("kubectl-edit".into(), t("2026-01-02T00:00:00Z"))),
+            ),
+            (
+                "the first entry",
+                json!({"metadata": {}}),
+                with(vec![a.clone()]),
+                Some((
+                    "kubectl-client-side-apply".into(),
+                    t("2026-01-01T00:00:00Z"),
+                )),
+            ),
+            (
+                "several new, the latest by time",
+                with(vec![a.clone()]),
+                with(vec![a.clone(), c.clone(), b.clone()]),
+                Some(("kube-controller-manager".into(), t("2026-01-03T00:00:00Z"))),
+            ),
+            (
+                "several new at one time, the last",
+                with(vec![]),
+                with(vec![
+                    entry("x", "2026-01-01T00:00:00Z"),
+                    entry("y", "2026-01-01T00:00:00Z"),
+                ]),
+                Some(("y".into(), t("2026-01-01T00:00:00Z"))),
+            ),
+            (
+                "an entry without a time is the oldest",
+                with(vec![]),
+                with(vec![
+                    json!({"manager": "kubectl", "operation": "Update", "subresource": "scale"}),
+                    a.clone(),
+                ]),
+                Some((
+                    "kubectl-client-side-apply".into(),
+                    t("2026-01-01T00:00:00Z"),
+                )),
+            ),
+            (
+                "only one without a time",
+                with(vec![a.clone()]),
+                with(vec![
+                    a.clone(),
+                    json!({"manager": "kubectl", "operation": "Update", "subresource": "scale"}),
+                ]),
+                Some(("kubectl".into(), None)),
+            ),
+            // Written again and moved to the end of the entries sorted by time.
+            (
+                "an entry moved by its new time",
+                with(vec![a.clone(), b.clone(), c.clone()]),
+                with(vec![
+                    a.clone(),
+                    c.clone(),
+                    entry("kubectl-edit", "2026-01-04T00:00:00Z"),
+                ]),
+                Some(("kubectl-edit".into(), t("2026-01-04T00:00:00Z"))),
+            ),
+            (
+                "entries in another order, unchanged",
+                with(vec![a.clone(), b.clone(), c.clone()]),
+                with(vec![c.clone(), b.clone(), a.clone()]),
+                None,
+            ),
+            // Its field set changed, its manager, operation, subresource and time did not.
+            (
+                "only the field set changed",
+                with(vec![a.clone()]),
+                with(vec![
+                    json!({"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-01-01T00:00:00Z", "fieldsV1": {}}),
+                ]),
+                None,
+            ),
+            (
+                "entries without a manager, and no entries",
+                with(vec![
+                    json!({"operation": "Update", "time": "2026-01-05T00:00:00Z"}),
+                ]),
+                with(vec![
+                    json!({"operation": "Update", "time": "2026-01-06T00:00:00Z"}),
+                    json!(7),
+                    json!("x"),
+                ]),
+                None,
+            ),
+            (
+                "an oversized manager, cut",
+                with(vec![a.clone()]),
+                with(vec![a.clone(), entry(&long("x"), "2026-01-05T00:00:00Z")]),
+                Some((cut.clone(), t("2026-01-05T00:00:00Z"))),
+            ),
+            (
+                "managers that differ past the cut are one",
+                with(vec![entry(&long("x"), "2026-01-05T00:00:00Z")]),
+                with(vec![entry(&long("y"), "2026-01-05T00:00:00Z")]),
+                None,
+            ),
+        ];
+        let mut cases: Vec<_> = cases
+            .into_iter()
+            .map(|(case, old, new, expected)| (case, old.to_string(), new.to_string(), expected))
+            .collect();
+        // One manager spelt two ways: the same stamp.
+        cases.push((
+            "an escaped manager is the same manager",
+            r#"{"metadata": {"managedFields": [{"manager": "kubectl-edit", "time": "2026-01-02T00:00:00Z"}]}}"#.into(),
+            r#"{"metadata": {"managedFields": [{"manager": "kubectl\u002dedit", "time": "2026-01-02T00:00:00Z"}]}}"#.into(),
+            None,
+        ));
+        for (case, old_text, new_text, expected) in cases {
+            let (old, new): (Value, Value) = (
+                serde_json::from_str(&old_text).unwrap(),
+                serde_json::from_str(&new_text).unwrap(),
+            );
+            let found = request_entry(&old, &new).map(|e| (e.manager, e.time));
+            assert_eq!(found, expected, "{case} (documents)");
+            let old_raw: &serde_json::value::RawValue = serde_json::from_str(&old_text).unwrap();
+            let new_raw: &serde_json::value::RawValue = serde_json::from_str(&new_text).unwrap();
+            let (old_doc, new_doc) = (
+                crate::json::RawDocument::new(old_raw),
+                crate::json::RawDocument::new(new_raw),
+            );
+            let found = request_entry(old_doc.node(), new_doc.node()).map(|e| (e.manager, e.time));
+            assert_eq!(found, expected, "{case} (text)");
+        }
     }
 }

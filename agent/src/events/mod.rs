@@ -54,6 +54,19 @@ impl EventSink {
         (sink, writer)
     }
 
+    /// A sink whose findings are taken as the writer takes them, but never written: no task,
+    /// no cluster. What `bench/examples/finding_loop.rs` counts the instructions of per finding.
+    pub fn unwritten(reporter: Reporter) -> Result<(Self, Unwritten), prometheus::Error> {
+        let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        let metrics = EventMetrics::of(&Metrics::new()?, Arc::default());
+        let taker = Unwritten {
+            queue: receiver,
+            store: series::Store::new(reporter),
+            metrics: metrics.clone(),
+        };
+        Ok((Self { queue, metrics }, taker))
+    }
+
     /// Hands each finding to the writer ([`Self::send`]).
     pub fn send_all(&self, intents: impl IntoIterator<Item = Intent>) {
         for intent in intents {
@@ -74,6 +87,26 @@ impl EventSink {
                 .with_label_values(&["queue_full"])
                 .inc();
         }
+    }
+}
+
+/// The writer's side of an [`EventSink::unwritten`] queue.
+pub struct Unwritten {
+    queue: mpsc::Receiver<Intent>,
+    store: series::Store,
+    metrics: EventMetrics,
+}
+
+impl Unwritten {
+    /// Takes the queued findings into their series, as the writer task does between writes;
+    /// how many it took.
+    pub fn take(&mut self) -> usize {
+        let mut taken = 0;
+        while let Ok(intent) = self.queue.try_recv() {
+            writer::take(&mut self.store, intent, &self.metrics);
+            taken += 1;
+        }
+        taken
     }
 }
 

@@ -196,6 +196,20 @@ impl Series {
         self.count > self.written
     }
 
+    /// Counts a repeat: the store's `kept_bytes` after it.
+    fn join(&mut self, key: &Key, intent: Intent, kept_bytes: usize) -> usize {
+        self.count = self.count.saturating_add(1);
+        self.last = self.last.max(intent.at);
+        if let (Some(record), Some((_, edit))) = (&mut self.record, &intent.record) {
+            record.push(edit.clone());
+        }
+        self.latest = intent;
+        let weight = self.weigh(key);
+        let kept_bytes = kept_bytes - self.weight + weight;
+        self.weight = weight;
+        kept_bytes
+    }
+
     /// About how many bytes the series and its key hold.
     fn weigh(&self, key: &Key) -> usize {
         let note = |note: &Note| match note {
@@ -336,7 +350,8 @@ impl Store {
             distinct: intent.distinct.clone(),
         };
         let at = intent.at;
-        if let Some(series) = self.series.get(&key)
+        let series_kept = self.series.len();
+        if let Some(series) = self.series.get_mut(&key)
             && at.duration_since(series.last).unwrap_or(Duration::ZERO) <= SERIES_WINDOW
         {
             // At most: the latest finding replaced, one edit more in the record.
@@ -346,23 +361,25 @@ impl Store {
                     .record
                     .as_ref()
                     .map_or(0, |(_, edit)| edit_weight(edit));
+            // A repeat of a series with writes pending (in no eviction order, before or after)
+            // that fits as things are, as most of a flood do, joins without another lookup.
+            if series.pending()
+                && series_kept <= self.max_series
+                && self.kept_bytes - series.weight + bound <= self.max_bytes
+            {
+                self.kept_bytes = series.join(&key, intent, self.kept_bytes);
+                return true;
+            }
             if !self.make_room(&key, bound) {
                 return false;
             }
-            let Some((before, weight)) = self.change(&key, |series| {
-                series.count = series.count.saturating_add(1);
-                series.last = series.last.max(at);
-                if let (Some(record), Some((_, edit))) = (&mut series.record, &intent.record) {
-                    record.push(edit.clone());
-                }
-                series.latest = intent;
-                let before = series.weight;
-                series.weight = series.weigh(&key);
-                (before, series.weight)
-            }) else {
+            let kept_bytes = self.kept_bytes;
+            let Some(kept_bytes) =
+                self.change(&key, |series| series.join(&key, intent, kept_bytes))
+            else {
                 return false;
             };
-            self.kept_bytes = self.kept_bytes - before + weight;
+            self.kept_bytes = kept_bytes;
             return true;
         }
         let record = intent.record.as_ref().map(|(why, edit)| EditRecord {

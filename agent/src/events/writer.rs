@@ -63,8 +63,7 @@ pub(super) async fn run(
                     break;
                 }
                 for intent in batch.drain(..) {
-                    queue_bytes(&metrics, &intent);
-                    observe(&mut store, intent, &metrics);
+                    take(&mut store, intent, &metrics);
                 }
                 // What arrives meanwhile waits in the queue: under load the writer wakes once
                 // per period, not once per finding (a wake-up from a decision thread is a
@@ -74,8 +73,7 @@ pub(super) async fn run(
             _ = tick.tick() => flush(&client, &mut store, &metrics).await,
             () = &mut stop => {
                 while let Ok(intent) = queue.try_recv() {
-                    queue_bytes(&metrics, &intent);
-                    observe(&mut store, intent, &metrics);
+                    take(&mut store, intent, &metrics);
                 }
                 let _ = tokio::time::timeout(FINAL_FLUSH, flush(&client, &mut store, &metrics)).await;
                 break;
@@ -103,7 +101,10 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
-fn observe(store: &mut Store, intent: Intent, metrics: &EventMetrics) {
+/// What the writer does with each finding it takes from the queue: frees its bytes and adds it
+/// to its series.
+pub(super) fn take(store: &mut Store, intent: Intent, metrics: &EventMetrics) {
+    queue_bytes(metrics, &intent);
     if !store.observe(intent) {
         metrics.dropped.with_label_values(&["series_full"]).inc();
     }
