@@ -94,6 +94,9 @@ pub struct BypassFields<'a> {
     /// Events); absent when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<Cow<'a, str>>,
+    /// Why the user is not known, when the audit looked for it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_unknown: Option<Cow<'a, str>>,
 }
 
 /// The fields only an admission request has.

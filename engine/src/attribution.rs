@@ -330,6 +330,17 @@ fn from_record(record: &EditRecord, edit: &RecordedEdit) -> Attribution {
 /// the setter the webhook remembered when a later edit under the bypass moved the entry's time.
 /// `None` without such a record: never a guess.
 pub fn bypass_setter<'r>(records: &'r [EditRecord], manager: &str, time: &str) -> Option<&'r str> {
+    bypass_edits(records, manager)
+        .filter(|(edit, _)| edit.time.as_deref() == Some(time))
+        .max_by(|a, b| a.0.seen.cmp(&b.0.seen))
+        .map(|(_, user)| user.as_str())
+}
+
+/// The recorded edits by `manager` under a bypass whose setter the webhook knew, with the setter.
+fn bypass_edits<'r>(
+    records: &'r [EditRecord],
+    manager: &str,
+) -> impl Iterator<Item = (&'r RecordedEdit, &'r String)> {
     records
         .iter()
         .filter_map(|record| match &record.why {
@@ -339,11 +350,34 @@ pub fn bypass_setter<'r>(records: &'r [EditRecord], manager: &str, time: &str) -
             _ => None,
         })
         .flat_map(|(record, user)| record.edits.iter().map(move |edit| (edit, user)))
+        .filter(move |(edit, _)| edit.manager.as_deref() == Some(manager))
+}
+
+/// Why the user who set a bypass is not known when [`bypass_setter`] finds no record of the edit
+/// that wrote the annotation's managedFields entry (`manager` at `time`), from the records that
+/// could be read. A record of an earlier bypass edit by the same manager is not carried over:
+/// a manager's entry moves on any edit it makes, and managedFields cannot tell whether the later
+/// edit, which the webhook has no record of, rewrote the annotation (or removed and set it again).
+pub fn bypass_setter_unknown(records: &[EditRecord], manager: &str, time: &str) -> String {
+    let owns_since = crate::time::parse_rfc3339(time);
+    let earlier = bypass_edits(records, manager)
         .filter(|(edit, _)| {
-            edit.manager.as_deref() == Some(manager) && edit.time.as_deref() == Some(time)
+            edit.time
+                .as_deref()
+                .and_then(crate::time::parse_rfc3339)
+                .zip(owns_since)
+                .is_some_and(|(recorded, owns)| recorded < owns)
         })
-        .max_by(|a, b| a.0.seen.cmp(&b.0.seen))
-        .map(|(_, user)| user.as_str())
+        .max_by(|a, b| a.0.seen.cmp(&b.0.seen));
+    match earlier {
+        Some((edit, user)) => format!(
+            "a later edit by {manager} at {time}, which the webhook has no record of, took over the annotation's managedFields entry after {user} set the bypass ({manager} at {}); whether it rewrote the annotation cannot be told",
+            edit.time.as_deref().unwrap_or_default()
+        ),
+        None => format!(
+            "no record of the edit {manager} at {time} that owns the annotation (the webhook did not see it, or its Event expired)"
+        ),
+    }
 }
 
 /// Step 3 of [`attribute`]: why the user is not known.

@@ -116,6 +116,9 @@ pub struct BypassFinding<'a> {
     /// The user who set it, from the webhook's record of the edit that wrote that entry
     /// ([`crate::attribution::bypass_setter`]); `None` when not known (the audit fills it in).
     pub user: Option<String>,
+    /// Why the user is not known, when the audit looked for it (in a cluster, with Events):
+    /// never a guess ([`crate::attribution::bypass_setter_unknown`]).
+    pub user_unknown: Option<String>,
 }
 
 impl BypassFinding<'_> {
@@ -499,6 +502,7 @@ pub fn bypass_finding<'a>(
             }
         }),
         user: None,
+        user_unknown: None,
     })
 }
 

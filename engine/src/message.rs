@@ -131,10 +131,11 @@ impl std::fmt::Display for BypassFinding<'_> {
                 write_refusal(f, refusal, Clock::Absolute)?;
             }
         }
-        match (&self.user, &self.set_by) {
-            (Some(user), Some(edit)) => write!(f, " (set by user {user} with {edit})"),
-            (None, Some(edit)) => write!(f, " (set by {edit})"),
-            (_, None) => Ok(()),
+        match (&self.user, &self.set_by, &self.user_unknown) {
+            (Some(user), Some(edit), _) => write!(f, " (set by user {user} with {edit})"),
+            (None, Some(edit), Some(why)) => write!(f, " (set by {edit}; user unknown: {why})"),
+            (None, Some(edit), None) => write!(f, " (set by {edit})"),
+            (_, None, _) => Ok(()),
         }
     }
 }

@@ -164,6 +164,7 @@ pub fn bypass_listed<'a>(
             set_by: finding.set_by.as_ref().map(|edit| edit.manager.clone()),
             since: finding.set_by.as_ref().and_then(|edit| edit.time.clone()),
             user: finding.user.clone().map(Cow::Owned),
+            user_unknown: finding.user_unknown.clone().map(Cow::Owned),
         }),
         ..of_audited(BYPASS_EVENT, run_id, object, audit, at)?
     })

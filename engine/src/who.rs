@@ -153,7 +153,10 @@ impl RunEvidence {
         audit: &mut crate::Audit<'_>,
     ) -> Attributions {
         if let Some(bypass) = &mut audit.bypass {
-            bypass.user = self.bypass_setter(identity.uid, bypass);
+            match self.bypass_setter(identity.uid, bypass) {
+                Ok(user) => bypass.user = Some(user),
+                Err(why) => bypass.user_unknown = Some(why),
+            }
         }
         if audit.is_drifted() {
             self.attribute(object, identity, audit)
@@ -201,15 +204,23 @@ impl RunEvidence {
 
     /// Who set the bypass annotation of the object `uid`: the user of the webhook's record of
     /// the edit that wrote the managedFields entry owning it now, else what an earlier run found
-    /// for that same entry (kept after the record's Event expires). `None`: not known.
-    pub fn bypass_setter(&mut self, uid: &str, bypass: &BypassFinding<'_>) -> Option<String> {
-        let entry = bypass.set_by.as_ref()?;
-        let time = entry.time.as_deref()?;
+    /// for that same entry (kept after the record's Event expires). `Err`: why it is not known.
+    pub fn bypass_setter(
+        &mut self,
+        uid: &str,
+        bypass: &BypassFinding<'_>,
+    ) -> Result<String, String> {
+        let Some(entry) = bypass.set_by.as_ref() else {
+            return Err("no managedFields entry owns the annotation".to_owned());
+        };
         let manager: &str = &entry.manager;
-        let found = self
-            .records
-            .get(uid)
-            .and_then(|records| crate::attribution::bypass_setter(records, manager, time))
+        let Some(time) = entry.time.as_deref() else {
+            return Err(format!(
+                "the annotation's managedFields entry ({manager}) has no time to find the webhook's record by"
+            ));
+        };
+        let records = self.records.get(uid).map_or(&[][..], Vec::as_slice);
+        let found = crate::attribution::bypass_setter(records, manager, time)
             .map(str::to_owned)
             .or_else(|| {
                 self.remembered
@@ -217,7 +228,14 @@ impl RunEvidence {
                     .get(uid)
                     .filter(|s| s.manager == manager && s.time == time)
                     .map(|s| s.user.clone())
-            })?;
+            });
+        let Some(found) = found else {
+            return Err(if self.coverage.is_none() {
+                "the webhook's records of edits could not be read".to_owned()
+            } else {
+                crate::attribution::bypass_setter_unknown(records, manager, time)
+            });
+        };
         if !uid.is_empty() && self.next.setters.len() < MAX_REMEMBERED_OBJECTS {
             self.next.setters.insert(
                 uid.to_owned(),
@@ -228,7 +246,7 @@ impl RunEvidence {
                 },
             );
         }
-        Some(found)
+        Ok(found)
     }
 
     /// What the next run remembers: what this run attributed from records; a run that did not

@@ -262,8 +262,34 @@ fn what_a_report_remembers_is_read_back_whole_or_not_at_all() {
     assert_eq!(drift_api::events::who_recorded_property(&[]), None);
 }
 
+/// carol's edit setting the bypass, by `kubectl-patch` at [`EDITED`].
+fn carol_set_the_bypass() -> EditRecord {
+    EditRecord {
+        v: RECORD_VERSION,
+        uid: "u-1".into(),
+        user: "carol".into(),
+        why: Why::Bypass {
+            end: None,
+            set_by: Some("carol".into()),
+        },
+        rule: "drift-system/web".into(),
+        edits: vec![RecordedEdit {
+            seen: "2026-03-01T10:05:00.100000Z".into(),
+            manager: Some("kubectl-patch".into()),
+            time: Some(EDITED.into()),
+            fields: Vec::new(),
+            fields_omitted: 0,
+        }],
+        omitted: 0,
+    }
+}
+
+/// Who set a bypass: from the record of the edit that wrote the annotation's entry, or what was
+/// remembered for that same entry; otherwise unknown, and why — an earlier setter is never
+/// carried over to an entry a later unrecorded edit moved.
 #[test]
-fn a_remembered_bypass_setter_holds_only_for_the_same_entry() {
+fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
+    const LATER: &str = "2026-03-01T10:40:00Z";
     let setter = BypassSetter {
         manager: "kubectl-patch".into(),
         time: EDITED.into(),
@@ -280,22 +306,103 @@ fn a_remembered_bypass_setter_holds_only_for_the_same_entry() {
             time: Some(time.into()),
         }),
         user: None,
+        user_unknown: None,
     };
-    for (time, want) in [(EDITED, Some("carol")), ("2026-03-01T10:40:00Z", None)] {
-        let mut run = RunEvidence::new(
+    let remembered = || HashMap::from([("u-1".to_owned(), setter.clone())]);
+    let recorded = || HashMap::from([("u-1".to_owned(), vec![carol_set_the_bypass()])]);
+    let read = coverage("2026-03-01T10:00:00Z");
+    // (case, the entry's time, records, coverage, remembered, Ok(user) or Err(a part of why))
+    type Case = (
+        &'static str,
+        &'static str,
+        HashMap<String, Vec<EditRecord>>,
+        Option<Coverage>,
+        HashMap<String, BypassSetter>,
+        Result<&'static str, &'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "recorded",
+            EDITED,
+            recorded(),
+            read,
+            HashMap::new(),
+            Ok("carol"),
+        ),
+        (
+            "remembered for the same entry",
+            EDITED,
+            HashMap::new(),
+            read,
+            remembered(),
+            Ok("carol"),
+        ),
+        (
+            "remembered, records unreadable",
+            EDITED,
             HashMap::new(),
             None,
+            remembered(),
+            Ok("carol"),
+        ),
+        (
+            "remembered for another entry",
+            LATER,
+            HashMap::new(),
+            read,
+            remembered(),
+            Err(
+                "no record of the edit kubectl-patch at 2026-03-01T10:40:00Z that owns the annotation",
+            ),
+        ),
+        (
+            "a later unrecorded edit by the same manager moved the entry",
+            LATER,
+            recorded(),
+            read,
+            HashMap::new(),
+            Err(
+                "a later edit by kubectl-patch at 2026-03-01T10:40:00Z, which the webhook has no record of, took over the annotation's managedFields entry after carol set the bypass (kubectl-patch at 2026-03-01T10:05:00Z); whether it rewrote the annotation cannot be told",
+            ),
+        ),
+        (
+            "records unreadable",
+            EDITED,
+            HashMap::new(),
+            None,
+            HashMap::new(),
+            Err("the webhook's records of edits could not be read"),
+        ),
+    ];
+    for (case, time, records, coverage, setters, want) in cases {
+        let mut run = RunEvidence::new(
+            records,
+            coverage,
             Memory {
                 fields: HashMap::new(),
-                setters: HashMap::from([("u-1".to_owned(), setter.clone())]),
+                setters,
             },
             WebhookScope::Unknown("not read".into()),
         );
+        let found = run.bypass_setter("u-1", &finding(time));
+        match want {
+            Ok(user) => assert_eq!(found.as_deref(), Ok(user), "{case}"),
+            Err(part) => {
+                let why = found.expect_err(case);
+                assert!(why.contains(part), "{case}: {why}");
+            }
+        }
         assert_eq!(
-            run.bypass_setter("u-1", &finding(time)).as_deref(),
-            want,
-            "{time}"
+            run.finish(true).setters.contains_key("u-1"),
+            want.is_ok(),
+            "{case}"
         );
-        assert_eq!(run.finish(true).setters.contains_key("u-1"), want.is_some());
     }
+    // What the listing says.
+    let mut unknown = finding(LATER);
+    unknown.user_unknown = Some("no record".into());
+    assert_eq!(
+        unknown.to_string(),
+        "bypass without an end (set by kubectl-patch at 2026-03-01T10:40:00Z; user unknown: no record)"
+    );
 }

@@ -55,6 +55,7 @@ pub fn admission_record<'a, O: Document>(
                 set_by: None,
                 since: None,
                 user: None,
+                user_unknown: None,
             };
             ("bypass", Details::default(), Some(fields))
         }

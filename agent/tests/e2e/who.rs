@@ -22,6 +22,7 @@ pub fn tests() -> Vec<Trial> {
         trial!(an_edit_outside_the_webhooks_namespace_selector_is_told_so),
         trial!(an_edit_the_unreachable_webhook_let_through_was_not_seen),
         trial!(the_bypass_listing_names_the_user_who_set_the_bypass),
+        trial!(a_bypass_entry_an_unrecorded_edit_took_over_has_no_user),
         trial!(with_events_off_the_audit_writes_no_drift_detected_event),
         trial!(the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit),
         trial!(a_restarted_audit_names_the_user_from_its_report_after_the_event_expired),
@@ -79,31 +80,7 @@ fn an_edit_outside_the_webhooks_namespace_selector_is_told_so() {
     ruled(&env, "e2e-who-outside", &warn_rule(&ns), &ns, |ok, err| {
         ok && err.contains("rule drift-system/e2e-who-outside")
     });
-    // The chart's namespaceSelector opts a namespace out with this label.
-    let labelled = env.kubectl(&[
-        "label",
-        "namespace",
-        &ns,
-        "drift-sentinel.k8s.io/enabled=false",
-    ]);
-    assert!(labelled.status.success(), "{}", stderr(&labelled));
-    wait_for(
-        "the API server to stop sending the namespace's edits to the webhook",
-        Duration::from_secs(30),
-        || {
-            let dry = env.kubectl(&[
-                "patch",
-                "deploy/probe",
-                "-n",
-                &ns,
-                "--dry-run=server",
-                "--type=merge",
-                "-p",
-                &replicas(7),
-            ]);
-            dry.status.success() && !stderr(&dry).contains("rule drift-system/e2e-who-outside")
-        },
-    );
+    opt_out_of_the_webhook(&env, &ns, "e2e-who-outside");
     let edited = patch_as(&env, &ns, "web", "alice", &replicas(5));
     assert!(edited.status.success(), "{}", stderr(&edited));
 
@@ -118,6 +95,35 @@ fn an_edit_outside_the_webhooks_namespace_selector_is_told_so() {
         "{block}\nin\n{printed}"
     );
     assert!(!block.contains("alice"), "{block}");
+}
+
+/// Labels `ns` out of the chart's namespaceSelector and waits until the API server no longer
+/// sends its edits to the webhook (a dry-run patch of `probe` no longer names `rule`).
+fn opt_out_of_the_webhook(env: &Env, ns: &str, rule: &str) {
+    let labelled = env.kubectl(&[
+        "label",
+        "namespace",
+        ns,
+        "drift-sentinel.k8s.io/enabled=false",
+    ]);
+    assert!(labelled.status.success(), "{}", stderr(&labelled));
+    wait_for(
+        "the API server to stop sending the namespace's edits to the webhook",
+        Duration::from_secs(30),
+        || {
+            let dry = env.kubectl(&[
+                "patch",
+                "deploy/probe",
+                "-n",
+                ns,
+                "--dry-run=server",
+                "--type=merge",
+                "-p",
+                &replicas(7),
+            ]);
+            dry.status.success() && !stderr(&dry).contains(&format!("rule drift-system/{rule}"))
+        },
+    );
 }
 
 /// A periodic audit (its records are read from its first run on) as `pod`, every 2 s; stopped
@@ -233,22 +239,36 @@ fn an_edit_the_unreachable_webhook_let_through_was_not_seen() {
     drop(audit);
 }
 
-fn the_bypass_listing_names_the_user_who_set_the_bypass() {
-    let env = shared();
-    let ns = env.namespace("e2e-who-bypass", &[]);
+/// A namespace `name` under an enforce rule of the same name, where carol sets a bypass without
+/// an end on `held` (`kubectl patch`).
+fn carol_sets_a_bypass(env: &Env, name: &str) -> String {
+    let ns = env.namespace(name, &[]);
     env.apply(&deployment(&ns, "held", 2, "nginx:1.0"));
     env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
-    ruled(
-        &env,
-        "e2e-who-bypass",
-        &enforce_rule(&ns),
-        &ns,
-        |ok, err| !ok && err.contains("rule drift-system/e2e-who-bypass"),
-    );
-    // carol sets the bypass; dave edits under it.
+    ruled(env, name, &enforce_rule(&ns), &ns, |ok, err| {
+        !ok && err.contains(&format!("rule drift-system/{name}"))
+    });
     let bypass = r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":"true"}}}"#;
-    let set = patch_as(&env, &ns, "held", "carol", bypass);
+    let set = patch_as(env, &ns, "held", "carol", bypass);
     assert!(set.status.success(), "{}", stderr(&set));
+    ns
+}
+
+/// The bypass listing's line of `held` in `ns`, from an `--audit-once` as `pod`.
+fn held_bypass_line(env: &Env, pod: &str, ns: &str) -> String {
+    let audit = audit_once(env, pod, &[]);
+    let printed = stdout(&audit);
+    printed
+        .lines()
+        .find(|l| l.starts_with(&format!("bypass apps/v1 Deployment {ns}/held ")))
+        .unwrap_or_else(|| panic!("no bypass line in\n{printed}{}", stderr(&audit)))
+        .to_owned()
+}
+
+fn the_bypass_listing_names_the_user_who_set_the_bypass() {
+    let env = shared();
+    // carol sets the bypass; dave edits under it.
+    let ns = carol_sets_a_bypass(&env, "e2e-who-bypass");
     let edited = patch_as(&env, &ns, "held", "dave", &replicas(7));
     assert!(edited.status.success(), "{}", stderr(&edited));
     let mut dave = Vec::new();
@@ -262,12 +282,7 @@ fn the_bypass_listing_names_the_user_who_set_the_bypass() {
     let note = dave[0]["note"].as_str().unwrap_or_default();
     assert!(note.contains("the bypass was set by carol"), "{note}");
 
-    let audit = audit_once(&env, "e2e-audit-bypass", &[]);
-    let printed = stdout(&audit);
-    let line = printed
-        .lines()
-        .find(|l| l.starts_with(&format!("bypass apps/v1 Deployment {ns}/held ")))
-        .unwrap_or_else(|| panic!("no bypass line in\n{printed}{}", stderr(&audit)));
+    let line = held_bypass_line(&env, "e2e-audit-bypass", &ns);
     assert!(
         line.contains("bypass without an end (set by user carol with kubectl-patch at "),
         "{line}"
@@ -429,5 +444,31 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
     assert!(
         block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
         "{block}\nin\n{printed}"
+    );
+}
+
+/// Reference §8 step 1: carol sets a bypass (recorded), then an edit by the same field manager
+/// that the webhook does not see (the namespace opted out of the webhook) moves the annotation's
+/// managedFields entry. Whether that edit rewrote the annotation cannot be told: the listing
+/// says why the user is unknown and does not carry carol over.
+fn a_bypass_entry_an_unrecorded_edit_took_over_has_no_user() {
+    let env = shared();
+    let ns = carol_sets_a_bypass(&env, "e2e-who-bypass-moved");
+    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
+        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
+    });
+    opt_out_of_the_webhook(&env, &ns, "e2e-who-bypass-moved");
+    // managedFields times are whole seconds.
+    std::thread::sleep(Duration::from_millis(1100));
+    let moved = patch_as(&env, &ns, "held", "dave", &replicas(7));
+    assert!(moved.status.success(), "{}", stderr(&moved));
+
+    let line = held_bypass_line(&env, "e2e-audit-bypass-moved", &ns);
+    assert!(
+        line.contains("; user unknown: a later edit by kubectl-patch at ")
+            && line.contains("after carol set the bypass (kubectl-patch at ")
+            && line.contains("whether it rewrote the annotation cannot be told)")
+            && !line.contains("set by user carol"),
+        "{line}"
     );
 }
