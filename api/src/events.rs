@@ -253,6 +253,14 @@ pub const LAST_DENIED_ANNOTATION: &str = "drift-sentinel.k8s.io/last-denied";
 /// in all; the older edits are left out to fit).
 pub const MAX_RECORD_BYTES: usize = 16 * 1024;
 
+/// Why the webhook's records were not read when there are more of them than `max`: a page
+/// left unread could hold the record of an edit, which would then be called unseen.
+pub fn too_many_records(max: usize) -> String {
+    format!(
+        "more than {max} of the webhook's records of edits (Events labelled {RECORD_SELECTOR}): the rest were not read, so no edit can be called unseen"
+    )
+}
+
 /// The Event reasons (`reason`), one per finding.
 pub mod reason {
     /// Warning on the object: a violation allowed in warn mode.

@@ -158,11 +158,17 @@ impl RunEvidence {
                 Err(why) => bypass.user_unknown = Some(why),
             }
         }
-        if audit.is_drifted() {
+        let attributions = if audit.is_drifted() {
             self.attribute(object, identity, audit)
         } else {
             Attributions::default()
-        }
+        };
+        // This run reached the object: what it found of it now is all the next run keeps
+        // ([`Self::finish`] brings back only what was remembered of objects not reached), so
+        // a field that stopped drifting, or whose value changed, is not remembered again.
+        self.remembered.fields.remove(identity.uid);
+        self.remembered.setters.remove(identity.uid);
+        attributions
     }
 
     /// Who made each drifted field of `object` and why (the first [`MAX_ATTRIBUTED_FIELDS`]).
@@ -250,7 +256,8 @@ impl RunEvidence {
     }
 
     /// What the next run remembers: what this run attributed from records; a run that did not
-    /// see every object also keeps what was remembered of the others.
+    /// see every object also keeps what was remembered of the objects it did not reach
+    /// ([`Self::judge`] forgets what was remembered of each object it judges).
     pub fn finish(self, complete: bool) -> Memory {
         let mut next = self.next;
         if !complete {

@@ -223,6 +223,48 @@ fn a_record_its_expiry_what_was_remembered_and_a_value_changed_since() {
     }
 }
 
+/// A run that did not reach every object keeps what was remembered of the objects it did not
+/// reach, and only those: an object it judged keeps what this run found of it (reference §8
+/// "Memory"), so a value changed since, or a field no longer drifted, is not remembered again.
+#[test]
+fn an_incomplete_run_keeps_the_memory_of_the_objects_it_did_not_reach_only() {
+    let rules = rules();
+    let namespaces = manifests::Namespaces::default();
+    let managers = vec!["kubectl-edit".to_owned()];
+    // (case, live replicas of u-1: 7 is another value than remembered, 2 is no drift)
+    for (case, replicas) in [("value changed since", 7), ("no longer drifted", 2)] {
+        let mut earlier = memory(vec![remembered(5)]);
+        earlier.fields.insert("u-2".to_owned(), vec![remembered(3)]);
+        let mut run = RunEvidence::new(
+            HashMap::new(),
+            coverage("2026-03-01T10:30:00Z"),
+            earlier,
+            WebhookScope::Unknown("not read in this test".into()),
+        );
+        let object = live(replicas);
+        let mut audit =
+            crate::audit::audit_object(&rules, &namespaces, &object, &managers, at(EDITED))
+                .expect("selected");
+        let identity = AuditedObject::of(&object, "deployments");
+        let found = run.judge(&object, &identity, &mut audit);
+        assert!(
+            found.fields.iter().all(|f| f.attribution.user.is_none()),
+            "{case}: {:?}",
+            found.fields
+        );
+        let next = run.finish(false);
+        assert!(
+            !next.fields.contains_key("u-1"),
+            "{case}: judged, found nothing"
+        );
+        assert_eq!(
+            next.fields["u-2"],
+            vec![remembered(3)],
+            "{case}: not reached"
+        );
+    }
+}
+
 #[test]
 fn what_a_report_remembers_is_read_back_whole_or_not_at_all() {
     let recorded = vec![remembered(5)];

@@ -177,18 +177,22 @@ async fn read_namespace_labels(
     Ok(labels)
 }
 
-/// The valid records of every Event labelled as carrying one, by object uid.
-async fn read_records(
-    client: &kube::Client,
-) -> Result<HashMap<String, Vec<EditRecord>>, kube::Error> {
+/// The valid records of every Event labelled as carrying one, by object uid. More than
+/// [`MAX_RECORDS`] is an error too: with a page left unread, an edit whose record is on it would
+/// be called unseen.
+async fn read_records(client: &kube::Client) -> Result<HashMap<String, Vec<EditRecord>>, String> {
     let api: Api<Event> = Api::all(client.clone());
     let mut pages = Pages::new(500);
     let mut records: HashMap<String, Vec<EditRecord>> = HashMap::new();
     let mut read = 0;
-    while let Some(params) = pages.next_params()
-        && read < MAX_RECORDS
-    {
-        let page = api.list(&params.labels(RECORD_SELECTOR)).await?;
+    while let Some(params) = pages.next_params() {
+        if read >= MAX_RECORDS {
+            return Err(drift_api::events::too_many_records(MAX_RECORDS));
+        }
+        let page = api
+            .list(&params.labels(RECORD_SELECTOR))
+            .await
+            .map_err(|e| e.to_string())?;
         drift_api::events::add_records(&page.items, &mut records);
         read += page.items.len();
         pages.answered(page.metadata.continue_.as_deref());

@@ -46,7 +46,14 @@ pub(crate) async fn read_records(
     let mut pages = Pages::new(500);
     let mut records = HashMap::new();
     let mut read = 0;
-    while let Some(params) = pages.next_params().filter(|_| read < MAX_RECORDS) {
+    while let Some(params) = pages.next_params() {
+        // With a page left unread, an edit whose record is on it would be called unseen.
+        if read >= MAX_RECORDS {
+            return Err(format!(
+                "{}; the users of drifted fields are not known",
+                drift_api::events::too_many_records(MAX_RECORDS)
+            ));
+        }
         let mut params = params.labels(RECORD_SELECTOR);
         if let Some(selector) = &regarding {
             params = params.fields(selector);
