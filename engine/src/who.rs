@@ -18,6 +18,33 @@ use drift_api::events::FieldAttribution;
 
 /// Objects whose attributions (and bypass setters) are remembered at most.
 pub const MAX_REMEMBERED_OBJECTS: usize = 100_000;
+/// Bytes the remembered attributions and bypass setters take at most (counted by
+/// [`weight`]): past it, what a run attributes is reported but not remembered.
+pub const MAX_REMEMBERED_BYTES: usize = 16 * 1024 * 1024;
+
+/// What one object's remembered attributions take in memory, within a fixed allowance per
+/// entry for the map, the why and its texts (a recorded why holds at most a bypass's end and
+/// setter, each bounded).
+fn weight(uid: &str, remembered: &[Remembered]) -> usize {
+    const PER_ENTRY: usize = 640;
+    uid.len()
+        + remembered
+            .iter()
+            .map(|r| {
+                let a = &r.attribution;
+                PER_ENTRY
+                    + r.path.len()
+                    + r.value.len()
+                    + a.user.as_ref().map_or(0, String::len)
+                    + a.rule.as_ref().map_or(0, String::len)
+                    + a.seen.as_ref().map_or(0, String::len)
+            })
+            .sum::<usize>()
+}
+
+fn setter_weight(uid: &str, setter: &BypassSetter) -> usize {
+    128 + uid.len() + setter.manager.len() + setter.time.len() + setter.user.len()
+}
 /// Drifted fields attributed per object.
 pub const MAX_ATTRIBUTED_FIELDS: usize = crate::message::MAX_DETAILED_CHANGES;
 
@@ -74,36 +101,70 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// The bytes this memory takes, as [`MAX_REMEMBERED_BYTES`] counts them.
+    pub fn bytes(&self) -> usize {
+        self.fields
+            .iter()
+            .map(|(uid, r)| weight(uid, r))
+            .sum::<usize>()
+            + self
+                .setters
+                .iter()
+                .map(|(uid, s)| setter_weight(uid, s))
+                .sum::<usize>()
+    }
+}
+
+impl Memory {
     /// What the audit's Reports (as JSON, `openreports.io` `Report`s and `ClusterReport`s
     /// written by the audit) remember ([`drift_api::events::remembered_of_report`]): how a
     /// restarted audit, `kubectl drift audit` and `kubectl drift blame` know what an earlier
     /// run attributed after the records' Events expired.
     pub fn of_reports<'r>(reports: impl IntoIterator<Item = &'r Value>) -> Self {
         let mut memory = Memory::default();
+        let mut bytes = 0;
         for report in reports {
             let found = drift_api::events::remembered_of_report(report);
-            memory.fill_from(Memory {
-                fields: found.fields.into_iter().collect(),
-                setters: found.setters.into_iter().collect(),
-            });
+            bytes = memory.fill_counted(
+                Memory {
+                    fields: found.fields.into_iter().collect(),
+                    setters: found.setters.into_iter().collect(),
+                },
+                bytes,
+            );
         }
         memory
     }
 
-    /// Adds what `other` has of objects this memory has nothing of (within the bound).
+    /// Adds what `other` has of objects this memory has nothing of (within the bounds).
     pub fn fill_from(&mut self, other: Memory) {
+        let bytes = self.bytes();
+        self.fill_counted(other, bytes);
+    }
+
+    /// [`Self::fill_from`] for a memory of `bytes` bytes; what it takes then.
+    fn fill_counted(&mut self, other: Memory, mut bytes: usize) -> usize {
         for (uid, remembered) in other.fields {
-            if self.fields.len() >= MAX_REMEMBERED_OBJECTS {
-                break;
+            let w = weight(&uid, &remembered);
+            if self.fields.len() >= MAX_REMEMBERED_OBJECTS || bytes + w > MAX_REMEMBERED_BYTES {
+                continue;
             }
-            self.fields.entry(uid).or_insert(remembered);
+            if let std::collections::hash_map::Entry::Vacant(entry) = self.fields.entry(uid) {
+                entry.insert(remembered);
+                bytes += w;
+            }
         }
         for (uid, setter) in other.setters {
-            if self.setters.len() >= MAX_REMEMBERED_OBJECTS {
-                break;
+            let w = setter_weight(&uid, &setter);
+            if self.setters.len() >= MAX_REMEMBERED_OBJECTS || bytes + w > MAX_REMEMBERED_BYTES {
+                continue;
             }
-            self.setters.entry(uid).or_insert(setter);
+            if let std::collections::hash_map::Entry::Vacant(entry) = self.setters.entry(uid) {
+                entry.insert(setter);
+                bytes += w;
+            }
         }
+        bytes
     }
 }
 
@@ -122,6 +183,8 @@ pub struct RunEvidence {
     coverage: Option<Coverage>,
     remembered: Memory,
     next: Memory,
+    /// The bytes `next` takes ([`weight`]), within [`MAX_REMEMBERED_BYTES`].
+    next_bytes: usize,
     scope: WebhookScope,
 }
 
@@ -139,6 +202,7 @@ impl RunEvidence {
             coverage,
             remembered,
             next: Memory::default(),
+            next_bytes: 0,
             scope,
         }
     }
@@ -197,13 +261,18 @@ impl RunEvidence {
                 attribution: attributed.attribution,
             });
         }
+        let w = weight(uid, &out.recorded);
         if !out.recorded.is_empty()
             && !uid.is_empty()
             && self.next.fields.len() < MAX_REMEMBERED_OBJECTS
-        {
-            self.next
+            && self.next_bytes + w <= MAX_REMEMBERED_BYTES
+            && self
+                .next
                 .fields
-                .insert(uid.to_owned(), out.recorded.clone());
+                .insert(uid.to_owned(), out.recorded.clone())
+                .is_none()
+        {
+            self.next_bytes += w;
         }
         out
     }
@@ -242,15 +311,18 @@ impl RunEvidence {
                 crate::attribution::bypass_setter_unknown(records, manager, time)
             });
         };
-        if !uid.is_empty() && self.next.setters.len() < MAX_REMEMBERED_OBJECTS {
-            self.next.setters.insert(
-                uid.to_owned(),
-                BypassSetter {
-                    manager: manager.to_owned(),
-                    time: time.to_owned(),
-                    user: found.clone(),
-                },
-            );
+        let setter = BypassSetter {
+            manager: manager.to_owned(),
+            time: time.to_owned(),
+            user: found.clone(),
+        };
+        let w = setter_weight(uid, &setter);
+        if !uid.is_empty()
+            && self.next.setters.len() < MAX_REMEMBERED_OBJECTS
+            && self.next_bytes + w <= MAX_REMEMBERED_BYTES
+            && self.next.setters.insert(uid.to_owned(), setter).is_none()
+        {
+            self.next_bytes += w;
         }
         Ok(found)
     }

@@ -448,3 +448,40 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
         "bypass without an end (set by kubectl-patch at 2026-03-01T10:40:00Z; user unknown: no record)"
     );
 }
+
+/// What is remembered is bounded in bytes, whatever the entries weigh: filling from a memory
+/// of large entries keeps whole objects up to [`MAX_REMEMBERED_BYTES`] and no more.
+#[test]
+fn what_is_remembered_is_bounded_in_bytes() {
+    let large = |n: usize| Remembered {
+        path: format!("spec.{}", "p".repeat(1024 * 1024)),
+        ..remembered(u32::try_from(n).unwrap())
+    };
+    let other = Memory {
+        fields: (0..40)
+            .map(|n| (format!("u-{n}"), vec![large(n)]))
+            .collect(),
+        setters: HashMap::new(),
+    };
+    let mut kept = Memory::default();
+    kept.fill_from(other);
+    assert!(
+        kept.bytes() <= MAX_REMEMBERED_BYTES,
+        "{} bytes",
+        kept.bytes()
+    );
+    assert!(
+        (10..40).contains(&kept.fields.len()),
+        "{} objects kept",
+        kept.fields.len()
+    );
+    // Full: a further object is not taken, and nothing kept is cut.
+    let before = kept.fields.len();
+    kept.fill_from(memory(vec![large(99)]));
+    assert_eq!(kept.fields.len(), before);
+    assert!(
+        kept.fields
+            .values()
+            .all(|r| r.len() == 1 && r[0].path.len() > 1024 * 1024)
+    );
+}
