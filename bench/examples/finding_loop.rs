@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use drift_engine::manifests;
 use drift_engine::review::parse_review_raw;
 use drift_engine::{Context, Detail, RuleSet, evaluate};
-use drift_sentinel::events::{EventSink, Reporter, admission::intents_of};
+use drift_sentinel::UnwrittenFindings;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -43,10 +43,7 @@ fn main() -> anyhow::Result<()> {
     if !rules.invalid().is_empty() {
         bail!("invalid rules: {:?}", rules.invalid());
     }
-    let (sink, mut writer) = EventSink::unwritten(Reporter {
-        controller: drift_api::events::WEBHOOK_CONTROLLER,
-        instance: "finding-loop".into(),
-    })?;
+    let mut unwritten = UnwrittenFindings::new("finding-loop")?;
     let (mut bytes, mut findings) = (0, 0);
     for _ in 0..n {
         let parsed = parse_review_raw(&body).map_err(|e| anyhow::anyhow!(e.0))?;
@@ -58,8 +55,7 @@ fn main() -> anyhow::Result<()> {
             .encode_review(parsed.version);
         bytes += std::hint::black_box(answer).len();
         if events {
-            sink.send_all(intents_of(&request, &evaluation, now));
-            findings += writer.take();
+            findings += unwritten.find(&request, &evaluation, now);
         }
     }
     println!("{bytes} bytes answered, {findings} findings");

@@ -11,7 +11,10 @@ mod writer;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::SystemTime;
 
+use drift_engine::json::Document;
+use drift_engine::{AdmissionRequest, Evaluation};
 use tokio::sync::{mpsc, watch};
 
 pub use series::{Intent, Reporter};
@@ -40,31 +43,38 @@ impl EventSink {
         metrics: &Metrics,
         shutdown: watch::Receiver<bool>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
-        let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
-        let store = series::Store::new(reporter);
-        let metrics = EventMetrics::of(metrics, Arc::default());
-        let writer = tokio::spawn(writer::run(
-            client,
+        let (sink, writer_side) = Self::unwritten(reporter, metrics);
+        let WriterSide {
+            queue,
             store,
-            receiver,
-            metrics.clone(),
-            shutdown,
-        ));
-        let sink = Self { queue, metrics };
+            metrics,
+        } = writer_side;
+        let writer = tokio::spawn(writer::run(client, store, queue, metrics, shutdown));
         (sink, writer)
     }
 
-    /// A sink whose findings are taken as the writer takes them, but never written: no task,
-    /// no cluster. What `bench/examples/finding_loop.rs` counts the instructions of per finding.
-    pub fn unwritten(reporter: Reporter) -> Result<(Self, Unwritten), prometheus::Error> {
+    /// The sink and the writer's side of its queue, with no writer task yet: what
+    /// [`Self::start`] hands to the task, and what a test or the benchmark takes findings from.
+    pub(crate) fn unwritten(reporter: Reporter, metrics: &Metrics) -> (Self, WriterSide) {
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
-        let metrics = EventMetrics::of(&Metrics::new()?, Arc::default());
-        let taker = Unwritten {
+        let metrics = EventMetrics::of(metrics, Arc::default());
+        let writer_side = WriterSide {
             queue: receiver,
             store: series::Store::new(reporter),
             metrics: metrics.clone(),
         };
-        Ok((Self { queue, metrics }, taker))
+        (Self { queue, metrics }, writer_side)
+    }
+
+    /// Makes the Events' findings of one admission decision ([`admission::intents_of`]) and
+    /// hands them to the writer.
+    pub(crate) fn send_admission<O: Document>(
+        &self,
+        request: &AdmissionRequest<O>,
+        evaluation: &Evaluation<'_>,
+        now: SystemTime,
+    ) {
+        self.send_all(admission::intents_of(request, evaluation, now));
     }
 
     /// Hands each finding to the writer ([`Self::send`]).
@@ -90,17 +100,17 @@ impl EventSink {
     }
 }
 
-/// The writer's side of an [`EventSink::unwritten`] queue.
-pub struct Unwritten {
+/// The writer's side of an [`EventSink`]'s queue: the findings waiting, and their series.
+pub(crate) struct WriterSide {
     queue: mpsc::Receiver<Intent>,
     store: series::Store,
     metrics: EventMetrics,
 }
 
-impl Unwritten {
+impl WriterSide {
     /// Takes the queued findings into their series, as the writer task does between writes;
     /// how many it took.
-    pub fn take(&mut self) -> usize {
+    pub(crate) fn take(&mut self) -> usize {
         let mut taken = 0;
         while let Ok(intent) = self.queue.try_recv() {
             writer::take(&mut self.store, intent, &self.metrics);
@@ -110,10 +120,40 @@ impl Unwritten {
     }
 }
 
+/// The webhook's Events findings of a decision, made and taken into their series as the writer
+/// task takes them, but never written (no task, no cluster): the agent library's one seam for
+/// `bench/examples/finding_loop.rs`, which counts the instructions of this per finding.
+pub struct UnwrittenFindings {
+    sink: EventSink,
+    writer_side: WriterSide,
+}
+
+impl UnwrittenFindings {
+    /// Findings reported as the webhook's, from `instance`.
+    pub fn new(instance: &str) -> Result<Self, prometheus::Error> {
+        let reporter = Reporter {
+            controller: drift_api::events::WEBHOOK_CONTROLLER,
+            instance: instance.to_owned(),
+        };
+        let (sink, writer_side) = EventSink::unwritten(reporter, &Metrics::new()?);
+        Ok(Self { sink, writer_side })
+    }
+
+    /// What the webhook does after answering a decision ([`EventSink::send_admission`]), then
+    /// what the writer task does with its findings; how many findings it made.
+    pub fn find<O: Document>(
+        &mut self,
+        request: &AdmissionRequest<O>,
+        evaluation: &Evaluation<'_>,
+        now: SystemTime,
+    ) -> usize {
+        self.sink.send_admission(request, evaluation, now);
+        self.writer_side.take()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::SystemTime;
-
     use super::*;
 
     fn finding(note_bytes: usize) -> Intent {
