@@ -13,7 +13,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -75,18 +75,13 @@ enum Answer {
 /// What the first blocking step produced.
 enum Parsed {
     Answered(Answer),
-    /// Evaluated: the answer went through the step's [`Early`] sender.
+    /// Evaluated: the answer went through the step's early sender ([`give_early`]).
     Evaluated,
     /// A `/scale` UPDATE whose rules need the scaled object's labels (an API read) first: the
     /// request without its objects, for the read, and the review as read, to evaluate after it
     /// (its objects' text is kept, so the body is not parsed again).
     NeedsParentLabels(Box<(AdmissionRequest, HeldReview)>),
 }
-
-/// Where an evaluation sends its answer as soon as it is recorded, before the work that only
-/// follows from it (the Events' findings, the export record) runs on the same thread: the
-/// answer never waits for that work (reference §6 "Events").
-type Early = tokio::sync::oneshot::Sender<Answer>;
 
 /// The answer of a decision step: the one sent early, or else what the step returned.
 async fn first_answer<T>(
@@ -193,10 +188,7 @@ async fn decide(
                             None,
                             started,
                             &parse_race,
-                            early,
-                            |request, evaluation, now| {
-                                send_findings(&parse_serving, request, evaluation, now);
-                            },
+                            |answer| give_early(early, answer),
                         );
                         Parsed::Evaluated
                     }
@@ -229,8 +221,7 @@ async fn decide(
             labels.as_ref(),
             started,
             &race,
-            early,
-            |request, evaluation, now| send_findings(&evaluating, request, evaluation, now),
+            |answer| give_early(early, answer),
         );
         None
     });
@@ -273,25 +264,18 @@ fn internal_error(uid: &str, message: &str) -> Response {
 }
 
 /// Evaluates a parsed review against the active rules and, unless the write timeout answered
-/// first, records the decision (metrics, log line),
-/// queues the export record, sends the answer to give through `early`, and then makes the
-/// Events' findings (`findings`: [`send_findings`]; a test's in tests), which the answer never
-/// waits for.
-#[allow(clippy::too_many_arguments)]
-fn evaluate_and_record<'r>(
+/// first, records the decision (metrics, log line), queues the export record, gives the answer
+/// (`give`: [`give_early`], the request's task), and only then makes the Events' findings and
+/// hands them to their writer (reference §6 "Events": the answer never waits for them).
+fn evaluate_and_record(
     shared: &Shared,
     serving: &ServeState,
-    parsed: ParsedReview<RawDocument<'r>>,
+    parsed: ParsedReview<RawDocument<'_>>,
     parent_labels: Option<&Map<String, Value>>,
     started: Instant,
     race: &Race,
-    early: Early,
-    findings: impl FnOnce(&AdmissionRequest<RawDocument<'r>>, &Evaluation<'_>, SystemTime),
+    give: impl FnOnce(Answer),
 ) {
-    // The receiver is gone only when the request is: nothing is left to answer.
-    let give = |answer: Answer| {
-        let _ = early.send(answer);
-    };
     let request = match parsed.request {
         Ok(request) => request,
         Err(reason) => {
@@ -339,22 +323,16 @@ fn evaluate_and_record<'r>(
         }
     }
     give(Answer::Review(encoded));
-    findings(&request, &evaluation, context.now);
+    if let Some(events) = &serving.events {
+        events.send_admission(&request, &evaluation, context.now);
+    }
 }
 
-/// Makes the Events' findings of a decision and hands them to the writer (cluster mode with
-/// `--events`).
-fn send_findings<O: drift_engine::json::Document>(
-    serving: &ServeState,
-    request: &AdmissionRequest<O>,
-    evaluation: &Evaluation<'_>,
-    now: SystemTime,
-) {
-    if let Some(events) = &serving.events {
-        for intent in crate::events::admission::intents_of(request, evaluation, now) {
-            events.send(intent);
-        }
-    }
+/// Sends a decision step's answer to the request's task as soon as it is given, before the work
+/// that only follows from it (the Events' findings) runs on the same thread.
+fn give_early(early: tokio::sync::oneshot::Sender<Answer>, answer: Answer) {
+    // The receiver is gone only when the request is: nothing is left to answer.
+    let _ = early.send(answer);
 }
 
 /// The metric label `resource`: `group/version/resource` as the original Go agent writes it

@@ -1,6 +1,3 @@
-use std::sync::atomic::AtomicUsize;
-use std::sync::mpsc;
-
 use drift_api::status::RuleSourceKind;
 use drift_engine::RuleSet;
 use serde_json::json;
@@ -31,68 +28,51 @@ fn deployment(replicas: u32) -> Value {
         "spec": {"replicas": replicas}})
 }
 
-/// c9ccb3a: the decision thread answers first and only then builds the Events' findings (97cdbe1
-/// keeps the export record before the answer). The findings here are built by a builder that
-/// waits until the caller has received the answer: built before the answer, it would wait for
-/// an answer that cannot come until it returns, and fail when its wait runs out.
+/// c9ccb3a: the decision thread gives the answer first and only then makes the Events'
+/// findings (97cdbe1 keeps the export record before the answer). Through the real path: the
+/// findings go to a real [`crate::events::EventSink`], whose queue is looked at the moment the
+/// answer is given (empty) and after the decision (the warned edit's one finding).
 #[test]
-fn the_events_findings_are_built_after_the_caller_has_the_answer() {
+fn the_events_findings_are_made_after_the_answer_is_given() {
     let mut snapshot = Snapshot::empty(RuleSourceKind::BuiltIn);
     snapshot.rules = warn_rules();
-    let shared = Shared::new(
-        crate::metrics::Metrics::new().unwrap(),
-        drift_engine::rule::TierPolicy::default(),
-        snapshot,
+    let metrics = crate::metrics::Metrics::new().unwrap();
+    let (sink, mut writer_side) = crate::events::EventSink::unwritten(
+        crate::events::Reporter {
+            controller: drift_api::events::WEBHOOK_CONTROLLER,
+            instance: "test".into(),
+        },
+        &metrics,
     );
+    let shared = Shared::new(metrics, drift_engine::rule::TierPolicy::default(), snapshot);
     let serving = ServeState {
         parents: None,
         export: None,
         decisions: crate::decisions::DecisionPool::new(1).unwrap(),
-        events: None,
+        events: Some(sink),
     };
     let review = drift_engine::review::update_review(deployment(3), deployment(5), "alice", "r-1")
         .unwrap()
         .to_string();
-    let race = Race::default();
-    let (early, answered) = tokio::sync::oneshot::channel();
-    let (caller_has_it, has_it) = mpsc::channel::<()>();
-    let findings = AtomicUsize::new(usize::MAX);
-    let (shared, serving, race, review, findings) = (&shared, &serving, &race, &review, &findings);
-    std::thread::scope(|scope| {
-        let decision = scope.spawn(move || {
-            let parsed = parse_review_raw(review.as_bytes()).unwrap();
-            evaluate_and_record(
-                shared,
-                serving,
-                parsed,
-                None,
-                Instant::now(),
-                race,
-                early,
-                |request, evaluation, now| {
-                    let waited = has_it.recv_timeout(Duration::from_secs(10));
-                    assert!(
-                        waited.is_ok(),
-                        "the Events' findings were built before the caller had the answer"
-                    );
-                    let intents = crate::events::admission::intents_of(request, evaluation, now);
-                    findings.store(intents.len(), Ordering::SeqCst);
-                },
-            );
-        });
-        // The request's task: it waits for the answer, then has it.
-        let answer = answered.blocking_recv().ok();
-        if answer.is_some() {
-            caller_has_it.send(()).unwrap();
-        }
-        if let Err(panic) = decision.join() {
-            std::panic::resume_unwind(panic);
-        }
-        assert!(
-            matches!(answer, Some(Answer::Review(_))),
-            "the decision gave no review"
-        );
-    });
-    // The builder ran, on a decision with a finding to make.
-    assert_eq!(findings.load(Ordering::SeqCst), 1);
+    let parsed = parse_review_raw(review.as_bytes()).unwrap();
+    let mut given = None;
+    evaluate_and_record(
+        &shared,
+        &serving,
+        parsed,
+        None,
+        Instant::now(),
+        &Race::default(),
+        |answer| given = Some((answer, writer_side.take())),
+    );
+    let (answer, findings_before_the_answer) = given.expect("the decision gave no answer");
+    assert!(
+        matches!(answer, Answer::Review(_)),
+        "the decision gave no review"
+    );
+    assert_eq!(
+        findings_before_the_answer, 0,
+        "the Events' findings were made before the answer was given"
+    );
+    assert_eq!(writer_side.take(), 1, "the warned edit makes one finding");
 }
