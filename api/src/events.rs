@@ -8,6 +8,7 @@
 //! The join itself is the engine's (`drift_engine::attribution`), which reads and writes
 //! these types.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use k8s_openapi::api::events::v1::Event;
@@ -253,13 +254,17 @@ pub const LAST_DENIED_ANNOTATION: &str = "drift-sentinel.k8s.io/last-denied";
 /// in all; the older edits are left out to fit).
 pub const MAX_RECORD_BYTES: usize = 16 * 1024;
 
-/// Why the webhook's records were not read when there are more of them than `max`: a page
+/// The webhook's records read at most per audit run or plugin command (pages of 500): the
+/// webhook keeps at most 4,096 series per pod, a handful per object.
+pub const MAX_RECORDS: usize = 50_000;
+
+/// More of the webhook's records than [`MAX_RECORDS`]: they are not read at all, since a page
 /// left unread could hold the record of an edit, which would then be called unseen.
-pub fn too_many_records(max: usize) -> String {
-    format!(
-        "more than {max} of the webhook's records of edits (Events labelled {RECORD_SELECTOR}): the rest were not read, so no edit can be called unseen"
-    )
-}
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "more than {MAX_RECORDS} of the webhook's records of edits (Events labelled {RECORD_SELECTOR}): the rest were not read, so no edit can be called unseen"
+)]
+pub struct TooManyRecords;
 
 /// The Event reasons (`reason`), one per finding.
 pub mod reason {
@@ -296,13 +301,36 @@ pub fn record_of(event: &Event) -> Option<EditRecord> {
     (record.is_valid() && record.uid == regarding).then_some(record)
 }
 
-/// Adds the valid records of a page of Events ([`record_of`]) to `records`, by object uid.
-pub fn add_records(
-    events: &[Event],
-    records: &mut std::collections::HashMap<String, Vec<EditRecord>>,
-) {
-    for record in events.iter().filter_map(record_of) {
-        records.entry(record.uid.clone()).or_default().push(record);
+/// The one reader of the webhook's records, for the agent's audit and the plugin alike: fed each
+/// page of Events labelled [`RECORD_SELECTOR`] as the caller lists them, it keeps the valid
+/// records ([`record_of`]) by object uid, within [`MAX_RECORDS`]. Pure: the caller does the HTTP.
+#[derive(Debug, Default)]
+pub struct RecordReader {
+    records: HashMap<String, Vec<EditRecord>>,
+    read: usize,
+}
+
+impl RecordReader {
+    /// Adds a page; `more`: whether the API server has another page (its `continue`). Past
+    /// [`MAX_RECORDS`] with more to read, or in one page, nothing is kept: [`TooManyRecords`].
+    pub fn add_page(&mut self, events: &[Event], more: bool) -> Result<(), TooManyRecords> {
+        self.read = self.read.saturating_add(events.len());
+        if self.read > MAX_RECORDS || (more && self.read >= MAX_RECORDS) {
+            self.records = HashMap::new();
+            return Err(TooManyRecords);
+        }
+        for record in events.iter().filter_map(record_of) {
+            self.records
+                .entry(record.uid.clone())
+                .or_default()
+                .push(record);
+        }
+        Ok(())
+    }
+
+    /// The valid records read, by object uid.
+    pub fn into_records(self) -> HashMap<String, Vec<EditRecord>> {
+        self.records
     }
 }
 
@@ -498,6 +526,47 @@ mod tests {
                 Some("alice did it".into())
             )),
             None
+        );
+    }
+
+    #[test]
+    fn the_reader_keeps_the_valid_records_of_each_page_within_its_bound() {
+        let genuine = event(WEBHOOK_CONTROLLER, "u-1", record_annotation(&record()));
+        let other = event(AUDIT_CONTROLLER, "u-1", record_annotation(&record()));
+        let mut reader = RecordReader::default();
+        reader.add_page(&[genuine.clone(), other], true).unwrap();
+        reader.add_page(std::slice::from_ref(&genuine), false).unwrap();
+        assert_eq!(reader.into_records()["u-1"], vec![record(), record()]);
+
+        // Exactly MAX_RECORDS, the last page: read.
+        let page = vec![genuine.clone(); 500];
+        let mut reader = RecordReader::default();
+        for n in 0..MAX_RECORDS / 500 {
+            reader.add_page(&page, n + 1 < MAX_RECORDS / 500).unwrap();
+        }
+        assert_eq!(reader.into_records()["u-1"].len(), MAX_RECORDS);
+        // More than MAX_RECORDS: an error, nothing kept (an edit on an unread page is no
+        // unseen edit).
+        let mut reader = RecordReader::default();
+        let mut outcome = Ok(());
+        for _ in 0..MAX_RECORDS / 500 {
+            outcome = reader.add_page(&page, true);
+            if outcome.is_err() {
+                break;
+            }
+        }
+        assert_eq!(outcome, Err(TooManyRecords));
+        assert!(reader.into_records().is_empty());
+        assert!(
+            TooManyRecords
+                .to_string()
+                .contains("no edit can be called unseen")
+        );
+        // One page over the bound.
+        let mut reader = RecordReader::default();
+        assert_eq!(
+            reader.add_page(&vec![genuine; MAX_RECORDS + 1], false),
+            Err(TooManyRecords)
         );
     }
 

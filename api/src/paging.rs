@@ -30,6 +30,11 @@ impl Pages {
         }
     }
 
+    /// Whether the last page answered has a next one.
+    pub fn has_more(&self) -> bool {
+        matches!(self.next, Some(Some(_)))
+    }
+
     /// Takes the `metadata.continue` token a page was answered with.
     pub fn answered(&mut self, token: Option<&str>) {
         self.next = Some(token.filter(|t| !t.is_empty()).map(str::to_owned));
@@ -45,12 +50,15 @@ mod tests {
         let mut pages = Pages::new(500);
         let first = pages.next_params().expect("a first page");
         assert_eq!((first.limit, first.continue_token), (Some(500), None));
+        assert!(!pages.has_more());
         pages.answered(Some("abc"));
+        assert!(pages.has_more());
         let second = pages.next_params().expect("a second page");
         assert_eq!(second.continue_token.as_deref(), Some("abc"));
         assert_eq!(second.limit, Some(500));
         pages.answered(Some(""));
         assert!(pages.next_params().is_none());
+        assert!(!pages.has_more());
         let mut one = Pages::new(1);
         one.answered(None);
         assert!(one.next_params().is_none());

@@ -48,6 +48,87 @@ fn setter_weight(uid: &str, setter: &BypassSetter) -> usize {
 /// Drifted fields attributed per object.
 pub const MAX_ATTRIBUTED_FIELDS: usize = crate::message::MAX_DETAILED_CHANGES;
 
+/// Namespaces whose labels are read per run at most (pages of 500); an object of another
+/// namespace is judged with its namespace's labels not known.
+pub const MAX_NAMESPACES: usize = 50_000;
+/// A namespace with more labels than this is judged with its labels not known (the API server
+/// takes any number).
+pub const MAX_LABELS_PER_NAMESPACE: usize = 256;
+
+/// The one reader of the namespaces' labels for [`WebhookScope::Read`], for the agent's audit
+/// and the plugin alike: fed each namespace as the caller lists them, it keeps the labels of the
+/// first [`MAX_NAMESPACES`] by name. Pure: the caller does the HTTP.
+#[derive(Debug, Default)]
+pub struct NamespaceLabels {
+    labels: HashMap<String, Map<String, Value>>,
+}
+
+impl NamespaceLabels {
+    /// Whether no more namespaces are kept (the caller stops listing).
+    pub fn is_full(&self) -> bool {
+        self.labels.len() >= MAX_NAMESPACES
+    }
+
+    /// Adds a namespace's labels. Over [`MAX_LABELS_PER_NAMESPACE`] none are kept: some labels
+    /// only would be a wrong answer, none is "not known".
+    pub fn add(&mut self, name: &str, labels: Map<String, Value>) {
+        if self.is_full() || labels.len() > MAX_LABELS_PER_NAMESPACE {
+            return;
+        }
+        self.labels.insert(name.to_owned(), labels);
+    }
+
+    /// The labels read, by namespace name.
+    pub fn into_map(self) -> HashMap<String, Map<String, Value>> {
+        self.labels
+    }
+}
+
+/// Reports read back per run at most: one per namespace and the ClusterReport. Each is read
+/// whole (up to 1 MiB); what it remembers is kept within [`MAX_REMEMBERED_BYTES`].
+pub const MAX_REPORTS: usize = MAX_NAMESPACES + 1;
+
+/// The one reader of what the audit's Reports remember ([`Memory::of_reports`]), for the
+/// agent's audit and the plugin alike: fed each page of Reports (as JSON) as the caller lists
+/// them, it keeps what they remember within [`MAX_REMEMBERED_BYTES`] and stops wanting more
+/// past [`MAX_REPORTS`] or when full. Pure: the caller does the HTTP.
+#[derive(Debug, Default)]
+pub struct ReportReader {
+    memory: Memory,
+    bytes: usize,
+    reports: usize,
+}
+
+impl ReportReader {
+    /// Whether the caller should stop listing: [`MAX_REPORTS`] read, or the memory full.
+    pub fn is_full(&self) -> bool {
+        self.reports >= MAX_REPORTS || self.bytes >= MAX_REMEMBERED_BYTES
+    }
+
+    /// Adds a page of Reports (the first of them up to [`MAX_REPORTS`]).
+    pub fn add_page<'r>(&mut self, reports: impl IntoIterator<Item = &'r Value>) {
+        for report in reports {
+            if self.reports >= MAX_REPORTS {
+                return;
+            }
+            self.reports += 1;
+            let found = drift_api::events::remembered_of_report(report);
+            self.bytes = self.memory.fill_counted(
+                Memory {
+                    fields: found.fields.into_iter().collect(),
+                    setters: found.setters.into_iter().collect(),
+                },
+                self.bytes,
+            );
+        }
+    }
+
+    /// What the Reports read remember.
+    pub fn into_memory(self) -> Memory {
+        self.memory
+    }
+}
+
 /// What tells whether the webhook is sent an object's UPDATEs: the drift-sentinel webhook
 /// configurations and the namespaces' labels as read for a run, or why that cannot be told.
 #[derive(Debug, Clone)]
@@ -121,19 +202,9 @@ impl Memory {
     /// restarted audit, `kubectl drift audit` and `kubectl drift blame` know what an earlier
     /// run attributed after the records' Events expired.
     pub fn of_reports<'r>(reports: impl IntoIterator<Item = &'r Value>) -> Self {
-        let mut memory = Memory::default();
-        let mut bytes = 0;
-        for report in reports {
-            let found = drift_api::events::remembered_of_report(report);
-            bytes = memory.fill_counted(
-                Memory {
-                    fields: found.fields.into_iter().collect(),
-                    setters: found.setters.into_iter().collect(),
-                },
-                bytes,
-            );
-        }
-        memory
+        let mut reader = ReportReader::default();
+        reader.add_page(reports);
+        reader.into_memory()
     }
 
     /// Adds what `other` has of objects this memory has nothing of (within the bounds).

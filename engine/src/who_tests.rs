@@ -485,3 +485,65 @@ fn what_is_remembered_is_bounded_in_bytes() {
             .all(|r| r.len() == 1 && r[0].path.len() > 1024 * 1024)
     );
 }
+
+/// The namespaces' labels: the first [`MAX_NAMESPACES`], none of a namespace over
+/// [`MAX_LABELS_PER_NAMESPACE`] (its labels are then not known, never partly known).
+#[test]
+fn the_namespace_labels_reader_keeps_its_bounds() {
+    let labels = |n: usize| -> Map<String, Value> {
+        (0..n)
+            .map(|i| (format!("k-{i}"), Value::from("v")))
+            .collect()
+    };
+    let mut reader = NamespaceLabels::default();
+    reader.add("shop", labels(2));
+    reader.add("crowded", labels(MAX_LABELS_PER_NAMESPACE + 1));
+    reader.add("edge", labels(MAX_LABELS_PER_NAMESPACE));
+    let read = reader.into_map();
+    assert_eq!(read["shop"].len(), 2);
+    assert_eq!(read["edge"].len(), MAX_LABELS_PER_NAMESPACE);
+    assert!(!read.contains_key("crowded"));
+
+    let mut reader = NamespaceLabels::default();
+    for n in 0..MAX_NAMESPACES {
+        assert!(!reader.is_full());
+        reader.add(&format!("ns-{n}"), Map::new());
+    }
+    assert!(reader.is_full());
+    reader.add("one-more", labels(1));
+    let read = reader.into_map();
+    assert_eq!(read.len(), MAX_NAMESPACES);
+    assert!(!read.contains_key("one-more"));
+}
+
+/// The Reports read back: at most [`MAX_REPORTS`] whatever the pages hold, and the reader says
+/// when to stop listing.
+#[test]
+fn the_report_reader_reads_at_most_max_reports() {
+    let property = drift_api::events::who_recorded_property(&[remembered(5)]).unwrap();
+    let report = |uid: usize| {
+        json!({"results": [{"resources": [{"uid": format!("u-{uid}")}],
+                            "properties": {"whoRecorded": property}}]})
+    };
+    let mut reader = ReportReader::default();
+    let page: Vec<Value> = (0..10).map(report).collect();
+    reader.add_page(&page);
+    assert!(!reader.is_full());
+    assert_eq!(reader.into_memory().fields.len(), 10);
+
+    // Reports remembering nothing, then one that would: past MAX_REPORTS it is not read.
+    let mut all: Vec<Value> = (0..MAX_REPORTS).map(|_| json!({"results": []})).collect();
+    all.push(report(1));
+    let mut reader = ReportReader::default();
+    let mut pages = 0;
+    for page in all.chunks(1000) {
+        if reader.is_full() {
+            break;
+        }
+        pages += 1;
+        reader.add_page(page);
+    }
+    assert!(reader.is_full());
+    assert_eq!(pages, MAX_REPORTS.div_ceil(1000));
+    assert!(reader.into_memory().fields.is_empty());
+}

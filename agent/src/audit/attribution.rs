@@ -11,24 +11,15 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use drift_api::events::{EditRecord, RECORD_SELECTOR};
+use drift_api::events::{EditRecord, RECORD_SELECTOR, RecordReader};
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
-use drift_engine::who::{Memory, RunEvidence, WebhookScope};
+use drift_engine::who::{Memory, NamespaceLabels, RunEvidence, WebhookScope};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 use serde_json::{Map, Value};
-
-/// Records read per run at most (pages of 500): the webhook keeps at most 4,096 series per pod.
-const MAX_RECORDS: usize = 50_000;
-/// Namespaces whose labels are read per run at most (pages of 500); an object of another
-/// namespace is judged with its namespace's labels not known.
-const MAX_NAMESPACES: usize = 50_000;
-/// A namespace with more labels than this is judged with its labels not known (the API server
-/// takes any number).
-const MAX_LABELS_PER_NAMESPACE: usize = 256;
 
 /// What the audit keeps between runs.
 pub struct Attributor {
@@ -146,15 +137,15 @@ impl Attributor {
     }
 }
 
-/// The labels of every namespace (the first [`MAX_NAMESPACES`]), by name.
+/// The labels of every namespace (the first [`drift_engine::who::MAX_NAMESPACES`]), by name.
 async fn read_namespace_labels(
     client: &kube::Client,
 ) -> Result<HashMap<String, Map<String, Value>>, kube::Error> {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut pages = Pages::new(500);
-    let mut labels = HashMap::new();
+    let mut labels = NamespaceLabels::default();
     while let Some(params) = pages.next_params()
-        && labels.len() < MAX_NAMESPACES
+        && !labels.is_full()
     {
         let page = api.list_metadata(&params).await?;
         for namespace in page.items {
@@ -162,42 +153,35 @@ async fn read_namespace_labels(
                 continue;
             };
             let own = namespace.metadata.labels.unwrap_or_default();
-            // Some labels only would be a wrong answer: with none kept, they are not known.
-            if own.len() > MAX_LABELS_PER_NAMESPACE {
-                continue;
-            }
-            let own = own
-                .into_iter()
-                .map(|(key, value)| (key, Value::String(value)))
-                .collect();
-            labels.insert(name, own);
+            labels.add(
+                &name,
+                own.into_iter()
+                    .map(|(key, value)| (key, Value::String(value)))
+                    .collect(),
+            );
         }
         pages.answered(page.metadata.continue_.as_deref());
     }
-    Ok(labels)
+    Ok(labels.into_map())
 }
 
-/// The valid records of every Event labelled as carrying one, by object uid. More than
-/// [`MAX_RECORDS`] is an error too: with a page left unread, an edit whose record is on it would
-/// be called unseen.
+/// The valid records of every Event labelled as carrying one, by object uid
+/// ([`RecordReader`]: more than its bound is an error).
 async fn read_records(client: &kube::Client) -> Result<HashMap<String, Vec<EditRecord>>, String> {
     let api: Api<Event> = Api::all(client.clone());
     let mut pages = Pages::new(500);
-    let mut records: HashMap<String, Vec<EditRecord>> = HashMap::new();
-    let mut read = 0;
+    let mut reader = RecordReader::default();
     while let Some(params) = pages.next_params() {
-        if read >= MAX_RECORDS {
-            return Err(drift_api::events::too_many_records(MAX_RECORDS));
-        }
         let page = api
             .list(&params.labels(RECORD_SELECTOR))
             .await
             .map_err(|e| e.to_string())?;
-        drift_api::events::add_records(&page.items, &mut records);
-        read += page.items.len();
         pages.answered(page.metadata.continue_.as_deref());
+        reader
+            .add_page(&page.items, pages.has_more())
+            .map_err(|e| e.to_string())?;
     }
-    Ok(records)
+    Ok(reader.into_records())
 }
 
 #[cfg(test)]

@@ -259,13 +259,15 @@ pub async fn installed(client: &kube::Client) -> bool {
 /// restart does not forget users whose Events have expired.
 pub async fn remembered(client: &kube::Client) -> anyhow::Result<drift_engine::who::Memory> {
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    let mut memory = drift_engine::who::Memory::default();
+    let mut reader = drift_engine::who::ReportReader::default();
     for cluster in [false, true] {
         let resource = api_resource(cluster);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         // Few reports a page: each may be near 1 MiB.
         let mut pages = drift_api::paging::Pages::new(REMEMBERED_PAGE);
-        while let Some(params) = pages.next_params() {
+        while let Some(params) = pages.next_params()
+            && !reader.is_full()
+        {
             let page = api
                 .list(&params.labels(&selector))
                 .await
@@ -275,11 +277,11 @@ pub async fn remembered(client: &kube::Client) -> anyhow::Result<drift_engine::w
                 .iter()
                 .map(serde_json::to_value)
                 .collect::<Result<Vec<_>, _>>()?;
-            memory.fill_from(drift_engine::who::Memory::of_reports(&reports));
+            reader.add_page(&reports);
             pages.answered(page.metadata.continue_.as_deref());
         }
     }
-    Ok(memory)
+    Ok(reader.into_memory())
 }
 
 /// Applies every report of the run and deletes the audit's reports of namespaces it no longer

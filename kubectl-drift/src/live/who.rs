@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use drift_api::events::{AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, EditRecord, RECORD_SELECTOR};
+use drift_api::events::{
+    AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, EditRecord, RECORD_SELECTOR, RecordReader,
+};
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
-use drift_engine::who::{Memory, WebhookScope};
+use drift_engine::who::{Memory, NamespaceLabels, ReportReader, WebhookScope};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use serde_json::Value;
@@ -18,9 +20,6 @@ use serde_json::Value;
 use crate::cluster::{Cluster, collection_path};
 use crate::verdict::WEBHOOK_NAME;
 
-/// Records read at most per command (pages of 500): the webhook keeps at most 4,096 series per
-/// pod, a handful per object.
-const MAX_RECORDS: usize = 50_000;
 /// Reports read a page (each may be near 1 MiB).
 const REPORT_PAGE: u32 = 10;
 
@@ -44,16 +43,8 @@ pub(crate) async fn read_records(
     };
     let regarding = uid.map(|uid| format!("regarding.uid={uid}"));
     let mut pages = Pages::new(500);
-    let mut records = HashMap::new();
-    let mut read = 0;
+    let mut reader = RecordReader::default();
     while let Some(params) = pages.next_params() {
-        // With a page left unread, an edit whose record is on it would be called unseen.
-        if read >= MAX_RECORDS {
-            return Err(format!(
-                "{}; the users of drifted fields are not known",
-                drift_api::events::too_many_records(MAX_RECORDS)
-            ));
-        }
         let mut params = params.labels(RECORD_SELECTOR);
         if let Some(selector) = &regarding {
             params = params.fields(selector);
@@ -64,10 +55,13 @@ pub(crate) async fn read_records(
                 place(namespace)
             )
         })?;
-        read += page.items.len();
-        drift_api::events::add_records(&page.items, &mut records);
         pages.answered(page.metadata.continue_.as_deref());
+        // With a page left unread, an edit whose record is on it would be called unseen.
+        reader
+            .add_page(&page.items, pages.has_more())
+            .map_err(|e| format!("{e}; the users of drifted fields are not known"))?;
     }
+    let mut records = reader.into_records();
     if let Some(uid) = uid {
         records.retain(|key, _| key == uid);
     }
@@ -116,26 +110,31 @@ pub(crate) fn webhook_scope(
     match configurations {
         Ok(configurations) => WebhookScope::Read {
             configurations,
-            namespace_labels: Some(
-                namespaces
-                    .iter()
-                    .filter_map(|n| {
-                        let name = n.pointer("/metadata/name")?.as_str()?;
-                        let labels = n
-                            .pointer("/metadata/labels")
-                            .and_then(Value::as_object)
-                            .cloned()
-                            .unwrap_or_default();
-                        Some((name.to_owned(), labels))
-                    })
-                    .collect(),
-            ),
+            namespace_labels: Some({
+                let mut labels = NamespaceLabels::default();
+                for namespace in namespaces {
+                    if labels.is_full() {
+                        break;
+                    }
+                    let Some(name) = namespace.pointer("/metadata/name").and_then(Value::as_str)
+                    else {
+                        continue;
+                    };
+                    let own = namespace
+                        .pointer("/metadata/labels")
+                        .and_then(Value::as_object)
+                        .cloned()
+                        .unwrap_or_default();
+                    labels.add(name, own);
+                }
+                labels.into_map()
+            }),
         },
         Err(why) => WebhookScope::Unknown(why),
     }
 }
 
-/// What the agent's audit remembers in its Reports ([`Memory::of_reports`]): the Report of
+/// What the agent's audit remembers in its Reports ([`ReportReader`]): the Report of
 /// `namespace` (and the ClusterReport for an empty one), or every Report and the ClusterReport
 /// when `None`. Without the OpenReports CRDs, or with nothing written yet, nothing is
 /// remembered. `Err` says why they could not be read.
@@ -157,7 +156,7 @@ pub(crate) async fn remembered(
     );
     let cluster_reports = collection_path("openreports.io", "v1alpha1", None, "clusterreports");
     let selector = format!("{}={}", AUDIT_REPORT_LABEL.0, AUDIT_REPORT_LABEL.1);
-    let mut memory = Memory::default();
+    let mut reader = ReportReader::default();
     match namespace {
         Some(namespace) => {
             let collection = if namespace.is_empty() {
@@ -166,7 +165,7 @@ pub(crate) async fn remembered(
                 &reports
             };
             match cluster.get(collection, AUDIT_REPORT_NAME).await {
-                Ok(found) => memory = Memory::of_reports(found.iter()),
+                Ok(found) => reader.add_page(found.iter()),
                 // Not served: the OpenReports CRDs are not installed, nothing is remembered there.
                 Err(e) if e.code() == Some(404) => {}
                 Err(e) => return Err(why(e.to_string())),
@@ -175,7 +174,9 @@ pub(crate) async fn remembered(
         None => {
             for collection in [&reports, &cluster_reports] {
                 let mut pages = Pages::new(REPORT_PAGE);
-                while let Some(params) = pages.next_params() {
+                while let Some(params) = pages.next_params()
+                    && !reader.is_full()
+                {
                     let request = kube::core::request::Request::new(collection)
                         .list(&params.labels(&selector))
                         .map_err(|e| why(e.to_string()))?;
@@ -190,11 +191,11 @@ pub(crate) async fn remembered(
                         .get("items")
                         .and_then(Value::as_array)
                         .map_or(&[][..], Vec::as_slice);
-                    memory.fill_from(Memory::of_reports(items));
+                    reader.add_page(items);
                     pages.answered(page.pointer("/metadata/continue").and_then(Value::as_str));
                 }
             }
         }
     }
-    Ok(memory)
+    Ok(reader.into_memory())
 }
