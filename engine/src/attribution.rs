@@ -63,14 +63,9 @@ pub fn fingerprint<'v, N: Node<'v>>(value: Option<N>) -> Option<String> {
     };
     canonical.value(value).ok()?;
     let digest = canonical.hasher.finalize();
-    // Made for every recorded field of every finding: the digits without the formatter.
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(7 + 32);
     text.push_str("sha256:");
-    for byte in &digest[..16] {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
+    crate::hex::push_hex(&mut text, &digest[..16]);
     Some(text)
 }
 

@@ -300,10 +300,7 @@ impl<'a> Audit<'a> {
         }
         let digest = hasher.finalize();
         let mut id = String::with_capacity(32);
-        for byte in &digest[..16] {
-            use std::fmt::Write as _;
-            let _ = write!(id, "{byte:02x}");
-        }
+        crate::hex::push_hex(&mut id, &digest[..16]);
         Some(id)
     }
 }

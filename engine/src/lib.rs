@@ -19,6 +19,7 @@ mod comparison;
 pub mod diff;
 pub mod evaluation;
 pub mod glob;
+mod hex;
 pub mod json;
 pub mod lint;
 pub mod managed;
