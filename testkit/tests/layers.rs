@@ -387,61 +387,26 @@ fn imports(root: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     graph
 }
 
-/// The strongly connected components of more than one file (Tarjan's algorithm).
+/// The strongly connected components of more than one file, each sorted, in file order.
 fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
-    struct Search<'g> {
-        graph: &'g BTreeMap<PathBuf, BTreeSet<PathBuf>>,
-        index: BTreeMap<&'g PathBuf, (usize, usize)>,
-        stack: Vec<&'g PathBuf>,
-        on_stack: BTreeSet<&'g PathBuf>,
-        found: Vec<Vec<PathBuf>>,
-    }
-    impl<'g> Search<'g> {
-        fn visit(&mut self, node: &'g PathBuf) {
-            let n = self.index.len();
-            self.index.insert(node, (n, n));
-            self.stack.push(node);
-            self.on_stack.insert(node);
-            for next in self.graph.get(node).into_iter().flatten() {
-                if !self.index.contains_key(next) {
-                    self.visit(next);
-                    let low = self.index[next].1.min(self.index[node].1);
-                    self.index.get_mut(node).unwrap().1 = low;
-                } else if self.on_stack.contains(next) {
-                    let low = self.index[next].0.min(self.index[node].1);
-                    self.index.get_mut(node).unwrap().1 = low;
-                }
-            }
-            let (number, low) = self.index[node];
-            if number == low {
-                let mut component = Vec::new();
-                while let Some(top) = self.stack.pop() {
-                    self.on_stack.remove(top);
-                    component.push(top.clone());
-                    if top == node {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    component.sort();
-                    self.found.push(component);
-                }
-            }
+    let mut imports = petgraph::graphmap::DiGraphMap::<&PathBuf, ()>::new();
+    for (from, targets) in graph {
+        imports.add_node(from);
+        for to in targets {
+            imports.add_edge(from, to, ());
         }
     }
-    let mut search = Search {
-        graph,
-        index: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        found: Vec::new(),
-    };
-    for node in graph.keys() {
-        if !search.index.contains_key(node) {
-            search.visit(node);
-        }
-    }
-    search.found
+    let mut found: Vec<Vec<PathBuf>> = petgraph::algo::tarjan_scc(&imports)
+        .into_iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| {
+            let mut files: Vec<PathBuf> = component.into_iter().cloned().collect();
+            files.sort();
+            files
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// The circles of `crate_dir`'s library, each with the imports that close it, for a message.
