@@ -270,11 +270,7 @@ pub(crate) struct BypassArgs {
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub display: Display,
-    #[command(flatten)]
-    pub tiers: Tiers,
+    pub cluster: ClusterJudging,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -283,18 +279,38 @@ pub(crate) struct BlameArgs {
     #[arg(value_name = "KIND/NAME")]
     pub target: String,
     #[command(flatten)]
+    pub cluster: ClusterJudging,
+    #[command(flatten)]
+    pub drift_managers: DriftManagers,
+    #[command(flatten)]
+    pub events: EventTtl,
+}
+
+/// What `bypass` and `blame` work with: the cluster (they have no offline mode, unlike
+/// [`Judging`]), how to print, and the rule tiers.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ClusterJudging {
+    #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
     pub display: Display,
     #[command(flatten)]
     pub tiers: Tiers,
+}
+
+/// Which field managers' edits are imperative (`blame` and `audit`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DriftManagers {
     /// Field managers whose `Update`s are imperative edits (comma-separated), as the agent's
     /// --audit-drift-managers; default: what kubectl writes for edit, patch, set, label,
     /// annotate, replace, rollout and scale.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub drift_managers: Option<Vec<String>>,
-    #[command(flatten)]
-    pub events: EventTtl,
+    #[arg(
+        long = "drift-managers",
+        id = "drift_managers",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub names: Option<Vec<String>>,
 }
 
 /// How far back the webhook's records of edits reach (`blame` and `audit` against a cluster).
@@ -436,11 +452,8 @@ pub(crate) struct AuditArgs {
     /// Audit every namespace (and cluster-scoped objects); as kubectl's -A, not with -n.
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
-    /// Field managers whose `Update`s are imperative edits (comma-separated), as the agent's
-    /// --audit-drift-managers; default: what kubectl writes for edit, patch, set, label,
-    /// annotate, replace, rollout and scale.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub drift_managers: Option<Vec<String>>,
+    #[command(flatten)]
+    pub drift_managers: DriftManagers,
     /// Resources (group/resource, comma-separated) that a rule selector with `*` audits, as the
     /// agent's --audit-resources; default: the resources the cluster's drift-sentinel webhook
     /// intercepts, else apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts.

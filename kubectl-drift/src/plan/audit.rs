@@ -44,7 +44,7 @@ pub(crate) enum AuditSource {
 }
 
 pub(super) fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
-    let managers = drift_managers(args.drift_managers.as_deref());
+    let managers = drift_managers(&args.drift_managers);
     if !args.judging.offline.rules.is_empty() {
         refuse_cluster_flags(&args.judging.kube, "offline audit (--rules)")?;
         if args.files.is_empty() {

@@ -23,11 +23,11 @@ pub(super) fn blame(args: &BlameArgs) -> anyhow::Result<Blame> {
     let (kind, name) = split_target(&args.target)?;
     let event_ttl = super::common::event_ttl(&args.events)?;
     Ok(Blame {
-        kube: Kube::of(&args.kube)?,
+        kube: Kube::of(&args.cluster.kube)?,
         kind,
         name,
-        tiers: cluster_tiers(&args.tiers)?,
-        managers: drift_managers(args.drift_managers.as_deref()),
+        tiers: cluster_tiers(&args.cluster.tiers)?,
+        managers: drift_managers(&args.drift_managers),
         event_ttl,
     })
 }

@@ -91,8 +91,8 @@ pub(super) fn bypass(args: &BypassArgs) -> anyhow::Result<BypassPlan> {
         }
     };
     Ok(BypassPlan {
-        kube: Kube::of(&args.kube)?,
-        tiers: cluster_tiers(&args.tiers)?,
+        kube: Kube::of(&args.cluster.kube)?,
+        tiers: cluster_tiers(&args.cluster.tiers)?,
         action,
     })
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::bail;
 use drift_engine::rule::TierPolicy;
 
-use crate::cli::{AgentPods, ColorChoice, Display, KubeFlags, Offline, Output, Tiers};
+use crate::cli::{
+    AgentPods, ColorChoice, Display, DriftManagers, KubeFlags, Offline, Output, Tiers,
+};
 
 /// The timeout of one API request when `--request-timeout` is not given.
 pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -167,8 +169,8 @@ pub(super) fn event_ttl(flags: &crate::cli::EventTtl) -> anyhow::Result<Duration
         .map_err(|e| anyhow::anyhow!("--event-ttl: {e}"))
 }
 
-pub(super) fn drift_managers(given: Option<&[String]>) -> Vec<String> {
-    match given {
+pub(super) fn drift_managers(flags: &DriftManagers) -> Vec<String> {
+    match &flags.names {
         Some(given) => given
             .iter()
             .map(|m| m.trim().to_owned())

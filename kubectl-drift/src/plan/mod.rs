@@ -57,8 +57,12 @@ impl Plan {
             Command::Audit(args) => {
                 Plan::Audit(audit::audit(&args)?, Print::of(&args.judging.display))
             }
-            Command::Blame(args) => Plan::Blame(blame::blame(&args)?, Print::of(&args.display)),
-            Command::Bypass(args) => Plan::Bypass(bypass::bypass(&args)?, Print::of(&args.display)),
+            Command::Blame(args) => {
+                Plan::Blame(blame::blame(&args)?, Print::of(&args.cluster.display))
+            }
+            Command::Bypass(args) => {
+                Plan::Bypass(bypass::bypass(&args)?, Print::of(&args.cluster.display))
+            }
             Command::Tail(args) => Plan::Tail(tail::tail(&args, now)?),
             Command::Completion(args) => Plan::Completion(args.shell),
         })
