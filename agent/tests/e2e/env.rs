@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use drift_testkit::cluster::{Cluster, ClusterOptions};
@@ -327,6 +327,18 @@ pub fn base64_decode(encoded: &str) -> String {
         .decode(encoded)
         .expect("base64");
     String::from_utf8(bytes).expect("UTF-8")
+}
+
+/// Held by a test of the shared environment whose audit writes Reports (`--audit-reports
+/// openreports`, the audit's default), from its first such audit to its last look at a Report:
+/// a run rewrites the Report of every namespace it finds drift in and deletes the others, not
+/// only its own test's, so without it another test's run could rewrite a Report between a
+/// test's audit and its check, or between its two audits.
+static REPORT_WRITER: Mutex<()> = Mutex::new(());
+
+/// [`REPORT_WRITER`], held until the guard is dropped.
+pub fn writing_reports() -> MutexGuard<'static, ()> {
+    REPORT_WRITER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The shared environment, started by the first test that asks for it and stopped by

@@ -383,6 +383,8 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
     let ns = warned_edit_by_alice(&env, "e2e-who-memory");
     let alice = "  who: spec.replicas: user alice, warn mode\n";
 
+    // No other test's run rewrites this namespace's Report between the two audits.
+    let _reports = crate::env::writing_reports();
     let first = audit_once_reporting(&env, "e2e-audit-memory", "openreports", &[]);
     let printed = stdout(&first);
     assert_eq!(first.status.code(), Some(1), "{printed}{}", stderr(&first));
