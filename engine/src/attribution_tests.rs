@@ -1,6 +1,7 @@
 use super::*;
 use crate::json::{Document as _, RawDocument};
 use crate::managed::owned_fields;
+use drift_testkit::records::EditRecordBuilder;
 use serde_json::json;
 
 const T0: &str = "2026-03-01T10:00:00Z";
@@ -31,15 +32,7 @@ fn fp(value: Value) -> Option<String> {
 }
 
 fn record(user: &str, why: Why, edits: Vec<RecordedEdit>) -> EditRecord {
-    EditRecord {
-        v: RECORD_VERSION,
-        uid: "u-1".into(),
-        user: user.into(),
-        why,
-        rule: "drift-system/web".into(),
-        edits,
-        omitted: 0,
-    }
+    EditRecordBuilder::by(user).why(why).edits(edits).build()
 }
 
 fn edit(seen: &str, stamp: (&str, &str), fields: &[(&str, Value)]) -> RecordedEdit {

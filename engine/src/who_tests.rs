@@ -2,9 +2,10 @@
 //! and a value changed since.
 
 use super::*;
-use crate::attribution::{RECORD_VERSION, RecordedEdit, RecordedField, Why, fingerprint};
+use crate::attribution::{Why, fingerprint};
 use crate::rule::{RuleId, RuleSource};
 use crate::{RuleSet, manifests};
+use drift_testkit::records::EditRecordBuilder;
 use serde_json::json;
 use std::time::SystemTime;
 
@@ -53,24 +54,11 @@ fn fp(value: Value) -> String {
 
 /// alice's warn-mode edit of `spec.replicas` to 5.
 fn alice() -> EditRecord {
-    EditRecord {
-        v: RECORD_VERSION,
-        uid: "u-1".into(),
-        user: "alice".into(),
-        why: Why::WarnMode,
-        rule: "drift-system/web".into(),
-        edits: vec![RecordedEdit {
-            seen: "2026-03-01T10:05:00.100000Z".into(),
-            manager: Some("kubectl-edit".into()),
-            time: Some(EDITED.into()),
-            fields: vec![RecordedField {
-                path: "spec.replicas".into(),
-                new: Some(fp(json!(5))),
-            }],
-            fields_omitted: 0,
-        }],
-        omitted: 0,
-    }
+    EditRecordBuilder::alice()
+        .warn()
+        .time(EDITED)
+        .field("spec.replicas", fp(json!(5)))
+        .build()
 }
 
 fn remembered(value: u32) -> Remembered {
@@ -306,24 +294,14 @@ fn what_a_report_remembers_is_read_back_whole_or_not_at_all() {
 
 /// carol's edit setting the bypass, by `kubectl-patch` at [`EDITED`].
 fn carol_set_the_bypass() -> EditRecord {
-    EditRecord {
-        v: RECORD_VERSION,
-        uid: "u-1".into(),
-        user: "carol".into(),
-        why: Why::Bypass {
+    EditRecordBuilder::by("carol")
+        .why(Why::Bypass {
             end: None,
             set_by: Some("carol".into()),
-        },
-        rule: "drift-system/web".into(),
-        edits: vec![RecordedEdit {
-            seen: "2026-03-01T10:05:00.100000Z".into(),
-            manager: Some("kubectl-patch".into()),
-            time: Some(EDITED.into()),
-            fields: Vec::new(),
-            fields_omitted: 0,
-        }],
-        omitted: 0,
-    }
+        })
+        .manager("kubectl-patch")
+        .time(EDITED)
+        .build()
 }
 
 /// Who set a bypass: from the record of the edit that wrote the annotation's entry, or what was

@@ -5,7 +5,8 @@
 //! loopback, and [`node::Node`] a real node beside it (containerd, the kubelet, kube-proxy) that
 //! runs pods from the images `.ci/build-image` builds; [`pki`]
 //! makes the certificates tests need; [`objects`] builds the realistic Deployment and its
-//! AdmissionReview that tests and benchmarks share; [`agent`] runs the agent (`drift-sentinel`)
+//! AdmissionReview that tests and benchmarks share, [`records`] the webhook's records of edits
+//! (`EditRecordBuilder`); [`agent`] runs the agent (`drift-sentinel`)
 //! as a process for black-box tests, [`double::Double`] the [`ApiServer`] double on a runtime of
 //! its own with a kubeconfig, for synchronous tests of processes.
 //!
@@ -43,6 +44,7 @@ pub mod double;
 pub mod node;
 pub mod objects;
 pub mod pki;
+pub mod records;
 
 pub use apiserver::{ApiServer, Fault, ManagedFields};
 

@@ -1,10 +1,11 @@
 use std::time::Duration;
 
-use drift_api::events::{EditRecord, RECORD_VERSION, RecordedEdit, RecordedField, Why};
+use drift_api::events::EditRecord;
 use drift_engine::attribution::{Coverage, Evidence, fingerprint};
 use drift_engine::manifests::{Namespaces, parse_documents, rule_sources};
 use drift_engine::webhook_scope::Interception;
 use drift_engine::{DEFAULT_DRIFT_MANAGERS, RuleSet};
+use drift_testkit::records::EditRecordBuilder;
 use serde_json::{Value, json};
 
 use super::*;
@@ -100,24 +101,13 @@ fn server_side(replicas: i64) -> Value {
 
 /// The webhook's record of alice's warned edit setting `spec.replicas` to `to`.
 fn record(to: i64) -> EditRecord {
-    EditRecord {
-        v: RECORD_VERSION,
-        uid: "u-1".into(),
-        user: "alice".into(),
-        why: Why::WarnMode,
-        rule: "ops/web".into(),
-        edits: vec![RecordedEdit {
-            seen: "2026-12-06T11:05:00.100000Z".into(),
-            manager: Some("kubectl-edit".into()),
-            time: Some(EDITED.into()),
-            fields: vec![RecordedField {
-                path: "spec.replicas".into(),
-                new: fingerprint(Some(&json!(to))),
-            }],
-            fields_omitted: 0,
-        }],
-        omitted: 0,
-    }
+    EditRecordBuilder::alice()
+        .warn()
+        .rule("ops/web")
+        .seen("2026-12-06T11:05:00.100000Z")
+        .time(EDITED)
+        .field("spec.replicas", fingerprint(Some(&json!(to))))
+        .build()
 }
 
 fn blamed(object: &Value, namespace: &str, records: &[EditRecord]) -> Blame {
