@@ -492,11 +492,9 @@ pub fn bypass_finding<'a>(
     Some(BypassFinding {
         read: read_bypass(&value, now, rule.max_bypass),
         value,
-        set_by: managed::annotation_owner(object, &rule.bypass).map(|(manager, time)| {
-            ImperativeEdit {
-                manager: Cow::Borrowed(manager),
-                time: time.map(Cow::Borrowed),
-            }
+        set_by: managed::annotation_owner(object, &rule.bypass).map(|owner| ImperativeEdit {
+            manager: owner.manager().clone(),
+            time: owner.time().cloned(),
         }),
         user: None,
         user_unknown: None,

@@ -265,27 +265,47 @@ const MAX_STAMP_BYTES: usize = 256;
 
 /// Who last wrote the annotation `key` of `object`, by any operation: the managedFields entry
 /// that owns `metadata.annotations[key]` (the latest by `time` when several share it). How the
-/// audit tells since when an object is bypassed.
-pub fn annotation_owner<'v>(object: &'v Value, key: &str) -> Option<(&'v str, Option<&'v str>)> {
-    let entries = field(object, "metadata")
-        .and_then(|m| field(m, "managedFields"))
-        .and_then(Value::as_array)?;
+/// audit tells since when an object is bypassed, and how the webhook tells that a bypass
+/// annotation was not rewritten since the edit it saw set it (the same entry owns it still).
+pub fn annotation_owner<'v, N: Node<'v>>(object: N, key: &str) -> Option<AnnotationOwner<'v>> {
+    let entries = object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Node::items)?;
     let owned_key = format!("f:{key}");
     entries
-        .iter()
+        .take(MAX_ENTRIES)
         .filter(|entry| {
-            field(entry, "fieldsV1")
-                .and_then(|set| field(set, "f:metadata"))
-                .and_then(|m| field(m, "f:annotations"))
-                .and_then(|a| field(a, &owned_key))
+            entry
+                .get("fieldsV1")
+                .and_then(|set| set.get("f:metadata"))
+                .and_then(|m| m.get("f:annotations"))
+                .and_then(|a| a.get(&owned_key))
                 .is_some()
         })
-        .filter_map(|entry| {
-            let manager = field(entry, "manager").and_then(Value::as_str)?;
-            Some((manager, field(entry, "time").and_then(Value::as_str)))
-        })
+        .filter_map(Stamp::of)
         // RFC 3339 times in UTC, as the API server writes them, order as text.
-        .max_by(|a, b| a.1.cmp(&b.1))
+        .max_by(|a, b| a.time.cmp(&b.time))
+        .map(AnnotationOwner)
+}
+
+/// The managedFields entry that owns an annotation ([`annotation_owner`]), borrowed from the
+/// object where it can be.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AnnotationOwner<'v>(Stamp<'v>);
+
+impl<'v> AnnotationOwner<'v> {
+    pub fn manager(&self) -> &Cow<'v, str> {
+        &self.0.manager
+    }
+
+    pub fn time(&self) -> Option<&Cow<'v, str>> {
+        self.0.time.as_ref()
+    }
+
+    pub fn into_owned(self) -> EntryStamp {
+        self.0.into_owned()
+    }
 }
 
 fn walk(

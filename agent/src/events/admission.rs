@@ -98,9 +98,17 @@ pub fn intents_of<O: Document>(
                 note,
                 Some((why, edit(Vec::new(), 0))),
             );
+            // Whether the annotation was rewritten since the edit that set it was seen is told
+            // by its managedFields owner (reference §8 step 1): read for bypassed edits only.
+            let owner = |object| {
+                drift_engine::managed::annotation_owner(object, &rule.bypass)
+                    .map(drift_engine::managed::AnnotationOwner::into_owned)
+            };
             intent.bypass = Some(BypassSeen {
                 value: value.to_owned(),
                 set_here,
+                owner: owner(new),
+                owner_before: if set_here { None } else { owner(old) },
             });
             intents.push(intent);
         }

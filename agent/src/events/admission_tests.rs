@@ -177,3 +177,49 @@ fn a_denial_is_counted_on_the_rule_config_map_and_a_dry_run_request_makes_none()
     let evaluation = evaluate(&rules, &request, &Context::at(now), Detail::Verdict);
     assert!(intents_of(&request, &evaluation, now).is_empty());
 }
+
+/// A deployment whose bypass annotation `value` is owned by `manager`'s `Update` at `time`.
+fn bypassed_by(replicas: u32, manager: &str, time: &str) -> Value {
+    let mut object = deployment(replicas, json!({"drift-sentinel.k8s.io/bypass": "true"}));
+    object["metadata"]["managedFields"] = json!([
+        {"manager": "kubectl-client-side-apply", "operation": "Update",
+         "time": "2027-01-15T07:00:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        {"manager": manager, "operation": "Update", "time": time, "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}},
+    ]);
+    object
+}
+
+#[test]
+fn an_edit_under_a_bypass_names_its_setter_only_while_the_annotation_keeps_its_owner() {
+    let set_by =
+        |old: Value, new: Value, user: &str, setters: &mut super::super::setters::Setters| {
+            let intents = intents("enforce", old, new, user);
+            let [intent] = intents.as_slice() else {
+                panic!("{intents:?}")
+            };
+            assert_eq!(intent.reason, reason::BYPASS_USED);
+            setters.observe("u-1", user, intent.bypass.as_ref().unwrap(), intent.at)
+        };
+    let mut setters = super::super::setters::Setters::default();
+    let unbypassed = deployment(3, json!({}));
+    let carol = bypassed_by(3, "kubectl-annotate", "2027-01-15T08:00:00Z");
+    // carol sets the bypass in an edit seen.
+    assert_eq!(
+        set_by(unbypassed, carol.clone(), "carol", &mut setters),
+        Some("carol".into())
+    );
+    // dave scales under it: the annotation is carol's entry's still.
+    let mut scaled = carol.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    assert_eq!(
+        set_by(carol, scaled, "dave", &mut setters),
+        Some("carol".into())
+    );
+    // Removed and set again by edits not seen: the annotation's entry has another time.
+    let again = bypassed_by(5, "kubectl-annotate", "2027-01-15T09:00:00Z");
+    let mut scaled = again.clone();
+    scaled["spec"]["replicas"] = json!(7);
+    assert_eq!(set_by(again, scaled, "dave", &mut setters), None);
+}

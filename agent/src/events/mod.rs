@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod audit;
 pub mod series;
+mod setters;
 mod writer;
 
 use std::sync::Arc;

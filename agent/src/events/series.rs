@@ -5,7 +5,7 @@
 //! the time, asks for the writes that are due and reports how they went.
 //!
 //! Bounded whatever the load: at most [`MAX_SERIES`] series weighing at most [`MAX_SERIES_BYTES`]
-//! together, and [`MAX_BYPASS_SETTERS`] bypass setters, are kept; a finding that finds no room
+//! together, and [`MAX_BYPASS_SETTERS`] bypass setters ([`super::setters`]), are kept; a finding that finds no room
 //! once the fully written series observed longest ago are forgotten is dropped and counted.
 //! Those are kept in order ([`Store::evictable`]), so forgetting one costs O(log n), not a scan.
 
@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::setters::Setters;
+pub use super::setters::{BypassSeen, MAX_BYPASS_SETTERS};
 use drift_api::events::{
     EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION, RECORD_LABEL, RECORD_VERSION,
     RecordedEdit, Why, record_annotation,
@@ -33,8 +35,6 @@ pub const MAX_SERIES: usize = 4096;
 /// finding and an edit record of up to 8 edits, so 4,096 of them could otherwise hold ~64 MiB
 /// (reference §5 "Memory"). 4,096 ordinary series (a few KiB each) fit; large records bind it.
 pub const MAX_SERIES_BYTES: usize = 16 * 1024 * 1024;
-/// Who set which bypass annotation value on which object, kept at once.
-pub const MAX_BYPASS_SETTERS: usize = 4096;
 /// An Event's `note` is at most 1 KiB.
 pub const MAX_NOTE_BYTES: usize = 1000;
 /// Longest wait before a failed write is tried again.
@@ -144,16 +144,6 @@ fn edit_weight(edit: &RecordedEdit) -> usize {
                     + f.new.as_ref().map_or(0, String::len)
             })
             .sum::<usize>()
-}
-
-/// The bypass annotation an edit was made under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BypassSeen {
-    /// Its value on the new object.
-    pub value: String,
-    /// Whether this edit set it (the old object had another value or none): its user set the
-    /// bypass.
-    pub set_here: bool,
 }
 
 /// What makes two findings one series.
@@ -306,7 +296,8 @@ pub struct Store {
     /// [`MAX_SERIES`] and [`MAX_SERIES_BYTES`] (smaller in tests, to reach them in few steps).
     max_series: usize,
     max_bytes: usize,
-    setters: HashMap<(String, String), (String, SystemTime)>,
+    /// Who set the bypasses seen ([`super::setters`]).
+    setters: Setters,
 }
 
 impl Store {
@@ -319,7 +310,7 @@ impl Store {
             kept_bytes: 0,
             max_series: MAX_SERIES,
             max_bytes: MAX_SERIES_BYTES,
-            setters: HashMap::new(),
+            setters: Setters::default(),
         }
     }
 
@@ -327,17 +318,17 @@ impl Store {
     /// number or in bytes, once the fully written series observed longest ago are forgotten
     /// (the rest have writes pending): the caller counts it as dropped.
     pub fn observe(&mut self, mut intent: Intent) -> bool {
-        self.remember_setter(&intent);
-        if let Some((Why::Bypass { set_by, .. }, _)) = &mut intent.record
-            && set_by.is_none()
-            && let Some(bypass) = &intent.bypass
-        {
-            *set_by = self
-                .setters
-                .get(&(intent.regarding.uid.clone(), bypass.value.clone()))
-                .map(|(user, _)| user.clone());
-            if let (Some(setter), Note::Latest(note)) = (set_by.as_ref(), &mut intent.note) {
-                note.push_str(&format!("; the bypass was set by {setter}"));
+        if let Some(bypass) = &intent.bypass {
+            let setter =
+                self.setters
+                    .observe(&intent.regarding.uid, &intent.user, bypass, intent.at);
+            if let Some((Why::Bypass { set_by, .. }, _)) = &mut intent.record
+                && set_by.is_none()
+            {
+                *set_by = setter;
+                if let (Some(setter), Note::Latest(note)) = (set_by.as_ref(), &mut intent.note) {
+                    note.push_str(&format!("; the bypass was set by {setter}"));
+                }
             }
         }
         let key = Key {
@@ -464,29 +455,6 @@ impl Store {
                 self.evictable.remove(&(series.last, series.id));
             }
         }
-    }
-
-    fn remember_setter(&mut self, intent: &Intent) {
-        let Some(BypassSeen {
-            value,
-            set_here: true,
-        }) = &intent.bypass
-        else {
-            return;
-        };
-        if self.setters.len() >= MAX_BYPASS_SETTERS
-            && let Some(oldest) = self
-                .setters
-                .iter()
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(k, _)| k.clone())
-        {
-            self.setters.remove(&oldest);
-        }
-        self.setters.insert(
-            (intent.regarding.uid.clone(), value.clone()),
-            (intent.user.clone(), intent.at),
-        );
     }
 
     /// The writes due at `now`: a new series at once, a repeat once [`WRITE_INTERVAL`] has

@@ -195,9 +195,17 @@ fn an_edit_under_a_bypass_names_who_set_it() {
             end: Some("2057-01-15T08:00:00Z".into()),
             set_by,
         };
+        let owner = drift_engine::managed::EntryStamp {
+            manager: "kubectl-annotate".into(),
+            operation: "Update".into(),
+            subresource: String::new(),
+            time: Some("2027-01-15T08:00:00Z".into()),
+        };
         intent.bypass = Some(BypassSeen {
             value: "2057-01-15T08:00:00Z".into(),
             set_here,
+            owner: Some(owner.clone()),
+            owner_before: (!set_here).then_some(owner),
         });
         intent
     };
