@@ -330,6 +330,56 @@ mod tests {
         assert!(bypass_listed("run-1", &identity, &audit, now).is_none());
     }
 
+    /// Reference §3, §8 step 1: when no record names who set a bypass, the export's `bypass`
+    /// record says why in `bypass.userUnknown`, as the audit's attribution (`RunEvidence`)
+    /// found it, and reads back the same.
+    #[test]
+    fn a_bypass_whose_setter_is_not_known_says_why_in_the_record() {
+        let rules = rules();
+        let namespaces = crate::manifests::Namespaces::new();
+        let now = parse_rfc3339("2026-12-04T12:00:00Z").unwrap();
+        let object = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1",
+                "annotations": {"drift-sentinel.k8s.io/bypass": "true"},
+                "managedFields": [{"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-04T11:00:00Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}}]},
+            "spec": {"replicas": 5}
+        });
+        let identity = AuditedObject::of(&object, "deployments");
+        let scope = crate::who::WebhookScope::Unknown("not read".into());
+        // Records read (since before the edit), none of the annotation's entry; and records
+        // that could not be read.
+        let read = crate::attribution::Coverage {
+            since: parse_rfc3339("2026-12-04T10:00:00Z").unwrap(),
+            read_at: now,
+        };
+        for (coverage, why) in [
+            (Some(read), "no record"),
+            (None, "the webhook's records of edits could not be read"),
+        ] {
+            let mut audit =
+                crate::audit::audit_object(&rules, &namespaces, &object, &[], now).unwrap();
+            let mut run = crate::who::RunEvidence::new(
+                std::collections::HashMap::new(),
+                coverage,
+                crate::who::Memory::default(),
+                scope.clone(),
+            );
+            run.judge(&object, &identity, &mut audit);
+            let record = bypass_listed("run-1", &identity, &audit, now).unwrap();
+            let bypass = record.bypass.as_ref().unwrap();
+            assert_eq!(bypass.user, None);
+            let unknown = bypass.user_unknown.as_deref().unwrap_or_default();
+            assert!(unknown.contains(why), "{unknown}");
+            let line = String::from_utf8(record.encode().unwrap()).unwrap();
+            let written: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(written["bypass"]["userUnknown"], unknown, "{line}");
+            assert!(written["bypass"].get("user").is_none(), "{line}");
+            assert_eq!(ViolationRecord::parse(&line).unwrap(), record);
+        }
+    }
+
     #[test]
     fn large_values_are_cut_and_marked() {
         let big = LazyValue::from(json!({"args": vec!["x".repeat(50); 20]}));

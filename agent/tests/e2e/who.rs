@@ -23,9 +23,12 @@ pub fn tests() -> Vec<Trial> {
         trial!(an_edit_the_unreachable_webhook_let_through_was_not_seen),
         trial!(the_bypass_listing_names_the_user_who_set_the_bypass),
         trial!(a_bypass_entry_an_unrecorded_edit_took_over_has_no_user),
+        trial!(a_bypass_removed_and_set_again_unseen_is_not_carried_over_by_the_webhook),
         trial!(with_events_off_the_audit_writes_no_drift_detected_event),
         trial!(the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit),
         trial!(a_restarted_audit_names_the_user_from_its_report_after_the_event_expired),
+        trial!(a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired),
+        trial!(blame_names_the_user_from_the_report_after_the_event_expired),
     ]
 }
 
@@ -122,6 +125,30 @@ fn opt_out_of_the_webhook(env: &Env, ns: &str, rule: &str) {
                 &replicas(7),
             ]);
             dry.status.success() && !stderr(&dry).contains(&format!("rule drift-system/{rule}"))
+        },
+    );
+}
+
+/// Undoes [`opt_out_of_the_webhook`]: waits until the API server sends the namespace's edits to
+/// the webhook again (a dry-run patch of `probe` names `rule`).
+fn opt_back_in(env: &Env, ns: &str, rule: &str) {
+    let labelled = env.kubectl(&["label", "namespace", ns, "drift-sentinel.k8s.io/enabled-"]);
+    assert!(labelled.status.success(), "{}", stderr(&labelled));
+    wait_for(
+        "the API server to send the namespace's edits to the webhook again",
+        Duration::from_secs(30),
+        || {
+            let dry = env.kubectl(&[
+                "patch",
+                "deploy/probe",
+                "-n",
+                ns,
+                "--dry-run=server",
+                "--type=merge",
+                "-p",
+                &replicas(7),
+            ]);
+            stderr(&dry).contains(&format!("rule drift-system/{rule}"))
         },
     );
 }
@@ -371,6 +398,131 @@ fn the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit() {
     assert_eq!(who["rule"], "drift-system/e2e-who-plugin", "{web:#}");
 }
 
+/// Installs the OpenReports CRDs (the audit writes Reports only where they exist).
+fn install_openreports(env: &Env) {
+    let crds =
+        std::fs::read_to_string(crate::env::workspace().join("testkit/crds/openreports.yaml"))
+            .expect("the OpenReports CRDs");
+    env.apply(&crds);
+}
+
+/// Deletes the webhook's records of edits in `ns`: what the Events' expiry does.
+fn expire_edit_records(env: &Env, ns: &str) {
+    let deleted = env.kubectl(&[
+        "delete",
+        "events.events.k8s.io",
+        "-n",
+        ns,
+        "-l",
+        "drift-sentinel.k8s.io/edit-record=v1",
+    ]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    let left = env
+        .get(&[
+            "events.events.k8s.io",
+            "-n",
+            ns,
+            "-l",
+            "drift-sentinel.k8s.io/edit-record=v1",
+        ])
+        .expect("list the records");
+    assert_eq!(left["items"].as_array().map(Vec::len), Some(0), "{left:#}");
+}
+
+/// The line of `held` in `ns` of a bypass listing `printed`.
+fn bypass_line_of(printed: &str, ns: &str) -> String {
+    printed
+        .lines()
+        .find(|l| l.starts_with(&format!("bypass apps/v1 Deployment {ns}/held ")))
+        .unwrap_or_else(|| panic!("no bypass line of {ns}/held in\n{printed}"))
+        .to_owned()
+}
+
+/// Reference §8 step 1 and "Memory": who set a bypass, once the audit has it, is kept in the
+/// Report's `skip` result (`properties.bypassSetter`) and read back by a restarted audit after
+/// the webhook's Event naming the setter is gone; `kubectl drift audit` names the setter too,
+/// from the Event and then from the Report (§9).
+fn a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired() {
+    let env = shared();
+    install_openreports(&env);
+    let ns = carol_sets_a_bypass(&env, "e2e-who-bypass-memory");
+    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
+        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
+    });
+    let carol = "bypass without an end (set by user carol with kubectl-patch at ";
+
+    // The plugin names the setter from the webhook's Event.
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let line = bypass_line_of(&stdout(&plugin), &ns);
+    assert!(line.contains(carol), "{line}{}", stderr(&plugin));
+
+    let first = audit_once_reporting(&env, "e2e-audit-bypass-memory", "openreports", &[]);
+    let line = bypass_line_of(&stdout(&first), &ns);
+    assert!(line.contains(carol), "{line}{}", stderr(&first));
+    let report = env
+        .get(&["reports.openreports.io", "drift-sentinel-audit", "-n", &ns])
+        .expect("the namespace's Report");
+    let skip = report["results"]
+        .as_array()
+        .and_then(|results| results.iter().find(|r| r["result"] == "skip"))
+        .unwrap_or_else(|| panic!("no skip result in {report:#}"));
+    let setter: Value = serde_json::from_str(
+        skip["properties"]["bypassSetter"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no bypassSetter in {skip:#}")),
+    )
+    .expect("bypassSetter is JSON");
+    assert_eq!(setter["user"], "carol", "{setter:#}");
+    assert_eq!(setter["manager"], "kubectl-patch", "{setter:#}");
+
+    expire_edit_records(&env, &ns);
+
+    // A new audit process: only the Report can tell it.
+    let second = audit_once_reporting(&env, "e2e-audit-bypass-memory", "openreports", &[]);
+    let line = bypass_line_of(&stdout(&second), &ns);
+    assert!(line.contains(carol), "{line}{}", stderr(&second));
+    // The plugin reads the same memory.
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let line = bypass_line_of(&stdout(&plugin), &ns);
+    assert!(line.contains(carol), "{line}{}", stderr(&plugin));
+    // Without the Report the user is not known, and the listing says why.
+    let forgetful = audit_once(&env, "e2e-audit-bypass-memory-none", &[]);
+    let line = bypass_line_of(&stdout(&forgetful), &ns);
+    assert!(
+        line.contains("; user unknown: ") && !line.contains("carol"),
+        "{line}"
+    );
+}
+
+/// Reference §9: `kubectl drift blame` names the user of a drifted field from the Report's
+/// memory (`properties.whoRecorded`) once the webhook's Event of the edit is gone.
+fn blame_names_the_user_from_the_report_after_the_event_expired() {
+    let env = shared();
+    install_openreports(&env);
+    let ns = warned_edit_by_alice(&env, "e2e-who-blame-memory");
+    let first = audit_once_reporting(&env, "e2e-audit-blame-memory", "openreports", &[]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    expire_edit_records(&env, &ns);
+
+    let output = kubectl_drift(&env, &["blame", "deploy/web", "-n", &ns, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let document: Value = serde_json::from_slice(&output.stdout).expect("blame -o json");
+    let drift = document["drift"].as_array().expect("drift");
+    let replicas = drift
+        .iter()
+        .find(|d| d["path"] == "spec.replicas")
+        .unwrap_or_else(|| panic!("spec.replicas not drifted: {document:#}"));
+    assert_eq!(replicas["who"]["user"], "alice", "{document:#}");
+    assert_eq!(replicas["who"]["why"]["kind"], "warn-mode", "{document:#}");
+    let text = kubectl_drift(&env, &["blame", "deploy/web", "-n", &ns]);
+    assert!(
+        stdout(&text).contains("who: user alice, warn mode"),
+        "{}{}",
+        stdout(&text),
+        stderr(&text)
+    );
+}
+
 /// Issue 43 item 2: once the audit has the user, it keeps it after the Event expires, across a
 /// restart — from what its last Report remembers (`properties.whoRecorded`). Deleting the
 /// webhook's Event stands in for its expiry; each `--audit-once` is a new process.
@@ -473,4 +625,45 @@ fn a_bypass_entry_an_unrecorded_edit_took_over_has_no_user() {
             && !line.contains("set by user carol"),
         "{line}"
     );
+}
+
+/// Reference §3 "The record of an edit let through": carol sets a bypass (seen), then the
+/// annotation is removed and set again to the same value by edits the webhook does not see (the
+/// namespace opted out of it); dave's later edit under the bypass is seen, and its `BypassUsed`
+/// Event must not name carol: the annotation's managedFields entry is not the one carol's edit
+/// left, so the webhook cannot know who set it.
+fn a_bypass_removed_and_set_again_unseen_is_not_carried_over_by_the_webhook() {
+    let env = shared();
+    let rule = "e2e-who-bypass-reset";
+    let ns = carol_sets_a_bypass(&env, rule);
+    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
+        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
+    });
+    opt_out_of_the_webhook(&env, &ns, rule);
+    // managedFields times are whole seconds: each write below is a new time.
+    for (what, patch) in [
+        ("removed", r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":null}}}"#),
+        ("set again", r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":"true"}}}"#),
+    ] {
+        std::thread::sleep(Duration::from_millis(1100));
+        let unseen = patch_as(&env, &ns, "held", "erin", patch);
+        assert!(unseen.status.success(), "{what}: {}", stderr(&unseen));
+    }
+    opt_back_in(&env, &ns, rule);
+    let edited = patch_as(&env, &ns, "held", "dave", &replicas(7));
+    assert!(edited.status.success(), "{}", stderr(&edited));
+    let mut dave = Vec::new();
+    wait_for("dave's BypassUsed Event", Duration::from_secs(30), || {
+        dave = events(&env, &ns, "Deployment", "held", "BypassUsed")
+            .into_iter()
+            .filter(|e| e["note"].as_str().is_some_and(|n| n.starts_with("dave ")))
+            .collect();
+        !dave.is_empty()
+    });
+    let note = dave[0]["note"].as_str().unwrap_or_default();
+    assert!(!note.contains("the bypass was set by"), "{note}");
+    let record = dave[0]["metadata"]["annotations"]["drift-sentinel.k8s.io/edits"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!record.contains("carol"), "{record}");
 }
