@@ -535,7 +535,9 @@ mod tests {
         let other = event(AUDIT_CONTROLLER, "u-1", record_annotation(&record()));
         let mut reader = RecordReader::default();
         reader.add_page(&[genuine.clone(), other], true).unwrap();
-        reader.add_page(std::slice::from_ref(&genuine), false).unwrap();
+        reader
+            .add_page(std::slice::from_ref(&genuine), false)
+            .unwrap();
         assert_eq!(reader.into_records()["u-1"], vec![record(), record()]);
 
         // Exactly MAX_RECORDS, the last page: read.

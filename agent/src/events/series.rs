@@ -5,16 +5,17 @@
 //! the time, asks for the writes that are due and reports how they went.
 //!
 //! Bounded whatever the load: at most [`MAX_SERIES`] series weighing at most [`MAX_SERIES_BYTES`]
-//! together, and [`MAX_BYPASS_SETTERS`] bypass setters ([`super::setters`]), are kept; a finding that finds no room
-//! once the fully written series observed longest ago are forgotten is dropped and counted.
-//! Those are kept in order ([`Store::evictable`]), so forgetting one costs O(log n), not a scan.
+//! together, and [`super::setters::MAX_BYPASS_SETTERS`] bypass setters, are kept; a finding
+//! that finds no room once the fully written series observed longest ago are forgotten is
+//! dropped and counted. Those are kept in order ([`Store::evictable`]), so forgetting one costs
+//! O(log n), not a scan.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+pub use super::setters::BypassSeen;
 use super::setters::Setters;
-pub use super::setters::{BypassSeen, MAX_BYPASS_SETTERS};
 use drift_api::events::{
     EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION, RECORD_LABEL, RECORD_VERSION,
     RecordedEdit, Why, record_annotation,

@@ -642,8 +642,14 @@ fn a_bypass_removed_and_set_again_unseen_is_not_carried_over_by_the_webhook() {
     opt_out_of_the_webhook(&env, &ns, rule);
     // managedFields times are whole seconds: each write below is a new time.
     for (what, patch) in [
-        ("removed", r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":null}}}"#),
-        ("set again", r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":"true"}}}"#),
+        (
+            "removed",
+            r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":null}}}"#,
+        ),
+        (
+            "set again",
+            r#"{"metadata":{"annotations":{"drift-sentinel.k8s.io/bypass":"true"}}}"#,
+        ),
     ] {
         std::thread::sleep(Duration::from_millis(1100));
         let unseen = patch_as(&env, &ns, "held", "erin", patch);
