@@ -456,6 +456,8 @@ fn a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expi
     let line = bypass_line_of(&stdout(&plugin), &ns);
     assert!(line.contains(carol), "{line}{}", stderr(&plugin));
 
+    // No other test's run rewrites this namespace's Report between the two audits.
+    let _reports = crate::env::writing_reports();
     let first = audit_once_reporting(&env, "e2e-audit-bypass-memory", "openreports", &[]);
     let line = bypass_line_of(&stdout(&first), &ns);
     assert!(line.contains(carol), "{line}{}", stderr(&first));
@@ -500,6 +502,8 @@ fn blame_names_the_user_from_the_report_after_the_event_expired() {
     let env = shared();
     install_openreports(&env);
     let ns = warned_edit_by_alice(&env, "e2e-who-blame-memory");
+    // No other test's run rewrites this namespace's Report before blame reads it.
+    let _reports = crate::env::writing_reports();
     let first = audit_once_reporting(&env, "e2e-audit-blame-memory", "openreports", &[]);
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
     expire_edit_records(&env, &ns);
