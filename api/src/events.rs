@@ -435,16 +435,8 @@ pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
                 .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)
         };
         let Some(uid) = uid else { continue };
-        if let Some(text) = property(WHO_RECORDED_PROPERTY)
-            && let Ok(recorded) = serde_json::from_str::<Vec<Remembered>>(text)
-        {
-            let recorded: Vec<Remembered> = recorded
-                .into_iter()
-                .filter(|r| r.attribution.why.is_recorded() && r.attribution.user.is_some())
-                .collect();
-            if !recorded.is_empty() {
-                fields.push((uid.to_owned(), recorded));
-            }
+        if let Some(recorded) = property(WHO_RECORDED_PROPERTY).and_then(who_recorded_of) {
+            fields.push((uid.to_owned(), recorded));
         }
         if let Some(text) = property(BYPASS_SETTER_PROPERTY)
             && let Ok(setter) = serde_json::from_str::<RememberedSetter>(text)
@@ -453,6 +445,49 @@ pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
         }
     }
     ReportMemory { fields, setters }
+}
+
+/// The attributions a [`WHO_RECORDED_PROPERTY`] value (or [`WHO_RECORDED_ANNOTATION`]) holds,
+/// those taken from records with a user only; `None` when it holds none, is over its bound or
+/// cannot be read. The one reader of what [`who_recorded_property`] writes.
+pub fn who_recorded_of(text: &str) -> Option<Vec<Remembered>> {
+    if text.len() > MAX_WHO_RECORDED_BYTES {
+        return None;
+    }
+    let recorded: Vec<Remembered> = serde_json::from_str::<Vec<Remembered>>(text)
+        .ok()?
+        .into_iter()
+        .filter(|r| r.attribution.why.is_recorded() && r.attribution.user.is_some())
+        .collect();
+    (!recorded.is_empty()).then_some(recorded)
+}
+
+/// The label (and its value) of the audit's `DriftDetected` Events that carry what it attributed
+/// from records ([`WHO_RECORDED_ANNOTATION`]): what a restarted audit lists to remember it when
+/// it writes no Reports (reference §8 "Who and why", Memory).
+pub const AUDIT_MEMORY_LABEL: &str = "drift-sentinel.k8s.io/audit-memory";
+pub const AUDIT_MEMORY_VERSION: &str = "v1";
+/// The annotation of a `DriftDetected` Event holding the object's [`WHO_RECORDED_PROPERTY`] value.
+pub const WHO_RECORDED_ANNOTATION: &str = "drift-sentinel.k8s.io/who-recorded";
+
+/// What an audit's `DriftDetected` Event remembers of its object (uid, attributions): `None`
+/// for an Event another controller wrote, without the object's uid or without attributions.
+pub fn remembered_of_event(event: &Event) -> Option<(String, Vec<Remembered>)> {
+    if event.reporting_controller.as_deref() != Some(AUDIT_CONTROLLER) {
+        return None;
+    }
+    let uid = event
+        .regarding
+        .as_ref()?
+        .uid
+        .as_deref()
+        .filter(|uid| !uid.is_empty())?;
+    let text = event
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(WHO_RECORDED_ANNOTATION)?;
+    Some((uid.to_owned(), who_recorded_of(text)?))
 }
 
 /// What one Report remembers ([`remembered_of_report`]), by object uid.

@@ -11,10 +11,15 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use drift_api::events::{EditRecord, RECORD_SELECTOR, RecordReader};
+use drift_api::events::{
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EditRecord, RECORD_SELECTOR, RecordReader,
+};
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
-use drift_engine::who::{Memory, NamespaceLabels, RunEvidence, WebhookScope};
+use drift_engine::who::{
+    MAX_REMEMBERED_BYTES, MAX_REMEMBERED_OBJECTS, Memory, NamespaceLabels, RunEvidence,
+    WebhookScope,
+};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
@@ -33,6 +38,9 @@ pub struct Attributor {
     /// Whether the memory is still to be seeded from the audit's last Reports (Reports on, and
     /// no run finished yet in this process).
     seed_from_reports: bool,
+    /// Whether the memory is still to be seeded from the audit's last `DriftDetected` Events
+    /// (after the Reports, for the objects they have nothing of: the only memory without them).
+    seed_from_events: bool,
 }
 
 impl Attributor {
@@ -45,6 +53,7 @@ impl Attributor {
             since: None,
             memory: Memory::default(),
             seed_from_reports: reports,
+            seed_from_events: true,
         }
     }
 
@@ -66,6 +75,22 @@ impl Attributor {
                 // Tried again next run: the Reports may not be readable yet.
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "cannot read the audit's last Reports: users attributed before the restart whose Events expired are not known this run");
+                }
+            }
+        }
+        if self.seed_from_events {
+            match remembered_of_events(&self.client).await {
+                Ok(memory) => {
+                    tracing::info!(
+                        objects = memory.fields.len(),
+                        "remembered attributions read from the audit's last DriftDetected Events"
+                    );
+                    self.memory.fill_from(memory);
+                    self.seed_from_events = false;
+                }
+                // Tried again next run.
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the audit's last DriftDetected Events: users attributed before the restart whose records expired are not known this run");
                 }
             }
         }
@@ -163,6 +188,63 @@ async fn read_namespace_labels(
         pages.answered(page.metadata.continue_.as_deref());
     }
     Ok(labels.into_map())
+}
+
+/// What the audit's `DriftDetected` Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, by
+/// object uid: of several Events of one object, the one observed last. At most
+/// [`MAX_REMEMBERED_OBJECTS`] Events, holding at most [`MAX_REMEMBERED_BYTES`] of annotations,
+/// are read (pages of 500); the memory keeps its bounds.
+async fn remembered_of_events(client: &kube::Client) -> Result<Memory, String> {
+    let api: Api<Event> = Api::all(client.clone());
+    let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
+    let mut pages = Pages::new(500);
+    let mut latest: HashMap<String, (Option<String>, Vec<drift_api::events::Remembered>)> =
+        HashMap::new();
+    let (mut read, mut bytes) = (0usize, 0usize);
+    while read < MAX_REMEMBERED_OBJECTS
+        && bytes < MAX_REMEMBERED_BYTES
+        && let Some(params) = pages.next_params()
+    {
+        let page = api
+            .list(&params.labels(&selector))
+            .await
+            .map_err(|e| e.to_string())?;
+        pages.answered(page.metadata.continue_.as_deref());
+        read += page.items.len();
+        for event in &page.items {
+            let Some((uid, remembered)) = drift_api::events::remembered_of_event(event) else {
+                continue;
+            };
+            bytes += event
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(drift_api::events::WHO_RECORDED_ANNOTATION))
+                .map_or(0, String::len);
+            // RFC 3339 times in UTC order as text.
+            let observed = event
+                .series
+                .as_ref()
+                .map(|s| &s.last_observed_time)
+                .or(event.event_time.as_ref())
+                .map(|t| t.0.to_string());
+            match latest.get(&uid) {
+                Some((seen, _)) if *seen >= observed => {}
+                _ => {
+                    latest.insert(uid, (observed, remembered));
+                }
+            }
+        }
+    }
+    let mut memory = Memory::default();
+    memory.fill_from(Memory {
+        fields: latest
+            .into_iter()
+            .map(|(uid, (_, remembered))| (uid, remembered))
+            .collect(),
+        setters: HashMap::new(),
+    });
+    Ok(memory)
 }
 
 /// The valid records of every Event labelled as carrying one, by object uid

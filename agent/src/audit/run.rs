@@ -181,6 +181,7 @@ impl Progress<'_> {
                 uid,
                 &audit,
                 &who,
+                drift_api::events::who_recorded_property(&attributions.recorded),
                 self.judged_at,
             ));
         }

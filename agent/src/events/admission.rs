@@ -62,6 +62,7 @@ pub fn intents_of<O: Document>(
         record,
         bypass: None,
         distinct: None,
+        memory: None,
         at,
     };
     let edit = |fields: Vec<RecordedField>, fields_omitted: u32| {
@@ -223,6 +224,7 @@ pub fn intents_of<O: Document>(
                 record: None,
                 bypass: None,
                 distinct: None,
+                memory: None,
                 at,
             });
         }

@@ -1,7 +1,10 @@
 //! The audit's finding as an Event (reference §6 "Events", §8): `DriftDetected` on a drifted
 //! object, naming its drifted fields (declared → live), who changed them imperatively (the field
 //! manager and time) and, when the audit knows them, the user and why the webhook let the edit
-//! through. Pure: the audited object, its audit and attributions, and the time in.
+//! through. Its annotation keeps what the audit attributed from records (the same entries as
+//! the Report's `whoRecorded`), so that a restarted audit without Reports remembers them after
+//! the webhook's Events expire. Pure: the audited object, its audit and attributions, and the
+//! time in.
 
 use std::time::SystemTime;
 
@@ -19,6 +22,7 @@ pub fn drift_detected(
     uid: &str,
     audit: &drift_engine::Audit<'_>,
     who: &[FieldAttribution],
+    memory: Option<String>,
     at: SystemTime,
 ) -> Option<Intent> {
     let rule = audit.rule()?;
@@ -68,6 +72,7 @@ pub fn drift_detected(
         rule: rule.id.to_string(),
         record: None,
         bypass: None,
+        memory,
         at,
     })
 }

@@ -175,6 +175,7 @@ mod tests {
             record: None,
             bypass: None,
             distinct: None,
+            memory: None,
             at: SystemTime::UNIX_EPOCH,
         }
     }

@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 pub use super::setters::BypassSeen;
 use super::setters::Setters;
 use drift_api::events::{
-    EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION, RECORD_LABEL, RECORD_VERSION,
-    RecordedEdit, Why, record_annotation,
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION,
+    RECORD_LABEL, RECORD_VERSION, RecordedEdit, WHO_RECORDED_ANNOTATION, Why, record_annotation,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -100,6 +100,9 @@ pub struct Intent {
     pub bypass: Option<BypassSeen>,
     /// What else tells this finding's series apart (the audit's drift: its note).
     pub distinct: Option<String>,
+    /// What the audit attributed from records of the object (its `DriftDetected` Event's
+    /// [`WHO_RECORDED_ANNOTATION`]), for a restarted audit without Reports to remember.
+    pub memory: Option<String>,
     pub at: SystemTime,
 }
 
@@ -127,6 +130,7 @@ impl Intent {
             + record
             + self.bypass.as_ref().map_or(0, |b| b.value.len())
             + self.distinct.as_ref().map_or(0, String::len)
+            + self.memory.as_ref().map_or(0, String::len)
     }
 }
 
@@ -578,6 +582,17 @@ impl Store {
             metadata.annotations =
                 Some([(LAST_DENIED_ANNOTATION.to_owned(), bounded(last))].into());
         }
+        if let Some(memory) = &intent.memory {
+            metadata.labels = Some(
+                [(
+                    AUDIT_MEMORY_LABEL.to_owned(),
+                    AUDIT_MEMORY_VERSION.to_owned(),
+                )]
+                .into(),
+            );
+            metadata.annotations =
+                Some([(WHO_RECORDED_ANNOTATION.to_owned(), memory.clone())].into());
+        }
         Event {
             metadata,
             action: Some(intent.action.to_owned()),
@@ -609,6 +624,13 @@ impl Store {
         }
         if let Note::Counted { last, .. } = &series.latest.note {
             patch["metadata"] = json!({"annotations": {LAST_DENIED_ANNOTATION: bounded(last)}});
+        }
+        // What the audit remembers now of the object (null: nothing any more).
+        if series.latest.reason == drift_api::events::reason::DRIFT_DETECTED {
+            patch["metadata"] = json!({
+                "labels": {AUDIT_MEMORY_LABEL: series.latest.memory.as_ref().map(|_| AUDIT_MEMORY_VERSION)},
+                "annotations": {WHO_RECORDED_ANNOTATION: series.latest.memory},
+            });
         }
         patch
     }

@@ -45,6 +45,7 @@ fn warned(user: &str, time: SystemTime) -> Intent {
         )),
         bypass: None,
         distinct: None,
+        memory: None,
         at: time,
     }
 }

@@ -29,6 +29,7 @@ pub fn tests() -> Vec<Trial> {
         trial!(a_restarted_audit_names_the_user_from_its_report_after_the_event_expired),
         trial!(a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired),
         trial!(blame_names_the_user_from_the_report_after_the_event_expired),
+        trial!(a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event),
     ]
 }
 
@@ -429,6 +430,64 @@ fn expire_edit_records(env: &Env, ns: &str) {
     assert_eq!(left["items"].as_array().map(Vec::len), Some(0), "{left:#}");
 }
 
+/// Deletes the audit's `DriftDetected` Events in `ns` that carry what it remembers.
+fn forget_drift_detected(env: &Env, ns: &str) {
+    let deleted = env.kubectl(&[
+        "delete",
+        "events.events.k8s.io",
+        "-n",
+        ns,
+        "-l",
+        "drift-sentinel.k8s.io/audit-memory=v1",
+    ]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+}
+
+/// Reference §8 "Memory": without Reports (`--audit-reports none`) the audit keeps what it
+/// attributed on its own `DriftDetected` Event of the object (annotation
+/// `drift-sentinel.k8s.io/who-recorded`); a restarted audit reads it back after the webhook's
+/// Event is gone.
+fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event() {
+    let env = shared();
+    let ns = warned_edit_by_alice(&env, "e2e-who-memory-events");
+    let alice = "  who: spec.replicas: user alice, warn mode\n";
+    let first = audit_once(&env, "e2e-audit-memory-events", &[]);
+    let printed = stdout(&first);
+    assert_eq!(first.status.code(), Some(1), "{printed}{}", stderr(&first));
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(block.contains(alice), "{block}\nin\n{printed}");
+    let detected = events(&env, &ns, "Deployment", "web", "DriftDetected");
+    let remembered = detected
+        .iter()
+        .filter_map(|e| e["metadata"]["annotations"]["drift-sentinel.k8s.io/who-recorded"].as_str())
+        .find(|text| text.contains("\"alice\"") && text.contains("sha256:"));
+    assert!(remembered.is_some(), "{detected:#?}");
+
+    expire_edit_records(&env, &ns);
+
+    // A new audit process, without Reports: only its DriftDetected Event can tell it.
+    let second = audit_once(&env, "e2e-audit-memory-events", &[]);
+    let printed = stdout(&second);
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "{printed}{}",
+        stderr(&second)
+    );
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(block.contains(alice), "{block}\nin\n{printed}");
+
+    // Without that Event either, not known.
+    forget_drift_detected(&env, &ns);
+    let third = audit_once(&env, "e2e-audit-memory-events", &[]);
+    let printed = stdout(&third);
+    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(
+        block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
+        "{block}\nin\n{printed}"
+    );
+}
+
 /// The line of `held` in `ns` of a bypass listing `printed`.
 fn bypass_line_of(printed: &str, ns: &str) -> String {
     printed
@@ -594,8 +653,9 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
         stderr(&plugin)
     );
 
-    // Without the Report (an audit that writes none, and reads none) the user is not known:
-    // never a guess.
+    // Without the Report (an audit that writes none, and reads none) and without the audit's
+    // DriftDetected Events (the other memory) the user is not known: never a guess.
+    forget_drift_detected(&env, &ns);
     let forgetful = audit_once(&env, "e2e-audit-memory-none", &[]);
     let printed = stdout(&forgetful);
     let block = drifted_block(&printed, "Deployment", &ns, "web");
