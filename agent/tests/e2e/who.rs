@@ -407,40 +407,31 @@ fn install_openreports(env: &Env) {
     env.apply(&crds);
 }
 
-/// Deletes the webhook's records of edits in `ns`: what the Events' expiry does.
-fn expire_edit_records(env: &Env, ns: &str) {
-    let deleted = env.kubectl(&[
-        "delete",
-        "events.events.k8s.io",
-        "-n",
-        ns,
-        "-l",
-        "drift-sentinel.k8s.io/edit-record=v1",
-    ]);
+/// Deletes the Events in `ns` labelled `selector`, and checks none is left.
+fn delete_events_labelled(env: &Env, ns: &str, selector: &str) {
+    let deleted = env.kubectl(&["delete", "events.events.k8s.io", "-n", ns, "-l", selector]);
     assert!(deleted.status.success(), "{}", stderr(&deleted));
     let left = env
-        .get(&[
-            "events.events.k8s.io",
-            "-n",
-            ns,
-            "-l",
-            "drift-sentinel.k8s.io/edit-record=v1",
-        ])
-        .expect("list the records");
+        .get(&["events.events.k8s.io", "-n", ns, "-l", selector])
+        .expect("list the Events");
     assert_eq!(left["items"].as_array().map(Vec::len), Some(0), "{left:#}");
+}
+
+/// Deletes the webhook's records of edits in `ns`: what the Events' expiry does.
+fn expire_edit_records(env: &Env, ns: &str) {
+    delete_events_labelled(env, ns, "drift-sentinel.k8s.io/edit-record=v1");
+}
+
+/// The block of `web` in `ns` of an audit run that found drift (exit 1), and all it printed.
+fn web_block(output: &Output, ns: &str) -> (String, String) {
+    let printed = stdout(output);
+    assert_eq!(output.status.code(), Some(1), "{printed}{}", stderr(output));
+    (drifted_block(&printed, "Deployment", ns, "web"), printed)
 }
 
 /// Deletes the audit's `DriftDetected` Events in `ns` that carry what it remembers.
 fn forget_drift_detected(env: &Env, ns: &str) {
-    let deleted = env.kubectl(&[
-        "delete",
-        "events.events.k8s.io",
-        "-n",
-        ns,
-        "-l",
-        "drift-sentinel.k8s.io/audit-memory=v1",
-    ]);
-    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    delete_events_labelled(env, ns, "drift-sentinel.k8s.io/audit-memory=v1");
 }
 
 /// Reference §8 "Memory": without Reports (`--audit-reports none`) the audit keeps what it
@@ -451,10 +442,7 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     let env = shared();
     let ns = warned_edit_by_alice(&env, "e2e-who-memory-events");
     let alice = "  who: spec.replicas: user alice, warn mode\n";
-    let first = audit_once(&env, "e2e-audit-memory-events", &[]);
-    let printed = stdout(&first);
-    assert_eq!(first.status.code(), Some(1), "{printed}{}", stderr(&first));
-    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
     let detected = events(&env, &ns, "Deployment", "web", "DriftDetected");
     let remembered = detected
@@ -466,22 +454,12 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     expire_edit_records(&env, &ns);
 
     // A new audit process, without Reports: only its DriftDetected Event can tell it.
-    let second = audit_once(&env, "e2e-audit-memory-events", &[]);
-    let printed = stdout(&second);
-    assert_eq!(
-        second.status.code(),
-        Some(1),
-        "{printed}{}",
-        stderr(&second)
-    );
-    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
 
     // Without that Event either, not known.
     forget_drift_detected(&env, &ns);
-    let third = audit_once(&env, "e2e-audit-memory-events", &[]);
-    let printed = stdout(&third);
-    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(
         block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
         "{block}\nin\n{printed}"
@@ -621,27 +599,12 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
     );
 
     // The Event expires.
-    let deleted = env.kubectl(&[
-        "delete",
-        "events.events.k8s.io",
-        "-n",
-        &ns,
-        "-l",
-        "drift-sentinel.k8s.io/edit-record=v1",
-    ]);
-    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    expire_edit_records(&env, &ns);
     assert!(events(&env, &ns, "Deployment", "web", "DriftWarned").is_empty());
 
     // A new audit process: only the Report can tell it.
     let second = audit_once_reporting(&env, "e2e-audit-memory", "openreports", &[]);
-    let printed = stdout(&second);
-    assert_eq!(
-        second.status.code(),
-        Some(1),
-        "{printed}{}",
-        stderr(&second)
-    );
-    let block = drifted_block(&printed, "Deployment", &ns, "web");
+    let (block, printed) = web_block(&second, &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
     // The plugin reads the same memory.
     let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
