@@ -538,6 +538,62 @@ mod tests {
         event
     }
 
+    /// Reference §8 "Memory": a `DriftDetected` Event's annotation is read back with the one
+    /// reader of `whoRecorded` (what the builder wrote, recorded attributions with a user only),
+    /// from the audit's own Events about an object with a uid only.
+    #[test]
+    fn the_memory_of_a_drift_detected_event_is_read_back_only_from_the_audit() {
+        let alice = Remembered {
+            path: "spec.replicas".into(),
+            value: "sha256:00112233445566778899aabbccddeeff".into(),
+            attribution: Attribution {
+                user: Some("alice".into()),
+                why: Why::WarnMode,
+                rule: Some("ops/web".into()),
+                seen: Some("2026-12-06T10:00:00Z".into()),
+            },
+        };
+        let unknown = Remembered {
+            path: "spec.paused".into(),
+            attribution: Attribution {
+                user: None,
+                why: Why::NotSeen,
+                rule: None,
+                seen: None,
+            },
+            ..alice.clone()
+        };
+        let text = who_recorded_property(&[alice.clone(), unknown]).unwrap();
+        let event = |controller: &str, uid: &str, text: &str| {
+            let mut event = event(controller, uid, None);
+            event.metadata.annotations =
+                Some([(WHO_RECORDED_ANNOTATION.to_owned(), text.to_owned())].into());
+            event
+        };
+        assert_eq!(
+            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", &text)),
+            Some(("u-1".to_owned(), vec![alice.clone()]))
+        );
+        assert_eq!(
+            remembered_of_event(&event(WEBHOOK_CONTROLLER, "u-1", &text)),
+            None
+        );
+        assert_eq!(
+            remembered_of_event(&event(AUDIT_CONTROLLER, "", &text)),
+            None
+        );
+        assert_eq!(
+            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", "[{")),
+            None
+        );
+        let over = " ".repeat(MAX_WHO_RECORDED_BYTES) + &text;
+        assert_eq!(
+            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", &over)),
+            None
+        );
+        assert_eq!(who_recorded_of(&text), Some(vec![alice]));
+    }
+
     #[test]
     fn a_record_is_read_back_only_from_the_webhook_about_its_own_object() {
         let text = record_annotation(&record()).unwrap();

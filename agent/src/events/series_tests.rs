@@ -481,3 +481,57 @@ proptest::proptest! {
         }
     }
 }
+
+/// Reference §8 "Memory": the audit's `DriftDetected` Event carries what it attributed from
+/// records (label and annotation), created with it and patched with each repeat; a repeat
+/// without any takes the label and the annotation away.
+#[test]
+fn a_drift_detected_event_carries_the_audits_memory() {
+    let mut store = Store::new(reporter());
+    let detected = |memory: Option<&str>, time| {
+        let mut intent = warned("", time);
+        intent.reason = drift_api::events::reason::DRIFT_DETECTED;
+        intent.record = None;
+        intent.distinct = Some("drift".into());
+        intent.memory = memory.map(str::to_owned);
+        intent
+    };
+    store.observe(detected(Some("[alice]"), at(0.0)));
+    let writes = flush(&mut store, at(0.5), Outcome::Done);
+    let [Write::Create { event, .. }] = writes.as_slice() else {
+        panic!("{writes:?}")
+    };
+    assert_eq!(
+        event.metadata.labels.as_ref().unwrap()[AUDIT_MEMORY_LABEL],
+        AUDIT_MEMORY_VERSION
+    );
+    assert_eq!(
+        event.metadata.annotations.as_ref().unwrap()[WHO_RECORDED_ANNOTATION],
+        "[alice]"
+    );
+    store.observe(detected(Some("[alice, bob]"), at(20.0)));
+    let writes = flush(&mut store, at(20.5), Outcome::Done);
+    let [Write::Patch { patch, .. }] = writes.as_slice() else {
+        panic!("{writes:?}")
+    };
+    assert_eq!(
+        patch["metadata"]["annotations"][WHO_RECORDED_ANNOTATION],
+        "[alice, bob]"
+    );
+    store.observe(detected(None, at(40.0)));
+    let writes = flush(&mut store, at(40.5), Outcome::Done);
+    let [Write::Patch { patch, .. }] = writes.as_slice() else {
+        panic!("{writes:?}")
+    };
+    // JSON merge patch: a null removes.
+    for (key, name) in [
+        ("annotations", WHO_RECORDED_ANNOTATION),
+        ("labels", AUDIT_MEMORY_LABEL),
+    ] {
+        assert_eq!(
+            patch["metadata"][key].as_object().and_then(|m| m.get(name)),
+            Some(&Value::Null),
+            "{patch}"
+        );
+    }
+}
