@@ -227,6 +227,14 @@ pub struct CommonArgs {
     #[command(flatten)]
     pub export: ExportArgs,
 
+    /// The installation's record signing key: a file of exactly 32 bytes (an Ed25519 seed; the
+    /// chart makes one on install). The webhook signs each record of edits it writes on an Event
+    /// with it, and publishes its public key; the audit verifies the records and signs and
+    /// verifies what its Reports remember (reference §8 "Trust"). Unset: records are written
+    /// unsigned and the audit names no user from them.
+    #[arg(long, env = "DRIFT_SENTINEL_RECORD_SIGNING_KEY", value_name = "FILE")]
+    pub record_signing_key: Option<std::path::PathBuf>,
+
     /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
     /// writes them on standard error (its standard output is its summary).
     #[arg(long, env = "DRIFT_SENTINEL_LOG_LEVEL", default_value = "INFO", value_parser = parse_log_level, help_heading = "Logging")]

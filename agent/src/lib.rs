@@ -21,6 +21,7 @@ mod log_limit;
 mod metrics;
 mod parent_labels;
 pub mod process;
+mod record_key;
 mod review_cmd;
 mod rule_files;
 mod rule_index;

@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::fmt;
 
+pub mod signature;
+
 use k8s_openapi::api::events::v1::Event;
 use serde::{Deserialize, Serialize};
 
@@ -303,33 +305,77 @@ pub fn record_of(event: &Event) -> Option<EditRecord> {
 
 /// The one reader of the webhook's records, for the agent's audit and the plugin alike: fed each
 /// page of Events labelled [`RECORD_SELECTOR`] as the caller lists them, it keeps the valid
-/// records ([`record_of`]) by object uid, within [`MAX_RECORDS`]. Pure: the caller does the HTTP.
-#[derive(Debug, Default)]
+/// records ([`record_of`]) by object uid, within [`MAX_RECORDS`], apart by whether they carry
+/// the installation's signature ([`signature::Verification`]). Pure: the caller does the HTTP.
+#[derive(Debug)]
 pub struct RecordReader {
-    records: HashMap<String, Vec<EditRecord>>,
+    verification: signature::Verification,
+    records: Records,
     read: usize,
 }
 
+/// The webhook's records read, by object uid: those signed with the installation's key, and
+/// those that are not (unsigned, another key's, altered, copied to another object): never used
+/// to name a user, and never taken for "no record" either.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    pub verified: HashMap<String, Vec<EditRecord>>,
+    pub unverified: HashMap<String, Vec<EditRecord>>,
+    /// Why the unverified ones name no user.
+    pub unverified_why: String,
+}
+
+impl Records {
+    /// How many records did not verify.
+    pub fn unverified_count(&self) -> usize {
+        self.unverified.values().map(Vec::len).sum()
+    }
+}
+
 impl RecordReader {
+    pub fn new(verification: signature::Verification) -> Self {
+        let records = Records {
+            unverified_why: verification.unverified_why(),
+            ..Records::default()
+        };
+        Self {
+            verification,
+            records,
+            read: 0,
+        }
+    }
+
     /// Adds a page; `more`: whether the API server has another page (its `continue`). Past
     /// [`MAX_RECORDS`] with more to read, or in one page, nothing is kept: [`TooManyRecords`].
     pub fn add_page(&mut self, events: &[Event], more: bool) -> Result<(), TooManyRecords> {
         self.read = self.read.saturating_add(events.len());
         if self.read > MAX_RECORDS || (more && self.read >= MAX_RECORDS) {
-            self.records = HashMap::new();
+            self.records.verified = HashMap::new();
+            self.records.unverified = HashMap::new();
             return Err(TooManyRecords);
         }
-        for record in events.iter().filter_map(record_of) {
-            self.records
-                .entry(record.uid.clone())
-                .or_default()
-                .push(record);
+        for event in events {
+            let Some(record) = record_of(event) else {
+                continue;
+            };
+            let annotations = event.metadata.annotations.as_ref();
+            let text = annotations.and_then(|a| a.get(EDITS_ANNOTATION));
+            let signature = annotations
+                .and_then(|a| a.get(signature::RECORD_SIGNATURE_ANNOTATION))
+                .map(String::as_str);
+            let verified = text.is_some_and(|text| self.verification.record(text, signature));
+            let kept = if verified {
+                &mut self.records.verified
+            } else {
+                &mut self.records.unverified
+            };
+            kept.entry(record.uid.clone()).or_default().push(record);
         }
         Ok(())
     }
 
     /// The valid records read, by object uid.
-    pub fn into_records(self) -> HashMap<String, Vec<EditRecord>> {
+    pub fn into_records(self) -> Records {
         self.records
     }
 }
@@ -400,15 +446,40 @@ pub const MAX_WHO_RECORDED_BYTES: usize = 4096;
 /// The [`WHO_RECORDED_PROPERTY`] value of `recorded`: as many whole entries as fit
 /// [`MAX_WHO_RECORDED_BYTES`]; `None` when there is none to keep.
 pub fn who_recorded_property(recorded: &[Remembered]) -> Option<String> {
-    let mut kept = recorded.len();
-    while kept > 0 {
-        let text = serde_json::to_string(&recorded[..kept]).ok()?;
-        if text.len() <= MAX_WHO_RECORDED_BYTES {
-            return Some(text);
+    // Each entry serialized once: the array is `[` entries joined by `,` `]`.
+    let mut text = String::from("[");
+    for entry in recorded {
+        let Ok(entry) = serde_json::to_string(entry) else {
+            break;
+        };
+        let comma = usize::from(text.len() > 1);
+        if text.len() + comma + entry.len() + 1 > MAX_WHO_RECORDED_BYTES {
+            break;
         }
-        kept -= 1;
+        if comma == 1 {
+            text.push(',');
+        }
+        text.push_str(&entry);
     }
-    None
+    text.push(']');
+    (text.len() > 2).then_some(text)
+}
+
+/// A Report result's memory property and its signature ([`signature::sign_property`]), as the
+/// audit writes them: `(name, text)` then `(nameSignature, ed25519:…)`; only the first without
+/// a key (it is then not read back).
+pub fn signed_property(
+    key: Option<&signature::SigningKey>,
+    name: &str,
+    uid: &str,
+    text: &str,
+) -> Vec<(String, String)> {
+    let signature = key.map(|key| signature::sign_property(key, name, uid, text));
+    let mut properties = vec![(name.to_owned(), text.to_owned())];
+    if let Some(signature) = signature {
+        properties.push((signature::signature_property(name), signature));
+    }
+    properties
 }
 
 /// What a Report of the audit (`openreports.io` `Report` or `ClusterReport`, as JSON) remembers,
@@ -416,9 +487,13 @@ pub fn who_recorded_property(recorded: &[Remembered]) -> Option<String> {
 /// and the bypass setters of its skip results ([`BYPASS_SETTER_PROPERTY`]). What cannot be read
 /// (another writer's result, a value over its bound, a record no longer valid) is left out:
 /// never a guess.
-pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
+pub fn remembered_of_report(
+    report: &serde_json::Value,
+    verification: &signature::Verification,
+) -> ReportMemory {
     let mut fields = Vec::new();
     let mut setters = Vec::new();
+    let mut unverified = 0;
     let results = report
         .get("results")
         .and_then(serde_json::Value::as_array)
@@ -428,13 +503,25 @@ pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
             .pointer("/resources/0/uid")
             .and_then(serde_json::Value::as_str)
             .filter(|uid| !uid.is_empty());
-        let property = |key: &str| {
-            result
-                .pointer(&format!("/properties/{key}"))
-                .and_then(serde_json::Value::as_str)
-                .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)
-        };
         let Some(uid) = uid else { continue };
+        let text = |key: &str| {
+            result
+                .get("properties")
+                .and_then(|p| p.get(key))
+                .and_then(serde_json::Value::as_str)
+        };
+        // Read back only with the installation's signature over this object's uid: anyone
+        // who may write Reports can write the text.
+        let mut property = |key: &str| {
+            let value = text(key).filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)?;
+            let signature = text(&signature::signature_property(key));
+            if verification.property(key, uid, value, signature) {
+                Some(value)
+            } else {
+                unverified += 1;
+                None
+            }
+        };
         if let Some(recorded) = property(WHO_RECORDED_PROPERTY).and_then(who_recorded_of) {
             fields.push((uid.to_owned(), recorded));
         }
@@ -444,7 +531,11 @@ pub fn remembered_of_report(report: &serde_json::Value) -> ReportMemory {
             setters.push((uid.to_owned(), setter));
         }
     }
-    ReportMemory { fields, setters }
+    ReportMemory {
+        fields,
+        setters,
+        unverified,
+    }
 }
 
 /// The attributions a [`WHO_RECORDED_PROPERTY`] value (or [`WHO_RECORDED_ANNOTATION`]) holds,
@@ -495,6 +586,8 @@ pub fn remembered_of_event(event: &Event) -> Option<(String, Vec<Remembered>)> {
 pub struct ReportMemory {
     pub fields: Vec<(String, Vec<Remembered>)>,
     pub setters: Vec<(String, RememberedSetter)>,
+    /// Properties left out because they did not carry the installation's signature.
+    pub unverified: usize,
 }
 
 #[cfg(test)]
@@ -620,27 +713,53 @@ mod tests {
         );
     }
 
+    fn key(seed: u8) -> signature::SigningKey {
+        signature::signing_key_of_seed(&[seed; 32]).unwrap()
+    }
+
+    fn verification() -> signature::Verification {
+        signature::Verification::Key(key(1).verifying_key())
+    }
+
+    /// An Event of the webhook regarding `uid` carrying `record`, signed by `signer`.
+    fn signed(uid: &str, record: &EditRecord, signer: Option<&signature::SigningKey>) -> Event {
+        let text = record_annotation(record).unwrap();
+        let mut event = event(WEBHOOK_CONTROLLER, uid, Some(text.clone()));
+        if let Some(key) = signer {
+            event.metadata.annotations.as_mut().unwrap().insert(
+                signature::RECORD_SIGNATURE_ANNOTATION.to_owned(),
+                signature::sign_record(key, &text),
+            );
+        }
+        event
+    }
+
     #[test]
     fn the_reader_keeps_the_valid_records_of_each_page_within_its_bound() {
-        let genuine = event(WEBHOOK_CONTROLLER, "u-1", record_annotation(&record()));
+        let genuine = signed("u-1", &record(), Some(&key(1)));
         let other = event(AUDIT_CONTROLLER, "u-1", record_annotation(&record()));
-        let mut reader = RecordReader::default();
+        let mut reader = RecordReader::new(verification());
         reader.add_page(&[genuine.clone(), other], true).unwrap();
         reader
             .add_page(std::slice::from_ref(&genuine), false)
             .unwrap();
-        assert_eq!(reader.into_records()["u-1"], vec![record(), record()]);
+        assert_eq!(
+            reader.into_records().verified["u-1"],
+            vec![record(), record()]
+        );
 
-        // Exactly MAX_RECORDS, the last page: read.
-        let page = vec![genuine.clone(); 500];
-        let mut reader = RecordReader::default();
+        // Exactly MAX_RECORDS, the last page: read. (Unsigned, so that the test does not spend
+        // its time verifying: the bound counts every record read.)
+        let unsigned = signed("u-1", &record(), None);
+        let page = vec![unsigned.clone(); 500];
+        let mut reader = RecordReader::new(verification());
         for n in 0..MAX_RECORDS / 500 {
             reader.add_page(&page, n + 1 < MAX_RECORDS / 500).unwrap();
         }
-        assert_eq!(reader.into_records()["u-1"].len(), MAX_RECORDS);
+        assert_eq!(reader.into_records().unverified["u-1"].len(), MAX_RECORDS);
         // More than MAX_RECORDS: an error, nothing kept (an edit on an unread page is no
         // unseen edit).
-        let mut reader = RecordReader::default();
+        let mut reader = RecordReader::new(verification());
         let mut outcome = Ok(());
         for _ in 0..MAX_RECORDS / 500 {
             outcome = reader.add_page(&page, true);
@@ -649,18 +768,206 @@ mod tests {
             }
         }
         assert_eq!(outcome, Err(TooManyRecords));
-        assert!(reader.into_records().is_empty());
+        assert_eq!(reader.into_records().unverified_count(), 0);
         assert!(
             TooManyRecords
                 .to_string()
                 .contains("no edit can be called unseen")
         );
         // One page over the bound.
-        let mut reader = RecordReader::default();
+        let mut reader = RecordReader::new(verification());
         assert_eq!(
-            reader.add_page(&vec![genuine; MAX_RECORDS + 1], false),
+            reader.add_page(&vec![unsigned; MAX_RECORDS + 1], false),
             Err(TooManyRecords)
         );
+    }
+
+    /// Only a record signed with the installation's key over its exact text names a user; the
+    /// others are kept apart (never "no record").
+    #[test]
+    fn a_record_is_used_only_with_the_installations_signature() {
+        let altered = {
+            let mut event = signed("u-1", &record(), Some(&key(1)));
+            let text = record_annotation(&EditRecord {
+                user: "mallory".into(),
+                ..record()
+            })
+            .unwrap();
+            event
+                .metadata
+                .annotations
+                .as_mut()
+                .unwrap()
+                .insert(EDITS_ANNOTATION.to_owned(), text);
+            event
+        };
+        // Copied to another object: its uid changed to the other's (the signature was over u-1).
+        let copied = {
+            let mut event = signed("u-1", &record(), Some(&key(1)));
+            let text = record_annotation(&EditRecord {
+                uid: "u-2".into(),
+                ..record()
+            })
+            .unwrap();
+            event.regarding.as_mut().unwrap().uid = Some("u-2".into());
+            event
+                .metadata
+                .annotations
+                .as_mut()
+                .unwrap()
+                .insert(EDITS_ANNOTATION.to_owned(), text);
+            event
+        };
+        let mut garbled = signed("u-1", &record(), Some(&key(1)));
+        garbled.metadata.annotations.as_mut().unwrap().insert(
+            signature::RECORD_SIGNATURE_ANNOTATION.to_owned(),
+            "ed25519:not-base64!".into(),
+        );
+        // (case, event, verifies, the uid it is kept under)
+        let cases = [
+            (
+                "genuine",
+                signed("u-1", &record(), Some(&key(1))),
+                true,
+                "u-1",
+            ),
+            ("unsigned", signed("u-1", &record(), None), false, "u-1"),
+            (
+                "another key's",
+                signed("u-1", &record(), Some(&key(2))),
+                false,
+                "u-1",
+            ),
+            ("altered after signing", altered, false, "u-1"),
+            ("copied to another object", copied, false, "u-2"),
+            ("a signature that is none", garbled, false, "u-1"),
+        ];
+        for (case, event, verifies, uid) in cases {
+            let mut reader = RecordReader::new(verification());
+            reader.add_page(&[event], false).unwrap();
+            let records = reader.into_records();
+            let (kept, apart) = if verifies {
+                (&records.verified, &records.unverified)
+            } else {
+                (&records.unverified, &records.verified)
+            };
+            assert_eq!(kept.get(uid).map(Vec::len), Some(1), "{case}");
+            assert!(apart.is_empty(), "{case}");
+            assert_eq!(records.unverified_count(), usize::from(!verifies), "{case}");
+            assert_eq!(
+                records.unverified_why,
+                signature::UNVERIFIED_RECORD,
+                "{case}"
+            );
+        }
+        // Without a key nothing verifies, and the reason says why.
+        let mut reader = RecordReader::new(signature::Verification::Unavailable("no key".into()));
+        reader
+            .add_page(&[signed("u-1", &record(), Some(&key(1)))], false)
+            .unwrap();
+        let records = reader.into_records();
+        assert!(records.verified.is_empty());
+        assert_eq!(
+            records.unverified_why,
+            "the webhook's records could not be verified: no key"
+        );
+    }
+
+    /// A Report property is read back only with the installation's signature over the object's
+    /// uid and its exact text.
+    #[test]
+    fn a_report_property_is_read_back_only_when_signed() {
+        let remembered = Remembered {
+            path: "spec.replicas".into(),
+            value: "sha256:00".into(),
+            attribution: Attribution {
+                user: Some("alice".into()),
+                why: Why::WarnMode,
+                rule: None,
+                seen: None,
+            },
+        };
+        let text = who_recorded_property(std::slice::from_ref(&remembered)).unwrap();
+        let setter = serde_json::to_string(&RememberedSetter {
+            manager: "kubectl-patch".into(),
+            time: "2026-03-01T10:00:00Z".into(),
+            user: "carol".into(),
+        })
+        .unwrap();
+        let result = |uid: &str, properties: Vec<(String, String)>| {
+            serde_json::json!({"resources": [{"uid": uid}],
+                "properties": properties.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>()})
+        };
+        let signed = |key: Option<&signature::SigningKey>, uid: &str, name: &str, text: &str| {
+            signed_property(key, name, uid, text)
+        };
+        let forged_text = text.replace("alice", "mallory");
+        let mut forged = signed(Some(&key(1)), "u-1", WHO_RECORDED_PROPERTY, &text);
+        forged[0].1 = forged_text;
+        // (case, result, fields read back, setters read back)
+        let cases = [
+            (
+                "genuine",
+                result(
+                    "u-1",
+                    signed(Some(&key(1)), "u-1", WHO_RECORDED_PROPERTY, &text),
+                ),
+                1,
+                0,
+            ),
+            (
+                "genuine setter",
+                result(
+                    "u-1",
+                    signed(Some(&key(1)), "u-1", BYPASS_SETTER_PROPERTY, &setter),
+                ),
+                0,
+                1,
+            ),
+            (
+                "unsigned",
+                result("u-1", signed(None, "u-1", WHO_RECORDED_PROPERTY, &text)),
+                0,
+                0,
+            ),
+            (
+                "another key's",
+                result(
+                    "u-1",
+                    signed(Some(&key(2)), "u-1", WHO_RECORDED_PROPERTY, &text),
+                ),
+                0,
+                0,
+            ),
+            ("forged text", result("u-1", forged), 0, 0),
+            (
+                "copied to another object",
+                result(
+                    "u-2",
+                    signed(Some(&key(1)), "u-1", WHO_RECORDED_PROPERTY, &text),
+                ),
+                0,
+                0,
+            ),
+            (
+                "a setter signed as who",
+                result("u-1", {
+                    let mut p = signed(Some(&key(1)), "u-1", WHO_RECORDED_PROPERTY, &setter);
+                    p[0].0 = BYPASS_SETTER_PROPERTY.into();
+                    p[1].0 = signature::signature_property(BYPASS_SETTER_PROPERTY);
+                    p
+                }),
+                0,
+                0,
+            ),
+        ];
+        for (case, result, fields, setters) in cases {
+            let report = serde_json::json!({ "results": [result] });
+            let memory = remembered_of_report(&report, &verification());
+            assert_eq!(memory.fields.len(), fields, "{case}");
+            assert_eq!(memory.setters.len(), setters, "{case}");
+            assert_eq!(memory.unverified, 1 - fields - setters, "{case}");
+        }
     }
 
     #[test]

@@ -158,10 +158,22 @@ pub struct Coverage {
 /// have been read (`None`: they could not be read, or the webhook writes none).
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
+    /// The records signed with the installation's key.
     pub records: &'a [EditRecord],
+    /// The records that did not verify: never used to name a user.
+    pub unverified: Unverified<'a>,
     pub remembered: &'a [Remembered],
     pub interception: &'a Interception,
     pub coverage: Option<Coverage>,
+}
+
+/// The records of an object that did not verify (unsigned, another key's, altered, copied from
+/// another object), and why they name no user: a field whose live value one of them claims is
+/// told so, not "not seen" (a forged record is no absent one).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unverified<'a> {
+    pub records: &'a [EditRecord],
+    pub why: &'a str,
 }
 
 /// An attribution and the fingerprint of the live value it is about (what [`Remembered`] keeps).
@@ -220,7 +232,16 @@ pub fn attribute(
         attribution,
         value: value.clone(),
     };
-    if let Some(found) = from_records(object, path, owner, evidence.records) {
+    let found = from_records(object, path, owner, evidence.records);
+    if let Some(found) = found.as_ref().filter(|f| f.user.is_some()) {
+        return attributed(found.clone());
+    }
+    if claims(object, path, owner, evidence.unverified.records) {
+        return attributed(unknown(Why::Unknown {
+            detail: evidence.unverified.why.to_owned(),
+        }));
+    }
+    if let Some(found) = found {
         return attributed(found);
     }
     let text = path.to_string();
@@ -308,6 +329,43 @@ fn from_records(
         (Some((_, _, false)), None) => Some(unknown(Why::NotSeen)),
         (None, None) => None,
     }
+}
+
+/// Whether one of `records` (that did not verify) claims the live value at `path`: an edit of
+/// the field (or a part or a whole of it) whose recorded values are the live ones, or an edit
+/// without fields whose managedFields entry is the one owning the field now.
+fn claims(
+    object: &Value,
+    path: &FieldPath,
+    owner: Option<&OwnedField<'_>>,
+    records: &[EditRecord],
+) -> bool {
+    let segments = path.segments();
+    let same_entry = |edit: &RecordedEdit| {
+        owner.is_some_and(|o| {
+            o.time.is_some()
+                && edit.manager.as_deref() == Some(o.manager)
+                && edit.time.as_deref() == o.time
+        })
+    };
+    records.iter().flat_map(|r| &r.edits).any(|edit| {
+        if edit.fields.is_empty() {
+            return same_entry(edit);
+        }
+        let mut related = edit
+            .fields
+            .iter()
+            .filter_map(|f| Some((FieldPath::parse(&f.path)?, f)))
+            .filter(|(p, _)| {
+                p.segments().starts_with(segments) || segments.starts_with(p.segments())
+            })
+            .peekable();
+        related.peek().is_some()
+            && related.all(|(p, field)| match &field.new {
+                Some(new) => fingerprint(value_at(object, p.segments())).as_ref() == Some(new),
+                None => same_entry(edit),
+            })
+    })
 }
 
 fn from_record(record: &EditRecord, edit: &RecordedEdit) -> Attribution {

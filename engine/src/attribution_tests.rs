@@ -69,6 +69,7 @@ fn attribute_with(
     let owned = owned_fields(object);
     let evidence = Evidence {
         records,
+        unverified: Unverified::default(),
         remembered,
         interception,
         coverage,
@@ -353,6 +354,7 @@ fn what_a_run_attributed_is_kept_for_the_same_live_value() {
     let intercepted = Interception::Intercepted;
     let evidence = Evidence {
         records: &records,
+        unverified: Unverified::default(),
         remembered: &[],
         interception: &intercepted,
         coverage: coverage(),
@@ -541,4 +543,122 @@ fn the_bypass_setter_comes_from_the_record_of_the_edit_that_wrote_the_annotation
         vec![edit("2026-12-06T09:05:00.1Z", ("kubectl-patch", t2), &[])],
     )];
     assert_eq!(bypass_setter(&unknown, "kubectl-patch", t2), None);
+}
+
+/// A record that did not verify never names a user, and never becomes "not seen" either: the
+/// field whose live value it claims is unknown, with why; a verified record explaining the value
+/// still names its user; a field no record claims is judged as before.
+#[test]
+fn a_record_that_did_not_verify_names_no_user_and_is_no_absent_record() {
+    let object = live(5, "web:1", ("kubectl-edit", T1));
+    let owned = owned_fields(&object);
+    let forged = [record(
+        "alice",
+        Why::WarnMode,
+        vec![edit(
+            T1,
+            ("kubectl-edit", T1),
+            &[("spec.replicas", json!(5))],
+        )],
+    )];
+    let genuine = [record(
+        "bob",
+        Why::WarnMode,
+        vec![edit(
+            T1,
+            ("kubectl-edit", T1),
+            &[("spec.replicas", json!(5))],
+        )],
+    )];
+    let stale = [record(
+        "bob",
+        Why::WarnMode,
+        vec![edit(
+            T1,
+            ("kubectl-edit", T1),
+            &[("spec.replicas", json!(3))],
+        )],
+    )];
+    let reason = drift_api::events::signature::UNVERIFIED_RECORD;
+    let unknown = || Attribution {
+        user: None,
+        why: Why::Unknown {
+            detail: reason.to_owned(),
+        },
+        rule: None,
+        seen: None,
+    };
+    // (case, verified records, unverified records, path, the attribution's user, its why)
+    type Case<'c> = (
+        &'c str,
+        &'c [EditRecord],
+        &'c [EditRecord],
+        &'c str,
+        Option<&'c str>,
+        Why,
+    );
+    let cases: [Case<'_>; 5] = [
+        (
+            "forged only",
+            &[],
+            &forged,
+            "spec.replicas",
+            None,
+            unknown().why,
+        ),
+        (
+            "forged and genuine",
+            &genuine,
+            &forged,
+            "spec.replicas",
+            Some("bob"),
+            Why::WarnMode,
+        ),
+        (
+            "forged, genuine of another value",
+            &stale,
+            &forged,
+            "spec.replicas",
+            None,
+            unknown().why,
+        ),
+        (
+            "genuine of another value only",
+            &stale,
+            &[],
+            "spec.replicas",
+            None,
+            Why::NotSeen,
+        ),
+        (
+            "forged claims another field",
+            &[],
+            &forged,
+            "spec.template.spec.containers[0].image",
+            None,
+            Why::NotSeen,
+        ),
+    ];
+    for (case, records, unverified, path, user, why) in cases {
+        let evidence = Evidence {
+            records,
+            unverified: Unverified {
+                records: unverified,
+                why: reason,
+            },
+            remembered: &[],
+            interception: &Interception::Intercepted,
+            coverage: coverage(),
+        };
+        let Some(path) = FieldPath::parse(path) else {
+            panic!("{case}: {path}");
+        };
+        let got = attribute(&object, &path, &owned, &evidence);
+        assert_eq!(got.attribution.user.as_deref(), user, "{case}");
+        assert_eq!(got.attribution.why, why, "{case}");
+        // What a record that did not verify said is never remembered.
+        if user.is_none() {
+            assert_eq!(got.remember(&path), None, "{case}");
+        }
+    }
 }

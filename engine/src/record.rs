@@ -361,7 +361,7 @@ mod tests {
             let mut audit =
                 crate::audit::audit_object(&rules, &namespaces, &object, &[], now).unwrap();
             let mut run = crate::who::RunEvidence::new(
-                std::collections::HashMap::new(),
+                drift_api::events::Records::default(),
                 coverage,
                 crate::who::Memory::default(),
                 scope.clone(),

@@ -11,10 +11,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::attribution::{Coverage, EditRecord, Evidence, Remembered, attribute_drift};
+use crate::attribution::{Coverage, Evidence, Remembered, Unverified, attribute_drift};
 use crate::audit::{AuditedObject, BypassFinding};
 use crate::webhook_scope::{Interception, Target, interception_by};
-use drift_api::events::FieldAttribution;
+use drift_api::events::signature::Verification;
+use drift_api::events::{FieldAttribution, Records};
 
 /// Objects whose attributions (and bypass setters) are remembered at most.
 pub const MAX_REMEMBERED_OBJECTS: usize = 100_000;
@@ -92,14 +93,32 @@ pub const MAX_REPORTS: usize = MAX_NAMESPACES + 1;
 /// agent's audit and the plugin alike: fed each page of Reports (as JSON) as the caller lists
 /// them, it keeps what they remember within [`MAX_REMEMBERED_BYTES`] and stops wanting more
 /// past [`MAX_REPORTS`] or when full. Pure: the caller does the HTTP.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReportReader {
+    verification: Verification,
     memory: Memory,
     bytes: usize,
     reports: usize,
+    unverified: usize,
 }
 
 impl ReportReader {
+    /// `verification`: a property is read back only with the installation's signature.
+    pub fn new(verification: Verification) -> Self {
+        Self {
+            verification,
+            memory: Memory::default(),
+            bytes: 0,
+            reports: 0,
+            unverified: 0,
+        }
+    }
+
+    /// The properties left out because they did not carry the installation's signature.
+    pub fn unverified(&self) -> usize {
+        self.unverified
+    }
+
     /// Whether the caller should stop listing: [`MAX_REPORTS`] read, or the memory full.
     pub fn is_full(&self) -> bool {
         self.reports >= MAX_REPORTS || self.bytes >= MAX_REMEMBERED_BYTES
@@ -112,7 +131,8 @@ impl ReportReader {
                 return;
             }
             self.reports += 1;
-            let found = drift_api::events::remembered_of_report(report);
+            let found = drift_api::events::remembered_of_report(report, &self.verification);
+            self.unverified += found.unverified;
             self.bytes = self.memory.fill_counted(
                 Memory {
                     fields: found.fields.into_iter().collect(),
@@ -201,8 +221,11 @@ impl Memory {
     /// written by the audit) remember ([`drift_api::events::remembered_of_report`]): how a
     /// restarted audit, `kubectl drift audit` and `kubectl drift blame` know what an earlier
     /// run attributed after the records' Events expired.
-    pub fn of_reports<'r>(reports: impl IntoIterator<Item = &'r Value>) -> Self {
-        let mut reader = ReportReader::default();
+    pub fn of_reports<'r>(
+        reports: impl IntoIterator<Item = &'r Value>,
+        verification: &Verification,
+    ) -> Self {
+        let mut reader = ReportReader::new(verification.clone());
         reader.add_page(reports);
         reader.into_memory()
     }
@@ -250,7 +273,7 @@ pub struct Attributions {
 /// What one run joins drifted objects with.
 #[derive(Debug)]
 pub struct RunEvidence {
-    records: HashMap<String, Vec<EditRecord>>,
+    records: Records,
     coverage: Option<Coverage>,
     remembered: Memory,
     next: Memory,
@@ -263,7 +286,7 @@ impl RunEvidence {
     /// `records`: the webhook's records by object uid (`None`: they could not be read, and then
     /// `coverage` is `None` too); `remembered`: what earlier runs attributed.
     pub fn new(
-        records: HashMap<String, Vec<EditRecord>>,
+        records: Records,
         coverage: Option<Coverage>,
         remembered: Memory,
         scope: WebhookScope,
@@ -316,7 +339,11 @@ impl RunEvidence {
         let interception = self.scope.of(identity);
         let uid = identity.uid;
         let evidence = Evidence {
-            records: self.records.get(uid).map_or(&[], Vec::as_slice),
+            records: self.records.verified.get(uid).map_or(&[], Vec::as_slice),
+            unverified: Unverified {
+                records: self.records.unverified.get(uid).map_or(&[], Vec::as_slice),
+                why: &self.records.unverified_why,
+            },
             remembered: self.remembered.fields.get(uid).map_or(&[], Vec::as_slice),
             interception: &interception,
             coverage: self.coverage,
@@ -365,7 +392,11 @@ impl RunEvidence {
                 "the annotation's managedFields entry ({manager}) has no time to find the webhook's record by"
             ));
         };
-        let records = self.records.get(uid).map_or(&[][..], Vec::as_slice);
+        let records = self
+            .records
+            .verified
+            .get(uid)
+            .map_or(&[][..], Vec::as_slice);
         let found = crate::attribution::bypass_setter(records, manager, time)
             .map(str::to_owned)
             .or_else(|| {

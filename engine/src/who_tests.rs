@@ -2,7 +2,7 @@
 //! and a value changed since.
 
 use super::*;
-use crate::attribution::{Why, fingerprint};
+use crate::attribution::{EditRecord, Why, fingerprint};
 use crate::rule::{RuleId, RuleSource};
 use crate::{RuleSet, manifests};
 use drift_testkit::records::EditRecordBuilder;
@@ -11,6 +11,32 @@ use std::time::SystemTime;
 
 const APPLIED: &str = "2026-03-01T09:00:00Z";
 const EDITED: &str = "2026-03-01T10:05:00Z";
+
+/// Records that all verified.
+fn verified(records: HashMap<String, Vec<EditRecord>>) -> Records {
+    Records {
+        verified: records,
+        ..Records::default()
+    }
+}
+
+fn key() -> drift_api::events::signature::SigningKey {
+    drift_api::events::signature::signing_key_of_seed(&[5; 32]).unwrap()
+}
+
+fn verification() -> Verification {
+    Verification::Key(key().verifying_key())
+}
+
+/// A Report result's signed memory properties, as the audit writes them.
+fn signed(uid: &str, name: &str, text: &str) -> Value {
+    Value::Object(
+        drift_api::events::signed_property(Some(&key()), name, uid, text)
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
+    )
+}
 
 fn at(text: &str) -> SystemTime {
     crate::time::parse_rfc3339(text).unwrap()
@@ -192,7 +218,7 @@ fn a_record_its_expiry_what_was_remembered_and_a_value_changed_since() {
         assert!(audit.is_drifted(), "{case}");
         let identity = AuditedObject::of(&object, "deployments");
         let mut run = RunEvidence::new(
-            records,
+            verified(records),
             coverage,
             earlier,
             WebhookScope::Unknown("not read in this test".into()),
@@ -224,7 +250,7 @@ fn an_incomplete_run_keeps_the_memory_of_the_objects_it_did_not_reach_only() {
         let mut earlier = memory(vec![remembered(5)]);
         earlier.fields.insert("u-2".to_owned(), vec![remembered(3)]);
         let mut run = RunEvidence::new(
-            HashMap::new(),
+            Records::default(),
             coverage("2026-03-01T10:30:00Z"),
             earlier,
             WebhookScope::Unknown("not read in this test".into()),
@@ -263,15 +289,18 @@ fn what_a_report_remembers_is_read_back_whole_or_not_at_all() {
         user: "carol".into(),
     };
     let report = json!({"results": [
-        {"resources": [{"uid": "u-1"}], "properties": {"whoRecorded": property}},
-        {"resources": [{"uid": "u-2"}], "properties": {"bypassSetter": serde_json::to_string(&setter).unwrap()}},
+        {"resources": [{"uid": "u-1"}], "properties": signed("u-1", "whoRecorded", &property)},
+        {"resources": [{"uid": "u-2"}], "properties": signed("u-2", "bypassSetter", &serde_json::to_string(&setter).unwrap())},
         // Not ours to read: no uid, a broken value, a why the audit concludes itself.
         {"resources": [{}], "properties": {"whoRecorded": "[]"}},
-        {"resources": [{"uid": "u-3"}], "properties": {"whoRecorded": "alice did it"}},
-        {"resources": [{"uid": "u-4"}], "properties": {"whoRecorded":
-            serde_json::to_string(&[Remembered { attribution: Attribution { user: None, why: Why::NotSeen, rule: None, seen: None }, ..remembered(5) }]).unwrap()}},
+        // (signed: what is left out is so for what it says)
+        {"resources": [{"uid": "u-3"}], "properties": signed("u-3", "whoRecorded", "alice did it")},
+        {"resources": [{"uid": "u-4"}], "properties": signed("u-4", "whoRecorded",
+            &serde_json::to_string(&[Remembered { attribution: Attribution { user: None, why: Why::NotSeen, rule: None, seen: None }, ..remembered(5) }]).unwrap())},
+        // Forged: the text of u-1's, unsigned, on u-5.
+        {"resources": [{"uid": "u-5"}], "properties": {"whoRecorded": property}},
     ]});
-    let memory = Memory::of_reports([&report]);
+    let memory = Memory::of_reports([&report], &verification());
     assert_eq!(memory.fields.len(), 1);
     assert_eq!(memory.fields["u-1"], recorded);
     assert_eq!(memory.setters.len(), 1);
@@ -396,7 +425,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
     ];
     for (case, time, records, coverage, setters, want) in cases {
         let mut run = RunEvidence::new(
-            records,
+            verified(records),
             coverage,
             Memory {
                 fields: HashMap::new(),
@@ -500,10 +529,11 @@ fn the_namespace_labels_reader_keeps_its_bounds() {
 fn the_report_reader_reads_at_most_max_reports() {
     let property = drift_api::events::who_recorded_property(&[remembered(5)]).unwrap();
     let report = |uid: usize| {
-        json!({"results": [{"resources": [{"uid": format!("u-{uid}")}],
-                            "properties": {"whoRecorded": property}}]})
+        let uid = format!("u-{uid}");
+        json!({"results": [{"resources": [{"uid": uid}],
+                            "properties": signed(&uid, "whoRecorded", &property)}]})
     };
-    let mut reader = ReportReader::default();
+    let mut reader = ReportReader::new(verification());
     let page: Vec<Value> = (0..10).map(report).collect();
     reader.add_page(&page);
     assert!(!reader.is_full());
@@ -512,7 +542,7 @@ fn the_report_reader_reads_at_most_max_reports() {
     // Reports remembering nothing, then one that would: past MAX_REPORTS it is not read.
     let mut all: Vec<Value> = (0..MAX_REPORTS).map(|_| json!({"results": []})).collect();
     all.push(report(1));
-    let mut reader = ReportReader::default();
+    let mut reader = ReportReader::new(verification());
     let mut pages = 0;
     for page in all.chunks(1000) {
         if reader.is_full() {

@@ -191,6 +191,17 @@ pub fn wait_for<T>(limit: std::time::Duration, mut check: impl FnMut() -> Option
     }
 }
 
+/// A new record signing key seed (`--record-signing-key`, 32 bytes), as the chart makes one per
+/// install (Sprig's `randBytes 32`): from the kernel's random source.
+pub fn random_seed() -> [u8; 32] {
+    use std::io::Read as _;
+    let mut seed = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut seed))
+        .expect("read /dev/urandom");
+    seed
+}
+
 #[cfg(test)]
 mod tests {
     use super::{ephemeral_ports, free_port, unassigned_ports};

@@ -80,11 +80,12 @@ def grants(role: dict) -> set[tuple[str, str, str]]:
 def test_defaults_render_no_export(helm):
     docs = render()
     assert not [d for d in docs if d["kind"] == "Connection"]
-    # The only Roles are the last-good ConfigMap's (the webhook's, the audit's); none for
-    # Connections.
+    # The only Roles are the last-good ConfigMap's (the webhook's, the audit's) and the record
+    # key ConfigMap's; none for Connections.
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] in ("Role", "RoleBinding")) == [
         f"{FULLNAME}-audit-last-good", f"{FULLNAME}-audit-last-good",
-        f"{FULLNAME}-last-good", f"{FULLNAME}-last-good"]
+        f"{FULLNAME}-last-good", f"{FULLNAME}-last-good",
+        f"{FULLNAME}-record-key", f"{FULLNAME}-record-key"]
     pod = pod_spec(docs)
     (c,) = pod["containers"]
     assert not [a for a in c["args"] if a.startswith(EXPORT_FLAGS)]

@@ -135,6 +135,10 @@ def test_defaults_render_the_documented_objects(helm):
         ("ClusterRoleBinding", FULLNAME),
         ("ConfigMap", f"{FULLNAME}-default-rule"),
         ("ConfigMap", f"{FULLNAME}-last-good-rules"),
+        # Where the webhook publishes its record signing key's public half (events.enabled).
+        ("ConfigMap", "drift-sentinel-record-key"),
+        ("Role", f"{FULLNAME}-record-key"),
+        ("RoleBinding", f"{FULLNAME}-record-key"),
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
         ("Role", f"{FULLNAME}-last-good"),
@@ -362,6 +366,21 @@ def test_rbac_grants_the_least_rights(helm):
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+
+
+def test_the_record_key_configmap_and_its_role(helm):
+    docs = render()
+    cm = find(docs, "ConfigMap", "drift-sentinel-record-key")
+    assert "data" not in cm or not cm["data"], cm
+    assert cm["metadata"]["labels"]["drift-sentinel.k8s.io/record-key"] == "ed25519"
+    role = find(docs, "Role", f"{FULLNAME}-record-key")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["drift-sentinel-record-key"],
+                              "verbs": ["get", "patch"]}]
+    binding = find(docs, "RoleBinding", f"{FULLNAME}-record-key")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+    names = {(d["kind"], d["metadata"]["name"]) for d in render(sets=["events.enabled=false"])}
+    assert ("ConfigMap", "drift-sentinel-record-key") not in names
 
 
 def test_webhook_configuration_defaults(helm):

@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
+use drift_api::events::signature::{SigningKey, Verification};
 use drift_api::events::{
-    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EditRecord, RECORD_SELECTOR, RecordReader,
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
@@ -41,12 +42,21 @@ pub struct Attributor {
     /// Whether the memory is still to be seeded from the audit's last `DriftDetected` Events
     /// (after the Reports, for the objects they have nothing of: the only memory without them).
     seed_from_events: bool,
+    /// What records and remembered attributions are verified with (reference §8 "Trust").
+    verification: Verification,
+    /// Whether a run without a key has said so (once).
+    said_unverifiable: bool,
 }
 
 impl Attributor {
     /// `reports`: whether the audit writes Reports, which then seed what it remembers after a
     /// restart (reference §8 "Who and why").
-    pub fn new(client: kube::Client, webhook_configuration: Option<String>, reports: bool) -> Self {
+    pub fn new(
+        client: kube::Client,
+        webhook_configuration: Option<String>,
+        reports: bool,
+        signing_key: Option<std::sync::Arc<SigningKey>>,
+    ) -> Self {
         Self {
             client,
             webhook_configuration,
@@ -54,6 +64,8 @@ impl Attributor {
             memory: Memory::default(),
             seed_from_reports: reports,
             seed_from_events: true,
+            verification: crate::record_key::verification(signing_key.as_deref()),
+            said_unverifiable: false,
         }
     }
 
@@ -62,7 +74,7 @@ impl Attributor {
     /// The first run of the process first reads what the audit's last Reports remember.
     pub async fn start_run(&mut self) -> RunEvidence {
         if self.seed_from_reports {
-            match super::reports::remembered(&self.client).await {
+            match super::reports::remembered(&self.client, &self.verification).await {
                 Ok(memory) => {
                     tracing::info!(
                         objects = memory.fields.len(),
@@ -95,9 +107,25 @@ impl Attributor {
             }
         }
         let read_at = SystemTime::now();
-        let records = match read_records(&self.client).await {
+        let records = match read_records(&self.client, &self.verification).await {
             Ok(records) => {
                 self.since.get_or_insert(read_at);
+                let unverified = records.unverified_count();
+                if unverified > 0 {
+                    if let Verification::Key(_) = self.verification {
+                        tracing::warn!(
+                            unverified,
+                            "records of edits that did not verify with this installation's key (forged, or signed by an earlier key): no user is named from them"
+                        );
+                    } else if !self.said_unverifiable {
+                        self.said_unverifiable = true;
+                        tracing::warn!(
+                            unverified,
+                            reason = %records.unverified_why,
+                            "no user is named from the webhook's records"
+                        );
+                    }
+                }
                 Some(records)
             }
             Err(e) => {
@@ -249,10 +277,13 @@ async fn remembered_of_events(client: &kube::Client) -> Result<Memory, String> {
 
 /// The valid records of every Event labelled as carrying one, by object uid
 /// ([`RecordReader`]: more than its bound is an error).
-async fn read_records(client: &kube::Client) -> Result<HashMap<String, Vec<EditRecord>>, String> {
+async fn read_records(
+    client: &kube::Client,
+    verification: &Verification,
+) -> Result<Records, String> {
     let api: Api<Event> = Api::all(client.clone());
     let mut pages = Pages::new(500);
-    let mut reader = RecordReader::default();
+    let mut reader = RecordReader::new(verification.clone());
     while let Some(params) = pages.next_params() {
         let page = api
             .list(&params.labels(RECORD_SELECTOR))

@@ -64,6 +64,12 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             "no objects to audit: give --objects FILE (with --rules) to audit files, or a cluster (--kubeconfig, or run in a pod)"
         );
     }
+    let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
+    if signing_key.is_none() && args.events {
+        tracing::warn!(
+            "no --record-signing-key: the webhook's records and what the Reports remember cannot be verified, so the audit names no user from them"
+        );
+    }
     let shared = rules(&args, client.as_ref(), metrics, &shutdown_rx).await?;
 
     let export = match (
@@ -118,6 +124,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             crate::events::Reporter {
                 controller: drift_api::events::AUDIT_CONTROLLER,
                 instance: crate::process::pod_name(args.common.export.pod_name.as_deref()),
+                signing_key: None,
             },
             &shared.metrics,
             shutdown_rx.clone(),
@@ -151,9 +158,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 c,
                 args.webhook_configuration.clone(),
                 reports,
+                signing_key.clone(),
             ))
         }),
         events: events.as_ref().map(|(sink, _)| sink.clone()),
+        signing_key: signing_key.clone(),
     };
 
     if args.audit_once {

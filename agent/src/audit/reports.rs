@@ -11,6 +11,7 @@
 //! from one run to the next (docs/audit.md "Policy Reporter"). A report stays under 1 MiB: past [`MAX_RESULTS`] results (or
 //! [`MAX_REPORT_BYTES`]) the first ones are kept and an annotation says how many more there were.
 
+use drift_api::events::signature::SigningKey;
 use std::collections::BTreeMap;
 
 use drift_engine::audit::AuditedObject;
@@ -94,9 +95,25 @@ impl Pending {
 #[derive(Debug, Default)]
 pub struct Reports {
     by_namespace: BTreeMap<String, Pending>,
+    /// Signs the memory properties (`--record-signing-key`): read back only when signed.
+    signing_key: Option<std::sync::Arc<SigningKey>>,
 }
 
 impl Reports {
+    pub fn signed_with(signing_key: Option<std::sync::Arc<SigningKey>>) -> Self {
+        Self {
+            by_namespace: BTreeMap::new(),
+            signing_key,
+        }
+    }
+
+    /// Sets a result's memory property `name` and its signature over the object's `uid`.
+    fn remember(key: Option<&SigningKey>, entry: &mut Value, name: &str, uid: &str, text: &str) {
+        for (name, text) in drift_api::events::signed_property(key, name, uid, text) {
+            entry["properties"][name] = Value::String(text);
+        }
+    }
+
     /// Counts an audited object and, when it drifted, adds its result.
     pub fn add(
         &mut self,
@@ -106,6 +123,7 @@ impl Reports {
         who: &drift_engine::who::Attributions,
         seconds: i64,
     ) {
+        let key = self.signing_key.clone();
         let pending = self.by_namespace.entry(namespace.to_owned()).or_default();
         let identity = AuditedObject::of(object, "");
         let resources = json!([{
@@ -154,8 +172,13 @@ impl Reports {
                             user: user.clone(),
                         })
                 {
-                    entry["properties"][drift_api::events::BYPASS_SETTER_PROPERTY] =
-                        Value::String(setter);
+                    Self::remember(
+                        key.as_deref(),
+                        &mut entry,
+                        drift_api::events::BYPASS_SETTER_PROPERTY,
+                        identity.uid,
+                        &setter,
+                    );
                 }
                 pending.push(entry);
             }
@@ -204,7 +227,13 @@ impl Reports {
         // What was attributed from records, with the values it is about: what a restarted
         // audit and the plugin remember once the records' Events expire.
         if let Some(recorded) = drift_api::events::who_recorded_property(&who.recorded) {
-            entry["properties"][drift_api::events::WHO_RECORDED_PROPERTY] = Value::String(recorded);
+            Self::remember(
+                key.as_deref(),
+                &mut entry,
+                drift_api::events::WHO_RECORDED_PROPERTY,
+                identity.uid,
+                &recorded,
+            );
         }
         pending.push(entry);
     }
@@ -257,9 +286,12 @@ pub async fn installed(client: &kube::Client) -> bool {
 /// What the audit's Reports (and ClusterReport) remember of what earlier runs attributed
 /// ([`drift_engine::who::Memory::of_reports`]): read once when the audit starts, so that a
 /// restart does not forget users whose Events have expired.
-pub async fn remembered(client: &kube::Client) -> anyhow::Result<drift_engine::who::Memory> {
+pub async fn remembered(
+    client: &kube::Client,
+    verification: &drift_api::events::signature::Verification,
+) -> anyhow::Result<drift_engine::who::Memory> {
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    let mut reader = drift_engine::who::ReportReader::default();
+    let mut reader = drift_engine::who::ReportReader::new(verification.clone());
     for cluster in [false, true] {
         let resource = api_resource(cluster);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -280,6 +312,12 @@ pub async fn remembered(client: &kube::Client) -> anyhow::Result<drift_engine::w
             reader.add_page(&reports);
             pages.answered(page.metadata.continue_.as_deref());
         }
+    }
+    if reader.unverified() > 0 {
+        tracing::warn!(
+            unverified = reader.unverified(),
+            "Report properties of who made drifted fields that do not carry this installation's signature (forged, unsigned or signed by an earlier key): not read back"
+        );
     }
     Ok(reader.into_memory())
 }
@@ -501,13 +539,21 @@ mod tests {
             }],
             recorded: vec![recorded.clone()],
         };
-        let mut reports = Reports::default();
+        let key = drift_api::events::signature::signing_key_of_seed(&[3; 32]).unwrap();
+        let verification = drift_api::events::signature::Verification::Key(key.verifying_key());
+        let mut reports = Reports::signed_with(Some(std::sync::Arc::new(key)));
         reports.add("shop", &object, &audit, &who, 0);
         let (_, document) = reports.documents().next().unwrap();
         let properties = &document["results"][0]["properties"];
         assert_eq!(properties["who"], "spec.replicas: user alice, warn mode");
-        let memory = drift_engine::who::Memory::of_reports([&document]);
-        assert_eq!(memory.fields["u-web"], vec![recorded]);
+        let memory = drift_engine::who::Memory::of_reports([&document], &verification);
+        assert_eq!(memory.fields["u-web"], vec![recorded.clone()]);
+        // Unsigned (no key): written, and not read back.
+        let mut reports = Reports::default();
+        reports.add("shop", &object, &audit, &who, 0);
+        let (_, document) = reports.documents().next().unwrap();
+        let memory = drift_engine::who::Memory::of_reports([&document], &verification);
+        assert!(memory.fields.is_empty());
         // Nothing recorded: no property (the map holds strings only).
         let mut reports = Reports::default();
         reports.add("shop", &object, &audit, &Default::default(), 0);

@@ -57,6 +57,8 @@ pub struct Auditor {
     pub attribution: Option<tokio::sync::Mutex<super::attribution::Attributor>>,
     /// Cluster mode with `--events`: the `DriftDetected` Events.
     pub events: Option<crate::events::EventSink>,
+    /// `--record-signing-key`: signs what the Reports remember (reference §8 "Trust").
+    pub signing_key: Option<Arc<drift_api::events::signature::SigningKey>>,
 }
 
 /// What a run did.
@@ -272,7 +274,9 @@ impl Auditor {
             managers: &self.managers,
             id: id.clone(),
             file: None,
-            reports: self.reports.then(Reports::default),
+            reports: self
+                .reports
+                .then(|| Reports::signed_with(self.signing_key.clone())),
             counts: AuditCounts::default(),
             drifted_by_rule: BTreeMap::new(),
             oldest_bypass: std::time::Duration::ZERO,

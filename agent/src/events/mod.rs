@@ -135,6 +135,7 @@ impl UnwrittenFindings {
         let reporter = Reporter {
             controller: drift_api::events::WEBHOOK_CONTROLLER,
             instance: instance.to_owned(),
+            signing_key: None,
         };
         let (sink, writer_side) = EventSink::unwritten(reporter, &Metrics::new()?);
         Ok(Self { sink, writer_side })

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 pub use super::setters::BypassSeen;
 use super::setters::Setters;
+use drift_api::events::signature::{RECORD_SIGNATURE_ANNOTATION, SigningKey, sign_record};
 use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION,
     RECORD_LABEL, RECORD_VERSION, RecordedEdit, WHO_RECORDED_ANNOTATION, Why, record_annotation,
@@ -284,6 +285,25 @@ pub enum Outcome {
 pub struct Reporter {
     pub controller: &'static str,
     pub instance: String,
+    /// Signs each record annotation written (`--record-signing-key`; reference §8 "Trust"):
+    /// here, on the writer task, never on the admission answer path.
+    pub signing_key: Option<Arc<SigningKey>>,
+}
+
+impl Reporter {
+    /// The annotations of a record: its text and, with a key, its signature.
+    fn record_annotations(&self, record: &EditRecord) -> Option<BTreeMap<String, String>> {
+        let text = record_annotation(record)?;
+        let mut annotations = BTreeMap::new();
+        if let Some(key) = &self.signing_key {
+            annotations.insert(
+                RECORD_SIGNATURE_ANNOTATION.to_owned(),
+                sign_record(key, &text),
+            );
+        }
+        annotations.insert(EDITS_ANNOTATION.to_owned(), text);
+        Some(annotations)
+    }
 }
 
 /// The series being written, and who set the bypasses seen.
@@ -573,10 +593,14 @@ impl Store {
             name: Some(format!("{}.{nanos:x}", regarding.name)),
             ..ObjectMeta::default()
         };
-        if let Some(annotation) = series.record.as_ref().and_then(record_annotation) {
+        if let Some(annotations) = series
+            .record
+            .as_ref()
+            .and_then(|r| self.reporter.record_annotations(r))
+        {
             metadata.labels =
                 Some([(RECORD_LABEL.to_owned(), format!("v{RECORD_VERSION}"))].into());
-            metadata.annotations = Some([(EDITS_ANNOTATION.to_owned(), annotation)].into());
+            metadata.annotations = Some(annotations);
         }
         if let Note::Counted { last, .. } = &intent.note {
             metadata.annotations =
@@ -619,8 +643,12 @@ impl Store {
     /// of the latest finding (the rest of an Event cannot change).
     fn patch(&self, series: &Series) -> Value {
         let mut patch = json!({"series": series_of(series)});
-        if let Some(annotation) = series.record.as_ref().and_then(record_annotation) {
-            patch["metadata"] = json!({"annotations": {EDITS_ANNOTATION: annotation}});
+        if let Some(annotations) = series
+            .record
+            .as_ref()
+            .and_then(|r| self.reporter.record_annotations(r))
+        {
+            patch["metadata"] = json!({ "annotations": annotations });
         }
         if let Note::Counted { last, .. } = &series.latest.note {
             patch["metadata"] = json!({"annotations": {LAST_DENIED_ANNOTATION: bounded(last)}});

@@ -12,6 +12,7 @@ fn reporter() -> Reporter {
     Reporter {
         controller: drift_api::events::WEBHOOK_CONTROLLER,
         instance: "drift-sentinel-0".into(),
+        signing_key: None,
     }
 }
 

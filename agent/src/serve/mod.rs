@@ -34,7 +34,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
+    let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
     let (source, tier_policy, initial) = open_rule_source(&args).await?;
+    if let Some(client) = source.client().filter(|_| args.events) {
+        crate::record_key::publish(
+            client,
+            &args.common.export.namespace_in(client),
+            signing_key.as_deref(),
+        )
+        .await;
+    }
     let export = if args.enable_admission_violation_export {
         Some(export::start(&args, &metrics, source.client(), &shutdown_rx).await?)
     } else {
@@ -52,6 +61,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 crate::events::Reporter {
                     controller: drift_api::events::WEBHOOK_CONTROLLER,
                     instance: crate::process::pod_name(args.common.export.pod_name.as_deref()),
+                    signing_key: signing_key.clone(),
                 },
                 &metrics,
                 shutdown_rx.clone(),

@@ -41,6 +41,7 @@ fn the_events_findings_are_made_after_the_answer_is_given() {
         crate::events::Reporter {
             controller: drift_api::events::WEBHOOK_CONTROLLER,
             instance: "test".into(),
+            signing_key: None,
         },
         &metrics,
     );

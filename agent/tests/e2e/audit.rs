@@ -57,6 +57,8 @@ fn run_audit(env: &Env) -> Output {
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
+        .arg("--record-signing-key")
+        .arg(env.record_key())
         .args([
             "--pod-namespace",
             AGENT_NAMESPACE,

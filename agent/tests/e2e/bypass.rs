@@ -141,6 +141,8 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     let audit = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--audit-reports", "none", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
+        .arg("--record-signing-key")
+        .arg(env.record_key())
         .args(["--pod-namespace", AGENT_NAMESPACE])
         .output()
         .expect("run drift-sentinel audit");

@@ -77,6 +77,10 @@ impl Env {
         let agent_ca = Ca::new("agent");
         let agent_dir = tempfile::tempdir().expect("agent directory");
         let (cert, key) = agent_ca.loopback_serving().write(agent_dir.path(), "tls");
+        // The installation's record signing key (reference §8 "Trust"): a new one per
+        // environment, as the chart makes one per install; the audits the tests run use it too.
+        let record_key = agent_dir.path().join("record-signing-key");
+        std::fs::write(&record_key, drift_testkit::random_seed()).expect("record signing key");
         let client_ca = agent_dir.path().join("client-ca.crt");
         std::fs::write(&client_ca, cluster.webhook_client_ca().cert_pem()).expect("client CA");
         let port = crate::support::free_port();
@@ -108,6 +112,8 @@ impl Env {
             client_ca.display().to_string(),
             "--client-names".into(),
             drift_testkit::cluster::WEBHOOK_CLIENT_NAME.into(),
+            "--record-signing-key".into(),
+            record_key.display().to_string(),
         ];
         args.extend(options.agent_args);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -122,6 +128,12 @@ impl Env {
         env.wait_until_agent_ready();
         eprintln!("e2e environment ready in {:?}", started.elapsed());
         env
+    }
+
+    /// The installation's record signing key file (`--record-signing-key`), for the audits a
+    /// test runs: the webhook signs its records with it.
+    pub fn record_key(&self) -> PathBuf {
+        self._agent_dir.path().join("record-signing-key")
     }
 
     /// Stops the agent (SIGTERM) and starts it again with the same command line and port,

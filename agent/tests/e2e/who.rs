@@ -30,6 +30,7 @@ pub fn tests() -> Vec<Trial> {
         trial!(a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired),
         trial!(blame_names_the_user_from_the_report_after_the_event_expired),
         trial!(a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event),
+        trial!(a_record_forged_by_a_user_who_may_create_events_names_nobody),
     ]
 }
 
@@ -48,6 +49,8 @@ fn audit_once_reporting(env: &Env, pod: &str, reports: &str, extra: &[&str]) -> 
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
+        .arg("--record-signing-key")
+        .arg(env.record_key())
         .args(["--pod-namespace", AGENT_NAMESPACE, "--pod-name", pod])
         .args([
             "--audit-reports",
@@ -167,6 +170,8 @@ impl PeriodicAudit {
         let child = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
             .args(["audit", "--audit-interval", "2s", "--kubeconfig"])
             .arg(env.cluster.admin_kubeconfig())
+            .arg("--record-signing-key")
+            .arg(env.record_key())
             .args(["--pod-namespace", AGENT_NAMESPACE, "--pod-name", pod])
             .args([
                 "--audit-reports",
@@ -699,4 +704,183 @@ fn a_bypass_removed_and_set_again_unseen_is_not_carried_over_by_the_webhook() {
         .as_str()
         .unwrap_or_default();
     assert!(!record.contains("carol"), "{record}");
+}
+
+/// Reference §8 "Trust": mallory, bound to the default `edit` ClusterRole in the namespace (which
+/// may create Events), copies alice's genuine record of `probe` onto an Event about `web`, whose
+/// drift no record explains; and an administrator copies `probe`'s remembered attribution onto
+/// `web`'s Report result. Neither verifies with the installation's key: the audit and
+/// `kubectl drift audit` name nobody for `web` and say why, while alice's genuine record still
+/// names her for `probe`.
+fn a_record_forged_by_a_user_who_may_create_events_names_nobody() {
+    let env = shared();
+    let crds =
+        std::fs::read_to_string(crate::env::workspace().join("testkit/crds/openreports.yaml"))
+            .expect("the OpenReports CRDs");
+    env.apply(&crds);
+    let name = "e2e-who-forged";
+    let ns = env.namespace(name, &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
+    // web drifts while the namespace is out of the webhook's namespaceSelector: the webhook
+    // has no record of it. Then the namespace is in again.
+    let label = |value: &str| {
+        let labelled = env.kubectl(&[
+            "label",
+            "namespace",
+            &ns,
+            &format!("drift-sentinel.k8s.io/enabled{value}"),
+            "--overwrite",
+        ]);
+        assert!(labelled.status.success(), "{}", stderr(&labelled));
+    };
+    label("=false");
+    let patched = env.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":5}}"#,
+    ]);
+    assert!(patched.status.success(), "{}", stderr(&patched));
+    label("-");
+    ruled(&env, name, &warn_rule(&ns), &ns, |ok, err| {
+        ok && err.contains(&format!("rule drift-system/{name}"))
+    });
+    crate::env::edit_replicas_as(&env, &ns, "probe", "alice", 1, 5);
+    wait_for("alice's edit record", Duration::from_secs(30), || {
+        !events(&env, &ns, "Deployment", "probe", "DriftWarned").is_empty()
+    });
+    let genuine = events(&env, &ns, "Deployment", "probe", "DriftWarned").remove(0);
+    let web_uid = env
+        .get(&["deployment", "web", "-n", &ns])
+        .and_then(|web| web["metadata"]["uid"].as_str().map(str::to_owned))
+        .expect("web's uid");
+    let probe_uid = genuine["regarding"]["uid"].as_str().expect("probe's uid");
+
+    let bound = env.kubectl(&[
+        "create",
+        "rolebinding",
+        "mallory-edit",
+        "--clusterrole=edit",
+        "--user=mallory",
+        "-n",
+        &ns,
+    ]);
+    assert!(bound.status.success(), "{}", stderr(&bound));
+    let mut forged = genuine.clone();
+    let annotations = &mut forged["metadata"]["annotations"];
+    let text = annotations["drift-sentinel.k8s.io/edits"]
+        .as_str()
+        .expect("the record")
+        .replace(probe_uid, &web_uid);
+    annotations["drift-sentinel.k8s.io/edits"] = Value::from(text);
+    forged["metadata"] = serde_json::json!({
+        "name": "web.forged", "namespace": ns,
+        "labels": genuine["metadata"]["labels"],
+        "annotations": forged["metadata"]["annotations"],
+    });
+    forged["regarding"]["name"] = Value::from("web");
+    forged["regarding"]["uid"] = Value::from(web_uid.as_str());
+    forged["apiVersion"] = Value::from("events.k8s.io/v1");
+    forged["kind"] = Value::from("Event");
+    let created = env.kubectl_stdin(
+        &["--as", "mallory", "create", "-f", "-"],
+        &forged.to_string(),
+    );
+    assert!(
+        created.status.success(),
+        "mallory may create Events: {}",
+        stderr(&created)
+    );
+
+    let did_not_verify = "  who: spec.replicas: user unknown: a record of this object's edits did not verify: not signed by this installation's webhook key";
+    let audit = audit_once_reporting(&env, "e2e-audit-forged", "openreports", &[]);
+    let printed = stdout(&audit);
+    let web = drifted_block(&printed, "Deployment", &ns, "web");
+    assert!(
+        web.contains(did_not_verify) && !web.contains("alice"),
+        "{web}\nin\n{printed}{}",
+        stderr(&audit)
+    );
+    let probe = drifted_block(&printed, "Deployment", &ns, "probe");
+    assert!(
+        probe.contains("  who: spec.replicas: user alice, warn mode\n"),
+        "{probe}\nin\n{printed}"
+    );
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let printed = stdout(&plugin);
+    let web = drifted_block(&printed, "Deployment", &ns, "web");
+    let probe = drifted_block(&printed, "Deployment", &ns, "probe");
+    assert!(
+        web.contains(did_not_verify) && !web.contains("alice"),
+        "{web}\nin\n{printed}{}",
+        stderr(&plugin)
+    );
+    assert!(probe.contains("user alice, warn mode"), "{probe}");
+    assert!(
+        stderr(&plugin).contains("did not verify"),
+        "{}",
+        stderr(&plugin)
+    );
+
+    // The forged Report property: probe's signed whoRecorded (and its signature) on web's result.
+    let report = env
+        .get(&["reports.openreports.io", "drift-sentinel-audit", "-n", &ns])
+        .expect("the namespace's Report");
+    let results = report["results"].as_array().expect("results");
+    let index = |object: &str| {
+        results
+            .iter()
+            .position(|r| r["resources"][0]["name"] == object)
+            .unwrap_or_else(|| panic!("{object} in {report:#}"))
+    };
+    let probe_properties = &results[index("probe")]["properties"];
+    assert!(
+        probe_properties["whoRecordedSignature"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ed25519:")),
+        "{probe_properties:#}"
+    );
+    let forged_property = serde_json::json!([
+        {"op": "add", "path": format!("/results/{}/properties/whoRecorded", index("web")),
+         "value": probe_properties["whoRecorded"]},
+        {"op": "add", "path": format!("/results/{}/properties/whoRecordedSignature", index("web")),
+         "value": probe_properties["whoRecordedSignature"]},
+    ]);
+    let patched = env.kubectl(&[
+        "patch",
+        "reports.openreports.io",
+        "drift-sentinel-audit",
+        "-n",
+        &ns,
+        "--type",
+        "json",
+        "-p",
+        &forged_property.to_string(),
+    ]);
+    assert!(patched.status.success(), "{}", stderr(&patched));
+    // The records gone (expired), a new audit process reads only the Report: web is not alice's.
+    let deleted = env.kubectl(&[
+        "delete",
+        "events.events.k8s.io",
+        "-n",
+        &ns,
+        "-l",
+        "drift-sentinel.k8s.io/edit-record=v1",
+    ]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    let audit = audit_once_reporting(&env, "e2e-audit-forged", "openreports", &[]);
+    let printed = stdout(&audit);
+    let web = drifted_block(&printed, "Deployment", &ns, "web");
+    let probe = drifted_block(&printed, "Deployment", &ns, "probe");
+    assert!(!web.contains("alice"), "{web}\nin\n{printed}");
+    assert!(
+        probe.contains("  who: spec.replicas: user alice, warn mode\n"),
+        "the genuine memory is read back: {probe}\nin\n{printed}"
+    );
 }

@@ -363,6 +363,8 @@ fn agent_audit(env: &Env) -> Output {
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--audit-reports", "none", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
+        .arg("--record-signing-key")
+        .arg(env.record_key())
         // Its rules are cluster rules as the chart's agent's are (reference §2).
         .args(["--pod-namespace", AGENT_NAMESPACE])
         .output()

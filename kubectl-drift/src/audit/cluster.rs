@@ -4,11 +4,11 @@
 //! cluster's drift-sentinel webhook intercepts), and their objects listed page by page — each
 //! page judged and dropped before the next is read.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, anyhow};
-use drift_api::events::EditRecord;
+use drift_api::events::Records;
+use drift_api::events::signature::Verification;
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
 use drift_engine::manifests::{self, Namespaces};
@@ -79,7 +79,7 @@ pub(super) async fn audit(plan: &Scope<'_>, managers: &[String]) -> anyhow::Resu
 /// audit remembers in its Reports. What cannot be read is said on stderr and in each
 /// attribution ("could not be read"), never guessed.
 struct Evidence {
-    records: Result<HashMap<String, Vec<EditRecord>>, String>,
+    records: Result<Records, String>,
     configurations: Result<Vec<Value>, String>,
     remembered: Memory,
     coverage: Coverage,
@@ -87,11 +87,20 @@ struct Evidence {
 
 async fn evidence(cluster: &Cluster, scope: Option<&str>, event_ttl: Duration) -> Evidence {
     let now = SystemTime::now();
-    let (records, configurations, remembered) = tokio::join!(
-        who::read_records(cluster, scope, None),
-        who::webhook_configurations(cluster),
-        who::remembered(cluster, scope),
+    let configurations = who::webhook_configurations(cluster).await;
+    let verification = who::verification(cluster, &configurations).await;
+    let (records, remembered) = tokio::join!(
+        who::read_records(cluster, scope, None, &verification),
+        who::remembered(cluster, scope, &verification),
     );
+    if let (Ok(records), Verification::Key(_)) = (&records, &verification)
+        && records.unverified_count() > 0
+    {
+        eprintln!(
+            "kubectl drift audit: {} of the webhook's records did not verify with its public key (forged, or signed by an earlier key): no user is named from them",
+            records.unverified_count()
+        );
+    }
     for note in [records.as_ref().err(), remembered.as_ref().err()]
         .into_iter()
         .flatten()

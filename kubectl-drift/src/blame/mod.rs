@@ -14,7 +14,8 @@ mod view;
 use std::time::SystemTime;
 
 use anyhow::{Context as _, anyhow};
-use drift_engine::attribution::Evidence;
+use drift_api::events::signature::Verification;
+use drift_engine::attribution::{Evidence, Unverified};
 use drift_engine::audit::AuditedObject;
 use drift_engine::manifests;
 use drift_engine::who::Memory;
@@ -60,10 +61,11 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let (records, configurations, remembered) = tokio::join!(
-            who::read_records(&cluster, Some(&namespace), Some(uid)),
-            who::webhook_configurations(&cluster),
-            who::remembered(&cluster, Some(&namespace)),
+        let configurations = who::webhook_configurations(&cluster).await;
+        let verification = who::verification(&cluster, &configurations).await;
+        let (records, remembered) = tokio::join!(
+            who::read_records(&cluster, Some(&namespace), Some(uid), &verification),
+            who::remembered(&cluster, Some(&namespace), &verification),
         );
         let coverage = match &records {
             Ok(_) => Some(who::coverage(now, plan.event_ttl)),
@@ -79,8 +81,19 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
         let scope = who::webhook_scope(configurations, &namespace_object);
         let interception = scope.of(&AuditedObject::of(&object, &resource.plural));
         let records = records.unwrap_or_default();
+        if records.unverified_count() > 0 && matches!(verification, Verification::Key(_)) {
+            notes.push(format!(
+                "{} of the webhook's records of this object did not verify: {}",
+                records.unverified_count(),
+                records.unverified_why
+            ));
+        }
         let evidence = Evidence {
-            records: records.get(uid).map_or(&[], Vec::as_slice),
+            records: records.verified.get(uid).map_or(&[], Vec::as_slice),
+            unverified: Unverified {
+                records: records.unverified.get(uid).map_or(&[], Vec::as_slice),
+                why: &records.unverified_why,
+            },
             remembered: remembered.fields.get(uid).map_or(&[], Vec::as_slice),
             interception: &interception,
             coverage,

@@ -119,6 +119,7 @@ fn blamed(object: &Value, namespace: &str, records: &[EditRecord]) -> Blame {
     let interception = Interception::Intercepted;
     let evidence = Evidence {
         records,
+        unverified: drift_engine::attribution::Unverified::default(),
         remembered: &[],
         interception: &interception,
         coverage: Some(Coverage {

@@ -56,7 +56,7 @@ async fn webhook_namespace(cluster: &Cluster) -> anyhow::Result<String> {
 }
 
 /// The agent's namespace from the ValidatingWebhookConfigurations of a cluster.
-fn namespace_of_webhook(configurations: &[serde_json::Value]) -> anyhow::Result<String> {
+pub(crate) fn namespace_of_webhook(configurations: &[serde_json::Value]) -> anyhow::Result<String> {
     let text = |v: &serde_json::Value, pointer: &str| {
         v.pointer(pointer)
             .and_then(serde_json::Value::as_str)

@@ -4,11 +4,11 @@
 //! remembers in its Reports once the records' Events expired. Each is read once per command;
 //! the join is the engine's ([`drift_engine::who`]). What cannot be read is said, never guessed.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use drift_api::events::signature::{self, Verification};
 use drift_api::events::{
-    AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, EditRecord, RECORD_SELECTOR, RecordReader,
+    AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
@@ -36,14 +36,15 @@ pub(crate) async fn read_records(
     cluster: &Cluster,
     namespace: Option<&str>,
     uid: Option<&str>,
-) -> Result<HashMap<String, Vec<EditRecord>>, String> {
+    verification: &Verification,
+) -> Result<Records, String> {
     let api: Api<Event> = match namespace.filter(|n| !n.is_empty()) {
         Some(namespace) => Api::namespaced(cluster.client.clone(), namespace),
         None => Api::all(cluster.client.clone()),
     };
     let regarding = uid.map(|uid| format!("regarding.uid={uid}"));
     let mut pages = Pages::new(500);
-    let mut reader = RecordReader::default();
+    let mut reader = RecordReader::new(verification.clone());
     while let Some(params) = pages.next_params() {
         let mut params = params.labels(RECORD_SELECTOR);
         if let Some(selector) = &regarding {
@@ -63,9 +64,66 @@ pub(crate) async fn read_records(
     }
     let mut records = reader.into_records();
     if let Some(uid) = uid {
-        records.retain(|key, _| key == uid);
+        records.verified.retain(|key, _| key == uid);
+        records.unverified.retain(|key, _| key == uid);
     }
     Ok(records)
+}
+
+/// What the webhook's records and the audit's Reports are verified with: the public key the
+/// agent publishes in the ConfigMap [`signature::PUBLIC_KEY_CONFIGMAP`] of its namespace (the
+/// webhook configuration's `clientConfig.service.namespace`), or why it cannot be had — then
+/// no user is named from them, and that is said on stderr once.
+pub(crate) async fn verification(
+    cluster: &Cluster,
+    configurations: &Result<Vec<Value>, String>,
+) -> Verification {
+    let namespace = configurations
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|c| crate::cluster::pods::namespace_of_webhook(c).map_err(|e| format!("{e:#}")));
+    let verification = match &namespace {
+        Err(why) => Verification::Unavailable(format!(
+            "the agent's namespace, where its public key is, is not known: {why}"
+        )),
+        Ok(namespace) => {
+            let collection = collection_path("", "v1", Some(namespace), "configmaps");
+            let place = format!("ConfigMap {namespace}/{}", signature::PUBLIC_KEY_CONFIGMAP);
+            match cluster
+                .get(&collection, signature::PUBLIC_KEY_CONFIGMAP)
+                .await
+            {
+                Ok(Some(found)) => match found
+                    .pointer(&format!("/data/{}", signature::PUBLIC_KEY_DATA))
+                    .and_then(Value::as_str)
+                    .filter(|text| !text.is_empty())
+                {
+                    Some(text) => match signature::public_key_of_text(text) {
+                        Ok(key) => Verification::Key(key),
+                        Err(e) => Verification::Unavailable(format!(
+                            "the public key in {place} (data.{}) {e}",
+                            signature::PUBLIC_KEY_DATA
+                        )),
+                    },
+                    None => Verification::Unavailable(format!(
+                        "{place} holds no public key (data.{}): the agent runs without --record-signing-key, or has not started",
+                        signature::PUBLIC_KEY_DATA
+                    )),
+                },
+                Ok(None) => Verification::Unavailable(format!("{place} does not exist")),
+                Err(e) => Verification::Unavailable(format!(
+                    "{place} could not be read ({e}; needs get on configmaps {} in namespace {namespace})",
+                    signature::PUBLIC_KEY_CONFIGMAP
+                )),
+            }
+        }
+    };
+    if let Verification::Unavailable(why) = &verification {
+        eprintln!(
+            "kubectl drift: the webhook's records could not be verified: {why}; no user is named from them"
+        );
+    }
+    verification
 }
 
 /// Since when the records can tell an edit the webhook did not see: the API server keeps Events
@@ -141,6 +199,7 @@ pub(crate) fn webhook_scope(
 pub(crate) async fn remembered(
     cluster: &Cluster,
     namespace: Option<&str>,
+    verification: &Verification,
 ) -> Result<Memory, String> {
     let why = |e: String| {
         format!(
@@ -156,7 +215,7 @@ pub(crate) async fn remembered(
     );
     let cluster_reports = collection_path("openreports.io", "v1alpha1", None, "clusterreports");
     let selector = format!("{}={}", AUDIT_REPORT_LABEL.0, AUDIT_REPORT_LABEL.1);
-    let mut reader = ReportReader::default();
+    let mut reader = ReportReader::new(verification.clone());
     match namespace {
         Some(namespace) => {
             let collection = if namespace.is_empty() {

@@ -1,0 +1,123 @@
+//! The installation's record signing key (`--record-signing-key`, reference §8 "Trust"): read
+//! once at start; the webhook's Events writer signs records with it, the audit signs what its
+//! Reports remember and verifies both with its public key. The webhook publishes the public key
+//! in the ConfigMap [`drift_api::events::signature::PUBLIC_KEY_CONFIGMAP`] of its namespace for
+//! `kubectl drift`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use drift_api::events::signature::{self, SigningKey, Verification};
+
+/// The key of `--record-signing-key`, or `None` without the flag. A missing, unreadable or
+/// wrongly sized file is a startup error naming the file and the fix.
+pub fn load(path: Option<&Path>) -> anyhow::Result<Option<Arc<SigningKey>>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let fix = "give --record-signing-key a file of exactly 32 random bytes (e.g. `head -c 32 /dev/urandom > seed`; the chart mounts its Secret's)";
+    let metadata = std::fs::metadata(path).with_context(|| {
+        format!(
+            "cannot read the record signing key {}: {fix}",
+            path.display()
+        )
+    })?;
+    if metadata.len() != signature::SEED_BYTES as u64 {
+        anyhow::bail!(
+            "the record signing key {} holds {} bytes, not {}: {fix}",
+            path.display(),
+            metadata.len(),
+            signature::SEED_BYTES
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "cannot read the record signing key {}: {fix}",
+            path.display()
+        )
+    })?;
+    let key = signature::signing_key_of_seed(&bytes)
+        .map_err(|e| anyhow::anyhow!("the record signing key {} {e}: {fix}", path.display()))?;
+    Ok(Some(Arc::new(key)))
+}
+
+/// What the audit verifies records and Reports with: its own key's public half, or why it has
+/// none.
+pub fn verification(key: Option<&SigningKey>) -> Verification {
+    match key {
+        Some(key) => Verification::Key(key.verifying_key()),
+        None => Verification::Unavailable(
+            "this agent has no --record-signing-key, so it cannot tell its webhook's records from forged ones".to_owned(),
+        ),
+    }
+}
+
+/// Publishes the public key of `key` in the ConfigMap
+/// [`signature::PUBLIC_KEY_CONFIGMAP`] of `namespace` (the chart creates it; the agent may only
+/// get and patch it), where `kubectl drift` reads it to verify the records. Without a key, an
+/// empty value says the records are unsigned. A failure is logged: the webhook serves anyway,
+/// and the plugin then says the records could not be verified.
+pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&SigningKey>) {
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let value = key.map_or_else(String::new, |k| {
+        signature::public_key_text(&k.verifying_key())
+    });
+    let patch = serde_json::json!({"data": {signature::PUBLIC_KEY_DATA: value}});
+    match api
+        .patch(
+            signature::PUBLIC_KEY_CONFIGMAP,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => tracing::info!(
+            namespace,
+            configmap = signature::PUBLIC_KEY_CONFIGMAP,
+            signed = key.is_some(),
+            "published the record signing key's public half for kubectl drift"
+        ),
+        Err(e) => tracing::warn!(
+            namespace,
+            configmap = signature::PUBLIC_KEY_CONFIGMAP,
+            error = %e,
+            "cannot publish the record signing key's public half: kubectl drift cannot verify the webhook's records and names no user from them (the chart creates this ConfigMap and lets the agent patch it)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_of_32_bytes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("seed");
+        std::fs::write(&good, [7u8; 32]).unwrap();
+        let key = load(Some(&good)).unwrap().unwrap();
+        assert!(
+            matches!(verification(Some(&key)), Verification::Key(k) if k == key.verifying_key())
+        );
+        let short = dir.path().join("short");
+        std::fs::write(&short, [7u8; 31]).unwrap();
+        let cases = [
+            (short, "holds 31 bytes, not 32"),
+            (
+                dir.path().join("absent"),
+                "cannot read the record signing key",
+            ),
+        ];
+        for (path, want) in cases {
+            let e = format!("{:#}", load(Some(&path)).unwrap_err());
+            assert!(
+                e.contains(want) && e.contains(&path.display().to_string()),
+                "{e}"
+            );
+            assert!(e.contains("32 random bytes"), "{e}");
+        }
+        assert!(load(None).unwrap().is_none());
+    }
+}
