@@ -191,10 +191,10 @@ def test_every_rule_the_chart_renders_is_valid_for_the_agent(agent_binary, tmp_p
     rule_maps = [cm for cm in find_all(docs, "ConfigMap")
                  if cm["metadata"].get("annotations", {}).get("drift-sentinel.k8s.io/rule") == "true"]
     assert len(rule_maps) == 3
-    # The other ConfigMaps are the Grafana dashboard, which the agent ignores, its last-good
-    # store and where it publishes its record signing key's public half.
+    # The other ConfigMaps are the Grafana dashboard, which the agent ignores, and its last-good
+    # store (values-all.yaml turns Events off: no record key ConfigMap).
     assert sorted(cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap") if cm not in rule_maps) == [
-        "drift-guard-dashboard", "drift-guard-last-good-rules", "drift-sentinel-record-key"]
+        "drift-guard-dashboard", "drift-guard-last-good-rules"]
 
 
 # --- normal operations are allowed; drift is denied ------------------------------------------------

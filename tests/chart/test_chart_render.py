@@ -302,8 +302,10 @@ def test_switches_turn_objects_off(helm):
                         "podDisruptionBudget.enabled=false"])
     kinds = {d["kind"] for d in docs}
     assert "ServiceAccount" not in kinds and "PodDisruptionBudget" not in kinds
-    # The only ConfigMap left is the agent's last-good store, no rule.
-    assert [cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap")] == [f"{FULLNAME}-last-good-rules"]
+    # The only ConfigMaps left are the agent's last-good store and where it publishes its record
+    # key's public half, no rule.
+    assert sorted(cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap")) == sorted([
+        f"{FULLNAME}-last-good-rules", "drift-sentinel-record-key"])
     assert find(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "default"
     # A single replica gets no PodDisruptionBudget (minAvailable 1 would block every drain).
     assert not find_all(render(sets=["replicaCount=1"]), "PodDisruptionBudget")
