@@ -561,24 +561,49 @@ pub const AUDIT_MEMORY_VERSION: &str = "v1";
 /// The annotation of a `DriftDetected` Event holding the object's [`WHO_RECORDED_PROPERTY`] value.
 pub const WHO_RECORDED_ANNOTATION: &str = "drift-sentinel.k8s.io/who-recorded";
 
-/// What an audit's `DriftDetected` Event remembers of its object (uid, attributions): `None`
-/// for an Event another controller wrote, without the object's uid or without attributions.
-pub fn remembered_of_event(event: &Event) -> Option<(String, Vec<Remembered>)> {
+/// What an audit's `DriftDetected` Event remembers of its object ([`remembered_of_event`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventMemory {
+    /// Nothing: another controller's Event, no object uid, no annotation, or one that is over
+    /// its bound or holds no recorded attribution.
+    None,
+    /// An annotation without this installation's signature over this object's uid
+    /// ([`signature::WHO_RECORDED_SIGNATURE_ANNOTATION`]): not read back (whoever may create
+    /// Events can write the text).
+    Unverified,
+    /// The object's uid and its recorded attributions.
+    Remembered(String, Vec<Remembered>),
+}
+
+/// What an audit's `DriftDetected` Event remembers of its object (uid, attributions): read back
+/// only from the audit's Events about an object with a uid, and only with the installation's
+/// signature over that uid and the exact text (as [`remembered_of_report`] reads `whoRecorded`).
+pub fn remembered_of_event(event: &Event, verification: &signature::Verification) -> EventMemory {
     if event.reporting_controller.as_deref() != Some(AUDIT_CONTROLLER) {
-        return None;
+        return EventMemory::None;
     }
     let uid = event
         .regarding
-        .as_ref()?
-        .uid
-        .as_deref()
-        .filter(|uid| !uid.is_empty())?;
-    let text = event
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(WHO_RECORDED_ANNOTATION)?;
-    Some((uid.to_owned(), who_recorded_of(text)?))
+        .as_ref()
+        .and_then(|r| r.uid.as_deref())
+        .filter(|uid| !uid.is_empty());
+    let annotations = event.metadata.annotations.as_ref();
+    let text = annotations
+        .and_then(|a| a.get(WHO_RECORDED_ANNOTATION))
+        .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES);
+    let (Some(uid), Some(text)) = (uid, text) else {
+        return EventMemory::None;
+    };
+    let signature = annotations
+        .and_then(|a| a.get(signature::WHO_RECORDED_SIGNATURE_ANNOTATION))
+        .map(String::as_str);
+    if !verification.property(WHO_RECORDED_ANNOTATION, uid, text, signature) {
+        return EventMemory::Unverified;
+    }
+    match who_recorded_of(text) {
+        Some(recorded) => EventMemory::Remembered(uid.to_owned(), recorded),
+        None => EventMemory::None,
+    }
 }
 
 /// What one Report remembers ([`remembered_of_report`]), by object uid.
@@ -631,11 +656,12 @@ mod tests {
         event
     }
 
-    /// Reference §8 "Memory": a `DriftDetected` Event's annotation is read back with the one
-    /// reader of `whoRecorded` (what the builder wrote, recorded attributions with a user only),
-    /// from the audit's own Events about an object with a uid only.
+    /// Reference §8 "Memory" and "Trust": a `DriftDetected` Event's annotation is read back with
+    /// the one reader of `whoRecorded` (recorded attributions with a user only), from the audit's
+    /// own Events about an object with a uid only, and only with this installation's signature
+    /// over that uid and the exact text.
     #[test]
-    fn the_memory_of_a_drift_detected_event_is_read_back_only_from_the_audit() {
+    fn the_memory_of_a_drift_detected_event_is_read_back_only_from_the_audit_signed() {
         let alice = Remembered {
             path: "spec.replicas".into(),
             value: "sha256:00112233445566778899aabbccddeeff".into(),
@@ -657,33 +683,127 @@ mod tests {
             ..alice.clone()
         };
         let text = who_recorded_property(&[alice.clone(), unknown]).unwrap();
-        let event = |controller: &str, uid: &str, text: &str| {
-            let mut event = event(controller, uid, None);
-            event.metadata.annotations =
-                Some([(WHO_RECORDED_ANNOTATION.to_owned(), text.to_owned())].into());
-            event
+        let key = signature::signing_key_of_seed(&[7; 32]).unwrap();
+        let other_key = signature::signing_key_of_seed(&[8; 32]).unwrap();
+        let verification = signature::Verification::Key(key.verifying_key());
+        let sign = |key: &signature::SigningKey, uid: &str, text: &str| {
+            Some(signature::sign_property(
+                key,
+                WHO_RECORDED_ANNOTATION,
+                uid,
+                text,
+            ))
         };
-        assert_eq!(
-            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", &text)),
-            Some(("u-1".to_owned(), vec![alice.clone()]))
-        );
-        assert_eq!(
-            remembered_of_event(&event(WEBHOOK_CONTROLLER, "u-1", &text)),
-            None
-        );
-        assert_eq!(
-            remembered_of_event(&event(AUDIT_CONTROLLER, "", &text)),
-            None
-        );
-        assert_eq!(
-            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", "[{")),
-            None
-        );
         let over = " ".repeat(MAX_WHO_RECORDED_BYTES) + &text;
-        assert_eq!(
-            remembered_of_event(&event(AUDIT_CONTROLLER, "u-1", &over)),
-            None
-        );
+        let altered = text.replace("alice", "mallory");
+        let read = EventMemory::Remembered("u-1".to_owned(), vec![alice.clone()]);
+        // (what, controller, uid, annotation text, its signature, what is read back)
+        let cases = [
+            (
+                "signed",
+                AUDIT_CONTROLLER,
+                "u-1",
+                text.as_str(),
+                sign(&key, "u-1", &text),
+                read.clone(),
+            ),
+            (
+                "unsigned",
+                AUDIT_CONTROLLER,
+                "u-1",
+                &text,
+                None,
+                EventMemory::Unverified,
+            ),
+            (
+                "signed by another key",
+                AUDIT_CONTROLLER,
+                "u-1",
+                &text,
+                sign(&other_key, "u-1", &text),
+                EventMemory::Unverified,
+            ),
+            (
+                "text altered after signing",
+                AUDIT_CONTROLLER,
+                "u-1",
+                &altered,
+                sign(&key, "u-1", &text),
+                EventMemory::Unverified,
+            ),
+            (
+                "copied to another object",
+                AUDIT_CONTROLLER,
+                "u-2",
+                &text,
+                sign(&key, "u-1", &text),
+                EventMemory::Unverified,
+            ),
+            (
+                "signature not ed25519",
+                AUDIT_CONTROLLER,
+                "u-1",
+                &text,
+                Some("ed25519:AAAA".to_owned()),
+                EventMemory::Unverified,
+            ),
+            (
+                "the webhook's Event",
+                WEBHOOK_CONTROLLER,
+                "u-1",
+                &text,
+                sign(&key, "u-1", &text),
+                EventMemory::None,
+            ),
+            (
+                "no object uid",
+                AUDIT_CONTROLLER,
+                "",
+                &text,
+                sign(&key, "", &text),
+                EventMemory::None,
+            ),
+            (
+                "signed, unreadable",
+                AUDIT_CONTROLLER,
+                "u-1",
+                "[{",
+                sign(&key, "u-1", "[{"),
+                EventMemory::None,
+            ),
+            (
+                "signed, over its bound",
+                AUDIT_CONTROLLER,
+                "u-1",
+                &over,
+                sign(&key, "u-1", &over),
+                EventMemory::None,
+            ),
+        ];
+        for (what, controller, uid, text, signature, expected) in cases {
+            let mut event = event(controller, uid, None);
+            let mut annotations: std::collections::BTreeMap<String, String> =
+                [(WHO_RECORDED_ANNOTATION.to_owned(), text.to_owned())].into();
+            if let Some(signature) = signature {
+                annotations.insert(
+                    signature::WHO_RECORDED_SIGNATURE_ANNOTATION.to_owned(),
+                    signature,
+                );
+            }
+            event.metadata.annotations = Some(annotations);
+            assert_eq!(
+                remembered_of_event(&event, &verification),
+                expected,
+                "{what}"
+            );
+            // Without the public key nothing is read back.
+            let unavailable = signature::Verification::Unavailable("no key".into());
+            assert_ne!(
+                remembered_of_event(&event, &unavailable),
+                read,
+                "{what}, no key"
+            );
+        }
         assert_eq!(who_recorded_of(&text), Some(vec![alice]));
     }
 

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use drift_api::events::signature::{SigningKey, Verification};
 use drift_api::events::{
-    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, RECORD_SELECTOR, RecordReader, Records,
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
@@ -91,7 +91,7 @@ impl Attributor {
             }
         }
         if self.seed_from_events {
-            match remembered_of_events(&self.client).await {
+            match remembered_of_events(&self.client, &self.verification).await {
                 Ok(memory) => {
                     tracing::info!(
                         objects = memory.fields.len(),
@@ -222,13 +222,18 @@ async fn read_namespace_labels(
 /// object uid: of several Events of one object, the one observed last. At most
 /// [`MAX_REMEMBERED_OBJECTS`] Events, holding at most [`MAX_REMEMBERED_BYTES`] of annotations,
 /// are read (pages of 500); the memory keeps its bounds.
-async fn remembered_of_events(client: &kube::Client) -> Result<Memory, String> {
+/// An annotation without this installation's signature over its object's uid is not read back
+/// (logged with the count, as for the Reports' properties).
+async fn remembered_of_events(
+    client: &kube::Client,
+    verification: &Verification,
+) -> Result<Memory, String> {
     let api: Api<Event> = Api::all(client.clone());
     let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
     let mut pages = Pages::new(500);
     let mut latest: HashMap<String, (Option<String>, Vec<drift_api::events::Remembered>)> =
         HashMap::new();
-    let (mut read, mut bytes) = (0usize, 0usize);
+    let (mut read, mut bytes, mut unverified) = (0usize, 0usize, 0usize);
     while read < MAX_REMEMBERED_OBJECTS
         && bytes < MAX_REMEMBERED_BYTES
         && let Some(params) = pages.next_params()
@@ -240,9 +245,15 @@ async fn remembered_of_events(client: &kube::Client) -> Result<Memory, String> {
         pages.answered(page.metadata.continue_.as_deref());
         read += page.items.len();
         for event in &page.items {
-            let Some((uid, remembered)) = drift_api::events::remembered_of_event(event) else {
-                continue;
-            };
+            let (uid, remembered) =
+                match drift_api::events::remembered_of_event(event, verification) {
+                    EventMemory::Remembered(uid, remembered) => (uid, remembered),
+                    EventMemory::Unverified => {
+                        unverified += 1;
+                        continue;
+                    }
+                    EventMemory::None => continue,
+                };
             bytes += event
                 .metadata
                 .annotations
@@ -263,6 +274,12 @@ async fn remembered_of_events(client: &kube::Client) -> Result<Memory, String> {
                 }
             }
         }
+    }
+    if unverified > 0 {
+        tracing::warn!(
+            unverified,
+            "DriftDetected Event annotations of who made drifted fields that do not carry this installation's signature (forged, unsigned or signed by an earlier key): not read back"
+        );
     }
     let mut memory = Memory::default();
     memory.fill_from(Memory {

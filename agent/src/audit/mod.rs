@@ -124,7 +124,8 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             crate::events::Reporter {
                 controller: drift_api::events::AUDIT_CONTROLLER,
                 instance: crate::process::pod_name(args.common.export.pod_name.as_deref()),
-                signing_key: None,
+                // Signs the memory on its `DriftDetected` Events (reference §8 "Trust").
+                signing_key: signing_key.clone(),
             },
             &shared.metrics,
             shutdown_rx.clone(),

@@ -16,7 +16,10 @@ use std::time::{Duration, SystemTime};
 
 pub use super::setters::BypassSeen;
 use super::setters::Setters;
-use drift_api::events::signature::{RECORD_SIGNATURE_ANNOTATION, SigningKey, sign_record};
+use drift_api::events::signature::{
+    RECORD_SIGNATURE_ANNOTATION, SigningKey, WHO_RECORDED_SIGNATURE_ANNOTATION, sign_property,
+    sign_record,
+};
 use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION,
     RECORD_LABEL, RECORD_VERSION, RecordedEdit, WHO_RECORDED_ANNOTATION, Why, record_annotation,
@@ -285,8 +288,9 @@ pub enum Outcome {
 pub struct Reporter {
     pub controller: &'static str,
     pub instance: String,
-    /// Signs each record annotation written (`--record-signing-key`; reference §8 "Trust"):
-    /// here, on the writer task, never on the admission answer path.
+    /// Signs each record annotation the webhook writes and each memory annotation the audit
+    /// writes (`--record-signing-key`; reference §8 "Trust"): here, on the writer task, never on
+    /// the admission answer path.
     pub signing_key: Option<Arc<SigningKey>>,
 }
 
@@ -303,6 +307,20 @@ impl Reporter {
         }
         annotations.insert(EDITS_ANNOTATION.to_owned(), text);
         Some(annotations)
+    }
+
+    /// The annotations of the audit's memory of object `uid`: its text and, with a key, its
+    /// signature over the uid and the text (reference §8 "Trust"; unsigned, it is not read back).
+    fn memory_annotations(&self, uid: &str, memory: &str) -> BTreeMap<String, String> {
+        let mut annotations = BTreeMap::new();
+        if let Some(key) = &self.signing_key {
+            annotations.insert(
+                WHO_RECORDED_SIGNATURE_ANNOTATION.to_owned(),
+                sign_property(key, WHO_RECORDED_ANNOTATION, uid, memory),
+            );
+        }
+        annotations.insert(WHO_RECORDED_ANNOTATION.to_owned(), memory.to_owned());
+        annotations
     }
 }
 
@@ -614,8 +632,7 @@ impl Store {
                 )]
                 .into(),
             );
-            metadata.annotations =
-                Some([(WHO_RECORDED_ANNOTATION.to_owned(), memory.clone())].into());
+            metadata.annotations = Some(self.reporter.memory_annotations(&regarding.uid, memory));
         }
         Event {
             metadata,
@@ -653,11 +670,24 @@ impl Store {
         if let Note::Counted { last, .. } = &series.latest.note {
             patch["metadata"] = json!({"annotations": {LAST_DENIED_ANNOTATION: bounded(last)}});
         }
-        // What the audit remembers now of the object (null: nothing any more).
+        // What the audit remembers now of the object (null: nothing any more, and no signature).
         if series.latest.reason == drift_api::events::reason::DRIFT_DETECTED {
+            let memory = series.latest.memory.as_ref();
+            let mut annotations = json!({
+                WHO_RECORDED_ANNOTATION: null,
+                WHO_RECORDED_SIGNATURE_ANNOTATION: null,
+            });
+            if let Some(memory) = memory {
+                for (name, value) in self
+                    .reporter
+                    .memory_annotations(&series.latest.regarding.uid, memory)
+                {
+                    annotations[name] = Value::String(value);
+                }
+            }
             patch["metadata"] = json!({
-                "labels": {AUDIT_MEMORY_LABEL: series.latest.memory.as_ref().map(|_| AUDIT_MEMORY_VERSION)},
-                "annotations": {WHO_RECORDED_ANNOTATION: series.latest.memory},
+                "labels": {AUDIT_MEMORY_LABEL: memory.map(|_| AUDIT_MEMORY_VERSION)},
+                "annotations": annotations,
             });
         }
         patch

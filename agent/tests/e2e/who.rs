@@ -442,7 +442,7 @@ fn forget_drift_detected(env: &Env, ns: &str) {
 /// Reference §8 "Memory": without Reports (`--audit-reports none`) the audit keeps what it
 /// attributed on its own `DriftDetected` Event of the object (annotation
 /// `drift-sentinel.k8s.io/who-recorded`); a restarted audit reads it back after the webhook's
-/// Event is gone.
+/// Event is gone, and only with its signature (§8 "Trust").
 fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event() {
     let env = shared();
     let ns = warned_edit_by_alice(&env, "e2e-who-memory-events");
@@ -461,6 +461,34 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     // A new audit process, without Reports: only its DriftDetected Event can tell it.
     let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
+
+    // Reference §8 "Trust": the memory is read back only with its signature (whoever may
+    // create Events can write the annotation): without it, not known.
+    let signature = "drift-sentinel.k8s.io/who-recorded-signature";
+    let detected = events(&env, &ns, "Deployment", "web", "DriftDetected");
+    assert!(
+        detected
+            .iter()
+            .any(|e| e["metadata"]["annotations"][signature]
+                .as_str()
+                .is_some_and(|s| s.starts_with("ed25519:"))),
+        "{detected:#?}"
+    );
+    let stripped = env.kubectl(&[
+        "annotate",
+        "events.events.k8s.io",
+        "-n",
+        &ns,
+        "-l",
+        "drift-sentinel.k8s.io/audit-memory=v1",
+        &format!("{signature}-"),
+    ]);
+    assert!(stripped.status.success(), "{}", stderr(&stripped));
+    let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
+    assert!(
+        block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
+        "{block}\nin\n{printed}"
+    );
 
     // Without that Event either, not known.
     forget_drift_detected(&env, &ns);

@@ -14,6 +14,10 @@ pub use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// The annotation holding the signature of an Event's [`super::EDITS_ANNOTATION`].
 pub const RECORD_SIGNATURE_ANNOTATION: &str = "drift-sentinel.k8s.io/edits-signature";
+/// The annotation holding the signature of an audit `DriftDetected` Event's
+/// [`super::WHO_RECORDED_ANNOTATION`] ([`sign_property`] over that name, the object's uid and
+/// the text, like the Report's `whoRecorded`).
+pub const WHO_RECORDED_SIGNATURE_ANNOTATION: &str = "drift-sentinel.k8s.io/who-recorded-signature";
 /// The suffix of a Report property holding the signature of its sibling (`whoRecorded` →
 /// `whoRecordedSignature`).
 pub const PROPERTY_SIGNATURE_SUFFIX: &str = "Signature";
