@@ -115,9 +115,20 @@ def find_all(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d["kind"] == kind]
 
 
+def tls_secrets(docs: list[dict]) -> list[dict]:
+    """The rendered TLS Secrets (the record signing key's Secret is another)."""
+    return [d for d in find_all(docs, "Secret") if d.get("type") == "kubernetes.io/tls"]
+
+
+def tls_secret(docs: list[dict]) -> dict:
+    """The one rendered TLS Secret: the webhook's serving certificate and its CA."""
+    (secret,) = tls_secrets(docs)
+    return secret
+
+
 def tls_material(docs: list[dict]) -> dict:
     """PEM texts of the rendered Secret and the caBundle."""
-    secret = find(docs, "Secret")
+    secret = tls_secret(docs)
     webhook = find(docs, "ValidatingWebhookConfiguration")
     data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     data["caBundle"] = base64.b64decode(webhook["webhooks"][0]["clientConfig"]["caBundle"]).decode()

@@ -58,7 +58,7 @@ def test_the_audit_deployment_by_default(helm):
         "audit", "--address=:8080", "--audit-interval=60s", "--audit-chunk-size=500",
         "--audit-resources=apps/deployments,apps/statefulsets,apps/daemonsets,argoproj.io/rollouts",
         "--audit-reports=none", f"--last-good-configmap={FULLNAME}-last-good-rules", "--events=true",
-        f"--webhook-configuration={FULLNAME}"]
+        "--record-signing-key=/record-key/seed", f"--webhook-configuration={FULLNAME}"]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert container[probe]["httpGet"] == {"path": path, "port": "http"}, "plain HTTP, no scheme"
@@ -66,7 +66,8 @@ def test_the_audit_deployment_by_default(helm):
                                       "limits": {"cpu": "500m", "memory": "128Mi"}}
     env = {e["name"]: e for e in container["env"]}
     assert env["DRIFT_SENTINEL_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert [v["name"] for v in pod["volumes"]] == ["tmp"], "no export volume, no certificate"
+    # No export volume, no certificate: the record signing key only (events.enabled).
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "record-key"]
 
 
 def test_audit_values_become_flags(helm):

@@ -89,7 +89,7 @@ def test_defaults_render_no_export(helm):
     pod = pod_spec(docs)
     (c,) = pod["containers"]
     assert not [a for a in c["args"] if a.startswith(EXPORT_FLAGS)]
-    assert [v["name"] for v in pod["volumes"]] == ["tls", "tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tls", "tmp", "record-key"]
     assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tls", "/tmp"]
     assert not any(GROUP in rule["apiGroups"] for rule in find(docs, "ClusterRole")["rules"])
 

@@ -28,7 +28,7 @@ import yaml
 
 import operator_kinds
 from conftest import validate_k8s, admission_hook, is_audit, CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
-    tls_material
+    tls_material, tls_secrets
 
 K8S_VERSIONS = ["1.28.0", kubernetes_validate.latest_version()]
 CM = ["certManager.enabled=true"]
@@ -132,7 +132,7 @@ def test_match_conditions_need_kubernetes_1_28(helm):
 
 def test_cert_manager_renders_its_own_ca_chain_and_no_render_time_secret(helm):
     docs = render(sets=CM)
-    assert not find_all(docs, "Secret"), "no render-time certificate with certManager.enabled"
+    assert not tls_secrets(docs), "no render-time certificate with certManager.enabled"
     issuers = {d["metadata"]["name"]: d for d in find_all(docs, "Issuer")}
     certs = {d["metadata"]["name"]: d for d in find_all(docs, "Certificate")}
     assert set(issuers) == {f"{FULLNAME}-selfsigned", f"{FULLNAME}-ca"}
@@ -163,7 +163,7 @@ def test_cert_manager_renders_its_own_ca_chain_and_no_render_time_secret(helm):
 
 def test_cert_manager_with_an_existing_issuer(helm):
     docs = render(sets=CM + ["certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"])
-    assert not find_all(docs, "Issuer") and not find_all(docs, "Secret")
+    assert not find_all(docs, "Issuer") and not tls_secrets(docs)
     (cert,) = find_all(docs, "Certificate")
     assert cert["spec"]["issuerRef"] == {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": "corp-ca"}
     validate(docs)

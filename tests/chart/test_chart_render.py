@@ -14,7 +14,7 @@ from cryptography import x509
 
 import operator_kinds
 from conftest import validate_k8s, admission_hook, CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm, \
-    tls_material
+    tls_material, tls_secret, tls_secrets
 
 VALUES_ALL = TESTS / "values-all.yaml"
 # On top of values-all.yaml: the values whose objects need CRDs of other projects.
@@ -98,12 +98,14 @@ def masked(text: str) -> str:
     """Rendered text with the generated certificate material replaced by what the values decide
     of it (it is new on every render): the serving certificate's names and lifetime."""
     docs = [d for d in yaml.safe_load_all(text) if d]
-    if not find_all(docs, "Secret"):
+    if not tls_secrets(docs):
         return text  # certManager.enabled: nothing generated
     cert = x509.load_pem_x509_certificate(tls_material(docs)["tls.crt"].encode())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     lifetime = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
     text = re.sub(r'((?:ca\.crt|tls\.crt|tls\.key|caBundle): )"[A-Za-z0-9+/=]+"', r"\1<pem>", text)
+    # The record signing key's seed is new on every render too.
+    text = re.sub(r'(seed: )"[A-Za-z0-9+/=]+"', r"\1<seed>", text)
     return f"{text}\n# SANs {sorted(names.get_values_for_type(x509.DNSName))}, {lifetime} days"
 
 
@@ -139,6 +141,8 @@ def test_defaults_render_the_documented_objects(helm):
         ("ConfigMap", "drift-sentinel-record-key"),
         ("Role", f"{FULLNAME}-record-key"),
         ("RoleBinding", f"{FULLNAME}-record-key"),
+        # The record signing key itself, mounted into the webhook and audit pods.
+        ("Secret", f"{FULLNAME}-record-key"),
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
         ("Role", f"{FULLNAME}-last-good"),
@@ -381,8 +385,33 @@ def test_the_record_key_configmap_and_its_role(helm):
                               "verbs": ["get", "patch"]}]
     binding = find(docs, "RoleBinding", f"{FULLNAME}-record-key")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
-    names = {(d["kind"], d["metadata"]["name"]) for d in render(sets=["events.enabled=false"])}
+    # The private half: 32 random bytes, a new seed per install (lookup keeps it on upgrade).
+    secret = find(docs, "Secret", f"{FULLNAME}-record-key")
+    seed = base64.b64decode(secret["data"]["seed"])
+    assert len(seed) == 32
+    assert find(render(), "Secret", f"{FULLNAME}-record-key")["data"]["seed"] != secret["data"]["seed"]
+    # Both the webhook and the audit pods mount it read-only and are given it as the flag.
+    deployments = find_all(docs, "Deployment")
+    assert len(deployments) == 2
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "record-key"]
+        assert volume["secret"]["secretName"] == f"{FULLNAME}-record-key"
+        container = pod["containers"][0]
+        assert "--record-signing-key=/record-key/seed" in container["args"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "record-key"]
+        assert mount == {"name": "record-key", "mountPath": "/record-key", "readOnly": True}
+    # No Role of the chart lets anyone read the Secret (only the kubelet, to mount it).
+    for role in find_all(docs, "Role") + find_all(docs, "ClusterRole"):
+        for rule in role["rules"]:
+            assert "secrets" not in rule.get("resources", []), role["metadata"]["name"]
+    off = render(sets=["events.enabled=false"])
+    names = {(d["kind"], d["metadata"]["name"]) for d in off}
     assert ("ConfigMap", "drift-sentinel-record-key") not in names
+    assert ("Secret", f"{FULLNAME}-record-key") not in names
+    for deployment in find_all(off, "Deployment"):
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert not [a for a in container["args"] if a.startswith("--record-signing-key")]
 
 
 def test_webhook_configuration_defaults(helm):
@@ -456,7 +485,7 @@ def test_default_rule_mode_override(helm, mode):
 def test_release_name_containing_chart_name_is_not_repeated(helm):
     docs = render(release="drift-sentinel")
     assert find(docs, "Deployment")["metadata"]["name"] == "drift-sentinel"
-    assert find(docs, "Secret")["metadata"]["name"] == "drift-sentinel-cert"
+    assert tls_secret(docs)["metadata"]["name"] == "drift-sentinel-cert"
 
 
 # --- invalid values fail ---------------------------------------------------------------------------

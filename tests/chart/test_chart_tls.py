@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from apiserver_double import APIServerDouble
-from conftest import FULLNAME, NAMESPACE, find, render, render_text, tls_material
+from conftest import FULLNAME, NAMESPACE, find, render, render_text, tls_material, tls_secret
 
 
 def load(pem: str) -> x509.Certificate:
@@ -57,7 +57,7 @@ def check_material(tls: dict, service: str, namespace: str, domain: str = "clust
 
 def test_generated_ca_signs_a_serving_certificate_for_the_service(helm):
     docs = render()
-    secret = find(docs, "Secret")
+    secret = tls_secret(docs)
     assert secret["metadata"]["name"] == f"{FULLNAME}-cert"
     assert secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
