@@ -115,6 +115,19 @@ def find_all(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d["kind"] == kind]
 
 
+def with_record_key(docs: list[dict], args: list[str], directory) -> list[str]:
+    """`args` with the record signing key's Secret projected as the kubelet would (its seed's 32
+    bytes in `directory`/record-key/seed) and `--record-signing-key` pointing there."""
+    secrets = [s for s in find_all(docs, "Secret") if s["metadata"]["name"].endswith("-record-key")]
+    if not secrets:
+        return args
+    (secret,) = secrets
+    (directory / "record-key").mkdir(parents=True, exist_ok=True)
+    (directory / "record-key" / "seed").write_bytes(base64.b64decode(secret["data"]["seed"]))
+    return [a.replace("--record-signing-key=/record-key/", f"--record-signing-key={directory}/record-key/")
+            for a in args]
+
+
 def tls_secrets(docs: list[dict]) -> list[dict]:
     """The rendered TLS Secrets (the record signing key's Secret is another)."""
     return [d for d in find_all(docs, "Secret") if d.get("type") == "kubernetes.io/tls"]

@@ -10,7 +10,6 @@ server does; the Deployment controller's revision bump is a PUT as that controll
 
 from __future__ import annotations
 
-import base64
 import copy
 import http.client
 import json
@@ -25,7 +24,7 @@ import yaml
 
 from apiserver_double import APIServerDouble
 from conftest import FULLNAME, NAMESPACE, TESTS, find, find_all, free_port, render, render_text, \
-    running_agent, tls_material, tls_secret
+    running_agent, tls_material, tls_secret, with_record_key
 
 WEBHOOK = "validate.drift-sentinel.k8s.io"
 CONTROLLER = "system:serviceaccount:kube-system:deployment-controller"
@@ -452,11 +451,8 @@ def test_agent_runs_with_the_rendered_args_and_rbac_in_cluster_mode(agent_binary
         arg = arg.replace(f"--address=:{container['ports'][0]['containerPort']}", f"--address=127.0.0.1:{port}")
         # Stopped at once: the shutdown the chart sets up is test_chart_shutdown.py's.
         arg = "--shutdown-delay=0s" if arg.startswith("--shutdown-delay=") else arg
-        args.append(arg.replace(f"={mount}/", f"={tmp_path}/").replace("=/record-key/", f"={tmp_path}/record-key/"))
-    # The record signing key's Secret as the kubelet projects it (events.enabled): its 32 bytes.
-    for record_key in [s for s in find_all(docs, "Secret") if s["metadata"]["name"].endswith("-record-key")]:
-        (tmp_path / "record-key").mkdir()
-        (tmp_path / "record-key" / "seed").write_bytes(base64.b64decode(record_key["data"]["seed"]))
+        args.append(arg.replace(f"={mount}/", f"={tmp_path}/"))
+    args = with_record_key(docs, args, tmp_path)
     assert f"--address=127.0.0.1:{port}" in args
     assert [a for a in args if a.startswith(f"--tls-cert-file={tmp_path}/")]
 

@@ -90,7 +90,7 @@ def test_defaults_render_no_export(helm):
     (c,) = pod["containers"]
     assert not [a for a in c["args"] if a.startswith(EXPORT_FLAGS)]
     assert [v["name"] for v in pod["volumes"]] == ["tls", "tmp", "record-key"]
-    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tls", "/tmp"]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tls", "/tmp", "/record-key"]
     assert not any(GROUP in rule["apiGroups"] for rule in find(docs, "ClusterRole")["rules"])
 
 

@@ -28,7 +28,7 @@ import yaml
 
 import operator_kinds
 from conftest import validate_k8s, admission_hook, is_audit, CHART, FULLNAME, NAMESPACE, REPO, find, find_all, free_port, render, render_text, run_helm, \
-    tls_material, tls_secrets
+    tls_material, tls_secrets, with_record_key
 
 K8S_VERSIONS = ["1.28.0", kubernetes_validate.latest_version()]
 CM = ["certManager.enabled=true"]
@@ -461,6 +461,7 @@ def audit_metric_families(agent_binary: Path, tmp_path: Path) -> set[str]:
     args = [a for a in container["args"]
             if not a.startswith(("--address=", "--last-good-configmap=", "--audit-reports="))]
     assert args[0] == "audit" and "--audit-interval=1s" in args, args
+    args = with_record_key(docs, args, tmp_path)
     rule = tmp_path / "rule.yaml"
     rule.write_text(render_text("--show-only", "templates/default-rule.yaml").stdout)
     port, admin = free_port(), free_port()

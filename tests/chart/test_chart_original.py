@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import validate_k8s, CHART, NAMESPACE, TESTS, find, find_all, free_port, render, tls_material
+from conftest import validate_k8s, CHART, NAMESPACE, TESTS, find, find_all, free_port, render, tls_material, with_record_key
 
 ORIGINAL = TESTS / "values-original.yaml"
 VALUES = yaml.safe_load(ORIGINAL.read_text())
@@ -201,6 +201,7 @@ def run_rendered_agent(agent_binary: Path, docs: list[dict], tmp_path: Path) -> 
             arg = f"--address=127.0.0.1:{port}"
         args.append(arg.replace(f"={mount['mountPath']}/", f"={mount_dir}/"))
     assert f"--address=127.0.0.1:{port}" in args, c["args"]
+    args = with_record_key(docs, args, tmp_path)
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump_all(find_all(docs, "ConfigMap")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_SENTINEL_") and k != "KUBECONFIG"}
