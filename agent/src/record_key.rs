@@ -58,7 +58,7 @@ pub fn verification(key: Option<&SigningKey>) -> Verification {
 /// get and patch it), where `kubectl drift` reads it to verify the records. Without a key, an
 /// empty value says the records are unsigned. A failure is logged: the webhook serves anyway,
 /// and the plugin then says the records could not be verified.
-pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&SigningKey>) {
+pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&SigningKey>) -> bool {
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(client.clone(), namespace);
     let value = key.map_or_else(String::new, |k| {
@@ -73,18 +73,42 @@ pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&Signin
         )
         .await
     {
-        Ok(_) => tracing::info!(
-            namespace,
-            configmap = signature::PUBLIC_KEY_CONFIGMAP,
-            signed = key.is_some(),
-            "published the record signing key's public half for kubectl drift"
-        ),
-        Err(e) => tracing::warn!(
+        Ok(_) => {
+            tracing::info!(
+                namespace,
+                configmap = signature::PUBLIC_KEY_CONFIGMAP,
+                signed = key.is_some(),
+                "published the record signing key's public half for kubectl drift"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!(
             namespace,
             configmap = signature::PUBLIC_KEY_CONFIGMAP,
             error = %e,
             "cannot publish the record signing key's public half: kubectl drift cannot verify the webhook's records and names no user from them (the chart creates this ConfigMap and lets the agent patch it)"
-        ),
+            );
+            false
+        }
+    }
+}
+
+/// [`publish`] until it succeeds or the agent shuts down, waiting 5 s after the first failure,
+/// doubling up to 5 minutes: a ConfigMap made after the agent started is still filled in.
+pub async fn publish_until_done(
+    client: kube::Client,
+    namespace: String,
+    key: Option<Arc<SigningKey>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut wait = std::time::Duration::from_secs(5);
+    while !publish(&client, &namespace, key.as_deref()).await {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+        wait = (wait * 2).min(std::time::Duration::from_secs(300));
     }
 }
 

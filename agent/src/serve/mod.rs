@@ -37,12 +37,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
     let (source, tier_policy, initial) = open_rule_source(&args).await?;
     if let Some(client) = source.client().filter(|_| args.events) {
-        crate::record_key::publish(
-            client,
-            &args.common.export.namespace_in(client),
-            signing_key.as_deref(),
-        )
-        .await;
+        // In the background: an API server that fails must not hold back serving (the admin
+        // port answers /status while the first sync waits).
+        tokio::spawn(crate::record_key::publish_until_done(
+            client.clone(),
+            args.common.export.namespace_in(client),
+            signing_key.clone(),
+            shutdown_rx.clone(),
+        ));
     }
     let export = if args.enable_admission_violation_export {
         Some(export::start(&args, &metrics, source.client(), &shutdown_rx).await?)
