@@ -146,6 +146,35 @@ impl BypassCounts {
     }
 }
 
+/// What the audit reads that must carry the installation's signature (reference §8 "Trust"):
+/// the `source` label of `drift_sentinel_audit_unverified_records`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignedSource {
+    /// The webhook's records of edits (its Events' `drift-sentinel.k8s.io/edits`).
+    Record,
+    /// What the audit's Reports remember (`whoRecorded`, `bypassSetter`).
+    Report,
+    /// What the audit's `DriftDetected` Events remember (`drift-sentinel.k8s.io/who-recorded`).
+    EventMemory,
+}
+
+impl SignedSource {
+    pub const ALL: [SignedSource; 3] = [
+        SignedSource::Record,
+        SignedSource::Report,
+        SignedSource::EventMemory,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignedSource::Record => "record",
+            SignedSource::Report => "report",
+            SignedSource::EventMemory => "event-memory",
+        }
+    }
+}
+
 /// Where the rules come from.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]

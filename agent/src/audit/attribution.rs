@@ -16,6 +16,7 @@ use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
+use drift_api::status::SignedSource;
 use drift_engine::attribution::Coverage;
 use drift_engine::who::{
     MAX_REMEMBERED_BYTES, MAX_REMEMBERED_OBJECTS, Memory, NamespaceLabels, RunEvidence,
@@ -110,21 +111,18 @@ impl Attributor {
         let records = match read_records(&self.client, &self.verification).await {
             Ok(records) => {
                 self.since.get_or_insert(read_at);
+                // Without a key every record is unverified: said once, not every run.
                 let unverified = records.unverified_count();
-                if unverified > 0 {
-                    if let Verification::Key(_) = self.verification {
-                        tracing::warn!(
-                            unverified,
-                            "records of edits that did not verify with this installation's key (forged, or signed by an earlier key): no user is named from them"
-                        );
-                    } else if !self.said_unverifiable {
-                        self.said_unverifiable = true;
-                        tracing::warn!(
-                            unverified,
-                            reason = %records.unverified_why,
-                            "no user is named from the webhook's records"
-                        );
-                    }
+                if unverified > 0
+                    && (matches!(self.verification, Verification::Key(_))
+                        || !self.said_unverifiable)
+                {
+                    self.said_unverifiable = true;
+                    super::trust::warn_unverified(
+                        SignedSource::Record,
+                        unverified,
+                        &self.verification,
+                    );
                 }
                 Some(records)
             }
@@ -275,12 +273,7 @@ async fn remembered_of_events(
             }
         }
     }
-    if unverified > 0 {
-        tracing::warn!(
-            unverified,
-            "DriftDetected Event annotations of who made drifted fields that do not carry this installation's signature (forged, unsigned or signed by an earlier key): not read back"
-        );
-    }
+    super::trust::warn_unverified(SignedSource::EventMemory, unverified, verification);
     let mut memory = Memory::default();
     memory.fill_from(Memory {
         fields: latest

@@ -12,6 +12,7 @@ pub mod files;
 pub mod objects;
 pub mod reports;
 mod run;
+pub mod trust;
 
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -313,12 +313,11 @@ pub async fn remembered(
             pages.answered(page.metadata.continue_.as_deref());
         }
     }
-    if reader.unverified() > 0 {
-        tracing::warn!(
-            unverified = reader.unverified(),
-            "Report properties of who made drifted fields that do not carry this installation's signature (forged, unsigned or signed by an earlier key): not read back"
-        );
-    }
+    super::trust::warn_unverified(
+        drift_api::status::SignedSource::Report,
+        reader.unverified(),
+        verification,
+    );
     Ok(reader.into_memory())
 }
 
