@@ -153,9 +153,21 @@ pub struct Coverage {
     pub read_at: SystemTime,
 }
 
+/// The most bytes of why the webhook's records could not be read that an attribution carries.
+pub const MAX_UNREAD_REASON_BYTES: usize = 256;
+
+/// Why no user is known when the webhook's records could not be read (`reason`: the read's
+/// error, e.g. more than [`drift_api::events::MAX_RECORDS`] of them), bounded.
+pub fn records_unread(reason: &str) -> String {
+    format!(
+        "the webhook's records of edits could not be read: {}",
+        crate::truncate::truncate_bytes(reason, MAX_UNREAD_REASON_BYTES)
+    )
+}
+
 /// What the audit knows of an object besides the object: the webhook's records of it, what
 /// earlier runs attributed, whether the webhook is sent its UPDATEs, and since when records
-/// have been read (`None`: they could not be read, or the webhook writes none).
+/// have been read (`Err`: why they could not be read, or that the webhook writes none).
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
     /// The records signed with the installation's key.
@@ -164,7 +176,7 @@ pub struct Evidence<'a> {
     pub unverified: Unverified<'a>,
     pub remembered: &'a [Remembered],
     pub interception: &'a Interception,
-    pub coverage: Option<Coverage>,
+    pub coverage: Result<Coverage, &'a str>,
 }
 
 /// The records of an object that did not verify (unsigned, another key's, altered, copied from
@@ -440,10 +452,13 @@ fn unrecorded(owner: Option<&OwnedField<'_>>, evidence: &Evidence<'_>) -> Why {
             detail: detail.clone(),
         };
     }
-    let Some(coverage) = evidence.coverage else {
-        return Why::Unknown {
-            detail: "the webhook's records of edits could not be read".to_owned(),
-        };
+    let coverage = match evidence.coverage {
+        Ok(coverage) => coverage,
+        Err(reason) => {
+            return Why::Unknown {
+                detail: records_unread(reason),
+            };
+        }
     };
     let Some((manager, time)) = owner.and_then(|o| Some((o.manager, o.time?))) else {
         return Why::Unknown {

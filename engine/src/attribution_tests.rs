@@ -51,8 +51,8 @@ fn edit(seen: &str, stamp: (&str, &str), fields: &[(&str, Value)]) -> RecordedEd
     }
 }
 
-fn coverage() -> Option<Coverage> {
-    Some(Coverage {
+fn coverage() -> Result<Coverage, &'static str> {
+    Ok(Coverage {
         since: at("2026-03-01T09:00:00Z"),
         read_at: at("2026-03-01T11:00:00Z"),
     })
@@ -64,7 +64,7 @@ fn attribute_with(
     records: &[EditRecord],
     remembered: &[Remembered],
     interception: &Interception,
-    coverage: Option<Coverage>,
+    coverage: Result<Coverage, &str>,
 ) -> Attribution {
     let owned = owned_fields(object);
     let evidence = Evidence {
@@ -285,7 +285,7 @@ fn an_edit_recorded_without_fields_counts_only_by_its_exact_managed_fields_entry
 fn without_a_record_the_user_is_unknown_and_the_why_says_so() {
     let edited_at = |time: &str| live(5, "web:1", ("kubectl-edit", time));
     let intercepted = Interception::Intercepted;
-    let cases: Vec<(Value, Interception, Option<Coverage>, Why)> = vec![
+    let cases: Vec<(Value, Interception, Result<Coverage, &str>, Why)> = vec![
         (
             edited_at(T1),
             Interception::Outside("its namespaceSelector does not select namespace shop".into()),
@@ -314,9 +314,9 @@ fn without_a_record_the_user_is_unknown_and_the_why_says_so() {
         (
             edited_at(T1),
             intercepted.clone(),
-            None,
+            Err("events.k8s.io is forbidden"),
             Why::Unknown {
-                detail: "the webhook's records of edits could not be read".into(),
+                detail: "the webhook's records of edits could not be read: events.k8s.io is forbidden".into(),
             },
         ),
     ];

@@ -355,8 +355,11 @@ mod tests {
             read_at: now,
         };
         for (coverage, why) in [
-            (Some(read), "no record"),
-            (None, "the webhook's records of edits could not be read"),
+            (Ok(read), "no record"),
+            (
+                Err("forbidden".to_owned()),
+                "the webhook's records of edits could not be read: forbidden",
+            ),
         ] {
             let mut audit =
                 crate::audit::audit_object(&rules, &namespaces, &object, &[], now).unwrap();

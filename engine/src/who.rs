@@ -274,7 +274,7 @@ pub struct Attributions {
 #[derive(Debug)]
 pub struct RunEvidence {
     records: Records,
-    coverage: Option<Coverage>,
+    coverage: Result<Coverage, String>,
     remembered: Memory,
     next: Memory,
     /// The bytes `next` takes ([`weight`]), within [`MAX_REMEMBERED_BYTES`].
@@ -283,11 +283,11 @@ pub struct RunEvidence {
 }
 
 impl RunEvidence {
-    /// `records`: the webhook's records by object uid (`None`: they could not be read, and then
-    /// `coverage` is `None` too); `remembered`: what earlier runs attributed.
+    /// `records`: the webhook's records by object uid (empty when they could not be read, and
+    /// then `coverage` says why); `remembered`: what earlier runs attributed.
     pub fn new(
         records: Records,
-        coverage: Option<Coverage>,
+        coverage: Result<Coverage, String>,
         remembered: Memory,
         scope: WebhookScope,
     ) -> Self {
@@ -346,7 +346,7 @@ impl RunEvidence {
             },
             remembered: self.remembered.fields.get(uid).map_or(&[], Vec::as_slice),
             interception: &interception,
-            coverage: self.coverage,
+            coverage: self.coverage.as_ref().copied().map_err(String::as_str),
         };
         let mut out = Attributions::default();
         for (change, attributed) in
@@ -407,10 +407,9 @@ impl RunEvidence {
                     .map(|s| s.user.clone())
             });
         let Some(found) = found else {
-            return Err(if self.coverage.is_none() {
-                "the webhook's records of edits could not be read".to_owned()
-            } else {
-                crate::attribution::bypass_setter_unknown(records, manager, time)
+            return Err(match &self.coverage {
+                Err(reason) => crate::attribution::records_unread(reason),
+                Ok(_) => crate::attribution::bypass_setter_unknown(records, manager, time),
             });
         };
         let setter = BypassSetter {

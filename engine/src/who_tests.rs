@@ -103,8 +103,8 @@ fn remembered(value: u32) -> Remembered {
 use crate::attribution::Attribution;
 
 /// Records read since `since` (the restart of the audit), last at 11:00.
-fn coverage(since: &str) -> Option<Coverage> {
-    Some(Coverage {
+fn coverage(since: &str) -> Result<Coverage, String> {
+    Ok(Coverage {
         since: at(since),
         read_at: at("2026-03-01T11:00:00Z"),
     })
@@ -123,7 +123,7 @@ type Case = (
     &'static str,
     u32,
     HashMap<String, Vec<EditRecord>>,
-    Option<Coverage>,
+    Result<Coverage, String>,
     Memory,
     Option<&'static str>,
     &'static str,
@@ -171,7 +171,7 @@ fn a_record_its_expiry_what_was_remembered_and_a_value_changed_since() {
             "records unreadable, remembered for the live value",
             5,
             HashMap::new(),
-            None,
+            Err("forbidden".into()),
             memory(vec![remembered(5)]),
             Some("alice"),
             "warn-mode",
@@ -365,7 +365,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
         &'static str,
         &'static str,
         HashMap<String, Vec<EditRecord>>,
-        Option<Coverage>,
+        Result<Coverage, String>,
         HashMap<String, BypassSetter>,
         Result<&'static str, &'static str>,
     );
@@ -374,7 +374,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "recorded",
             EDITED,
             recorded(),
-            read,
+            read.clone(),
             HashMap::new(),
             Ok("carol"),
         ),
@@ -382,7 +382,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "remembered for the same entry",
             EDITED,
             HashMap::new(),
-            read,
+            read.clone(),
             remembered(),
             Ok("carol"),
         ),
@@ -390,7 +390,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "remembered, records unreadable",
             EDITED,
             HashMap::new(),
-            None,
+            Err("forbidden".into()),
             remembered(),
             Ok("carol"),
         ),
@@ -398,7 +398,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "remembered for another entry",
             LATER,
             HashMap::new(),
-            read,
+            read.clone(),
             remembered(),
             Err(
                 "no record of the edit kubectl-patch at 2026-03-01T10:40:00Z that owns the annotation",
@@ -408,7 +408,7 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "a later unrecorded edit by the same manager moved the entry",
             LATER,
             recorded(),
-            read,
+            read.clone(),
             HashMap::new(),
             Err(
                 "a later edit by kubectl-patch at 2026-03-01T10:40:00Z, which the webhook has no record of, took over the annotation's managedFields entry after carol set the bypass (kubectl-patch at 2026-03-01T10:05:00Z); whether it rewrote the annotation cannot be told",
@@ -418,9 +418,11 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
             "records unreadable",
             EDITED,
             HashMap::new(),
-            None,
+            Err("more than 50000 of the webhook's records".into()),
             HashMap::new(),
-            Err("the webhook's records of edits could not be read"),
+            Err(
+                "the webhook's records of edits could not be read: more than 50000 of the webhook's records",
+            ),
         ),
     ];
     for (case, time, records, coverage, setters, want) in cases {

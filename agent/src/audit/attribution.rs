@@ -108,9 +108,9 @@ impl Attributor {
             }
         }
         let read_at = SystemTime::now();
-        let records = match read_records(&self.client, &self.verification).await {
+        let (records, coverage) = match read_records(&self.client, &self.verification).await {
             Ok(records) => {
-                self.since.get_or_insert(read_at);
+                let since = *self.since.get_or_insert(read_at);
                 // Without a key every record is unverified: said once, not every run.
                 let unverified = records.unverified_count();
                 if unverified > 0
@@ -124,20 +124,16 @@ impl Attributor {
                         &self.verification,
                     );
                 }
-                Some(records)
+                (records, Ok(Coverage { since, read_at }))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the webhook's records of edits (Events): the users of drifted fields are not known this run");
                 self.since = None;
-                None
+                (Records::default(), Err(e))
             }
         };
-        let coverage = records
-            .as_ref()
-            .and(self.since)
-            .map(|since| Coverage { since, read_at });
         RunEvidence::new(
-            records.unwrap_or_default(),
+            records,
             coverage,
             std::mem::take(&mut self.memory),
             self.webhook_scope().await,

@@ -120,13 +120,11 @@ impl Evidence {
     /// which the webhook's namespaceSelector reads).
     fn into_run(self, namespaces: &[Value]) -> RunEvidence {
         let scope = who::webhook_scope(self.configurations, namespaces);
-        let coverage = self.records.is_ok().then_some(self.coverage);
-        RunEvidence::new(
-            self.records.unwrap_or_default(),
-            coverage,
-            self.remembered,
-            scope,
-        )
+        let (records, coverage) = match self.records {
+            Ok(records) => (records, Ok(self.coverage)),
+            Err(reason) => (Records::default(), Err(reason)),
+        };
+        RunEvidence::new(records, coverage, self.remembered, scope)
     }
 }
 

@@ -67,12 +67,13 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
             who::read_records(&cluster, Some(&namespace), Some(uid), &verification),
             who::remembered(&cluster, Some(&namespace), &verification),
         );
-        let coverage = match &records {
-            Ok(_) => Some(who::coverage(now, plan.event_ttl)),
-            Err(e) => {
-                notes.push(e.clone());
-                None
-            }
+        let unread = records.as_ref().err().cloned();
+        if let Some(e) = &unread {
+            notes.push(e.clone());
+        }
+        let coverage = match &unread {
+            None => Ok(who::coverage(now, plan.event_ttl)),
+            Some(e) => Err(e.as_str()),
         };
         let remembered = remembered.unwrap_or_else(|e| {
             notes.push(e);

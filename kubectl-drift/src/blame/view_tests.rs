@@ -122,7 +122,7 @@ fn blamed(object: &Value, namespace: &str, records: &[EditRecord]) -> Blame {
         unverified: drift_engine::attribution::Unverified::default(),
         remembered: &[],
         interception: &interception,
-        coverage: Some(Coverage {
+        coverage: Ok(Coverage {
             since: now - Duration::from_secs(3600),
             read_at: now,
         }),

@@ -1,7 +1,10 @@
 //! Request handling of the double: the path and query of a request (kind, namespace, name,
-//! subresource; field and label selectors), and get, list, watch, create, update, merge patch and
+//! subresource; field and label selectors), and get, list (paged by `limit` and `continue`, as a
+//! real server pages), watch, create, update, merge patch and
 //! delete against the store; server-side apply goes to [`super::ssa`], port-forwarding to
 //! [`super::portforward`].
+
+use std::ops::Bound;
 
 use super::*;
 
@@ -344,7 +347,10 @@ pub(super) async fn handle(State(inner): State<Arc<Inner>>, request: Request) ->
             }
             watch(inner, target, &query, selector, metadata_only, gone)
         }
-        (Method::GET, None) => list(&inner, &target, &selector, metadata_only),
+        (Method::GET, None) => match Page::of(&query) {
+            Ok(page) => list(&inner, &target, &selector, metadata_only, &page),
+            Err(message) => status(400, "BadRequest", &message),
+        },
         (Method::GET, Some(name)) => get(&inner, &target, name, metadata_only),
         (Method::POST, None) => create(&inner, &target, &body),
         (Method::PUT, Some(name)) => update(&inner, &target, name, &body, dry_run),
@@ -448,25 +454,92 @@ fn update(inner: &Arc<Inner>, target: &Target, name: &str, body: &[u8], dry_run:
     json_response(StatusCode::OK, &stored)
 }
 
-fn list(inner: &Inner, target: &Target, selector: &FieldSelector, metadata_only: bool) -> Response {
+/// The page a list asks for, as a real API server reads it: at most `limit` items (all when
+/// absent or 0), after the object its `continue` token names (the last of the page before, as
+/// hex of `[namespace, name]`: objects stored meanwhile after it are listed, as a real server's
+/// key order does).
+struct Page {
+    limit: Option<usize>,
+    after: Option<(String, String)>,
+}
+
+impl Page {
+    fn of(query: &BTreeMap<String, String>) -> Result<Self, String> {
+        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+            None | Some(Ok(0)) => None,
+            Some(Ok(limit)) => Some(limit),
+            Some(Err(e)) => return Err(format!("invalid limit: {e}")),
+        };
+        let after = match query.get("continue").filter(|t| !t.is_empty()) {
+            None => None,
+            Some(token) => Some(
+                hex_decode(token)
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .ok_or_else(|| format!("continue key is not valid: {token:?}"))?,
+            ),
+        };
+        Ok(Self { limit, after })
+    }
+
+    fn token(namespace: &str, name: &str) -> String {
+        json!([namespace, name])
+            .to_string()
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    text.len().is_multiple_of(2).then_some(())?;
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn list(
+    inner: &Inner,
+    target: &Target,
+    selector: &FieldSelector,
+    metadata_only: bool,
+    page: &Page,
+) -> Response {
     let store = lock(&inner.store);
-    let items: Vec<Value> = store
+    let group = target.kind.group.to_owned();
+    let plural = target.kind.plural.to_owned();
+    let start = match &page.after {
+        Some((namespace, name)) => Bound::Excluded((
+            group.clone(),
+            plural.clone(),
+            namespace.clone(),
+            name.clone(),
+        )),
+        None => Bound::Included((group.clone(), plural.clone(), String::new(), String::new())),
+    };
+    let limit = page.limit.unwrap_or(usize::MAX);
+    let mut matching = store
         .objects
-        .iter()
-        .filter(|((g, p, ns, _), object)| {
-            g == target.kind.group
-                && p == target.kind.plural
-                && (target.namespace.is_empty() || *ns == target.namespace)
-                && selector.matches(object)
-        })
-        .map(|(_, object)| {
-            if metadata_only {
-                as_metadata(object)
-            } else {
-                object.clone()
-            }
-        })
-        .collect();
+        .range((start, Bound::Unbounded))
+        .take_while(|((g, p, _, _), _)| *g == group && *p == plural)
+        .filter(|((_, _, ns, _), object)| {
+            (target.namespace.is_empty() || *ns == target.namespace) && selector.matches(object)
+        });
+    let mut items = Vec::new();
+    let mut last = None;
+    for ((_, _, namespace, name), object) in matching.by_ref().take(limit) {
+        items.push(if metadata_only {
+            as_metadata(object)
+        } else {
+            object.clone()
+        });
+        last = Some((namespace, name));
+    }
+    let more = matching.next().is_some();
+    let mut list_metadata = json!({"resourceVersion": store.resource_version.to_string()});
+    if let (true, Some((namespace, name))) = (more, last) {
+        list_metadata["continue"] = json!(Page::token(namespace, name));
+    }
     let (api_version, kind) = if metadata_only {
         (
             "meta.k8s.io/v1".to_owned(),
@@ -483,7 +556,7 @@ fn list(inner: &Inner, target: &Target, selector: &FieldSelector, metadata_only:
         &json!({
             "apiVersion": api_version,
             "kind": kind,
-            "metadata": {"resourceVersion": store.resource_version.to_string()},
+            "metadata": list_metadata,
             "items": items,
         }),
     )
@@ -704,6 +777,38 @@ fn merge_patch(target: &mut Value, patch: &Value) {
             } else {
                 merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_is_read_from_limit_and_continue() {
+        let query = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let token = Page::token("shop", "web.1f");
+        let page = Page::of(&query(&[("limit", "500"), ("continue", &token)])).unwrap();
+        assert_eq!(page.limit, Some(500));
+        assert_eq!(page.after, Some(("shop".to_owned(), "web.1f".to_owned())));
+        // No limit, or 0: everything; no token: from the start.
+        for pairs in [&[][..], &[("limit", "0"), ("continue", "")][..]] {
+            let page = Page::of(&query(pairs)).unwrap();
+            assert_eq!((page.limit, page.after), (None, None));
+        }
+        for (pairs, want) in [
+            (&[("limit", "x")][..], "invalid limit"),
+            (&[("continue", "zz")][..], "continue key is not valid"),
+            (&[("continue", "abc")][..], "continue key is not valid"),
+        ] {
+            let e = Page::of(&query(pairs)).err().unwrap();
+            assert!(e.contains(want), "{e}");
         }
     }
 }
