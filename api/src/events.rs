@@ -286,6 +286,9 @@ pub mod reason {
     pub const DRIFT_DENIED: &str = "DriftDenied";
     /// Warning on the object: drift the audit found.
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// Normal on the object: the audit found it under an honoured bypass whose setter it
+    /// knows (its memory of who set it, [`super::BYPASS_SETTER_ANNOTATION`]).
+    pub const BYPASSED: &str = "Bypassed";
 }
 
 /// The edit record an Event of the webhook carries, when it carries a valid one about the
@@ -525,9 +528,7 @@ pub fn remembered_of_report(
         if let Some(recorded) = property(WHO_RECORDED_PROPERTY).and_then(who_recorded_of) {
             fields.push((uid.to_owned(), recorded));
         }
-        if let Some(text) = property(BYPASS_SETTER_PROPERTY)
-            && let Ok(setter) = serde_json::from_str::<RememberedSetter>(text)
-        {
+        if let Some(setter) = property(BYPASS_SETTER_PROPERTY).and_then(bypass_setter_of) {
             setters.push((uid.to_owned(), setter));
         }
     }
@@ -553,31 +554,133 @@ pub fn who_recorded_of(text: &str) -> Option<Vec<Remembered>> {
     (!recorded.is_empty()).then_some(recorded)
 }
 
-/// The label (and its value) of the audit's `DriftDetected` Events that carry what it attributed
-/// from records ([`WHO_RECORDED_ANNOTATION`]): what a restarted audit lists to remember it when
-/// it writes no Reports (reference §8 "Who and why", Memory).
+/// The label (and its value) of the audit's Events that carry what it remembers: its
+/// `DriftDetected` Events what it attributed from records ([`WHO_RECORDED_ANNOTATION`]), its
+/// `Bypassed` Events who set the bypass ([`BYPASS_SETTER_ANNOTATION`]). What a restarted audit
+/// lists to remember them when it writes no Reports (reference §8 "Who and why", Memory).
 pub const AUDIT_MEMORY_LABEL: &str = "drift-sentinel.k8s.io/audit-memory";
 pub const AUDIT_MEMORY_VERSION: &str = "v1";
 /// The annotation of a `DriftDetected` Event holding the object's [`WHO_RECORDED_PROPERTY`] value.
 pub const WHO_RECORDED_ANNOTATION: &str = "drift-sentinel.k8s.io/who-recorded";
+/// The annotation of a `Bypassed` Event holding the object's [`BYPASS_SETTER_PROPERTY`] value.
+pub const BYPASS_SETTER_ANNOTATION: &str = "drift-sentinel.k8s.io/bypass-setter";
 
-/// What an audit's `DriftDetected` Event remembers of its object ([`remembered_of_event`]).
+/// The [`BYPASS_SETTER_PROPERTY`] value (and [`BYPASS_SETTER_ANNOTATION`]) of a setter: its JSON
+/// (`{"manager", "time", "user"}`). The one writer of what [`bypass_setter_of`] reads.
+pub fn bypass_setter_text(setter: &RememberedSetter) -> Option<String> {
+    serde_json::to_string(setter)
+        .ok()
+        .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)
+}
+
+/// The setter a [`BYPASS_SETTER_PROPERTY`] value (or [`BYPASS_SETTER_ANNOTATION`]) holds;
+/// `None` when it is over its bound, cannot be read or names no user or no time.
+pub fn bypass_setter_of(text: &str) -> Option<RememberedSetter> {
+    if text.len() > MAX_WHO_RECORDED_BYTES {
+        return None;
+    }
+    serde_json::from_str::<RememberedSetter>(text)
+        .ok()
+        .filter(|s| !s.user.is_empty() && !s.time.is_empty())
+}
+
+/// One of the audit's memory annotations on its Events, and the annotation of its signature:
+/// signed and verified as the Report properties are ([`signature::sign_property`] over the
+/// annotation's name, the regarded object's uid and the exact text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryAnnotation {
+    pub name: &'static str,
+    pub signature: &'static str,
+}
+
+impl MemoryAnnotation {
+    /// What a `DriftDetected` Event remembers: who made the drifted fields.
+    pub const WHO_RECORDED: Self = Self {
+        name: WHO_RECORDED_ANNOTATION,
+        signature: signature::WHO_RECORDED_SIGNATURE_ANNOTATION,
+    };
+    /// What a `Bypassed` Event remembers: who set the bypass.
+    pub const BYPASS_SETTER: Self = Self {
+        name: BYPASS_SETTER_ANNOTATION,
+        signature: signature::BYPASS_SETTER_SIGNATURE_ANNOTATION,
+    };
+
+    /// The memory annotation an audit Event of `reason` carries, if any.
+    pub fn of_reason(reason: &str) -> Option<Self> {
+        match reason {
+            self::reason::DRIFT_DETECTED => Some(Self::WHO_RECORDED),
+            self::reason::BYPASSED => Some(Self::BYPASS_SETTER),
+            _ => None,
+        }
+    }
+
+    /// The annotations of the memory `text` of the object `uid`: the text and, with a key, its
+    /// signature (without, it is not read back). The one signer of the audit's Event memory.
+    pub fn signed(
+        self,
+        key: Option<&signature::SigningKey>,
+        uid: &str,
+        text: &str,
+    ) -> Vec<(String, String)> {
+        let mut annotations = vec![(self.name.to_owned(), text.to_owned())];
+        if let Some(key) = key {
+            annotations.push((
+                self.signature.to_owned(),
+                signature::sign_property(key, self.name, uid, text),
+            ));
+        }
+        annotations
+    }
+
+    /// The text of this annotation of an Event about the object `uid`: `Ok(None)` when absent
+    /// or over [`MAX_WHO_RECORDED_BYTES`], `Err` when it does not carry the installation's
+    /// signature over that uid and the exact text. The one verifier of the audit's Event memory.
+    fn verified<'e>(
+        self,
+        annotations: &'e std::collections::BTreeMap<String, String>,
+        uid: &str,
+        verification: &signature::Verification,
+    ) -> Result<Option<&'e str>, Unverified> {
+        let Some(text) = annotations
+            .get(self.name)
+            .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES)
+        else {
+            return Ok(None);
+        };
+        let signature = annotations.get(self.signature).map(String::as_str);
+        if verification.property(self.name, uid, text, signature) {
+            Ok(Some(text))
+        } else {
+            Err(Unverified)
+        }
+    }
+}
+
+/// A memory annotation that did not verify ([`MemoryAnnotation::verified`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unverified;
+
+/// What an audit Event remembers of its object ([`remembered_of_event`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventMemory {
     /// Nothing: another controller's Event, no object uid, no annotation, or one that is over
-    /// its bound or holds no recorded attribution.
+    /// its bound or holds no recorded attribution (nor setter).
     None,
     /// An annotation without this installation's signature over this object's uid
-    /// ([`signature::WHO_RECORDED_SIGNATURE_ANNOTATION`]): not read back (whoever may create
-    /// Events can write the text).
+    /// ([`MemoryAnnotation::signature`]): not read back (whoever may create Events can write
+    /// the text).
     Unverified,
-    /// The object's uid and its recorded attributions.
+    /// The object's uid and its recorded attributions (a `DriftDetected` Event).
     Remembered(String, Vec<Remembered>),
+    /// The object's uid and who set its bypass (a `Bypassed` Event).
+    Setter(String, RememberedSetter),
 }
 
-/// What an audit's `DriftDetected` Event remembers of its object (uid, attributions): read back
+/// What an audit Event remembers of its object: its recorded attributions
+/// ([`WHO_RECORDED_ANNOTATION`]) or who set its bypass ([`BYPASS_SETTER_ANNOTATION`]). Read back
 /// only from the audit's Events about an object with a uid, and only with the installation's
-/// signature over that uid and the exact text (as [`remembered_of_report`] reads `whoRecorded`).
+/// signature over that uid and the exact text (as [`remembered_of_report`] reads the Report's
+/// properties). The audit writes one of the two per Event; who-recorded is read first.
 pub fn remembered_of_event(event: &Event, verification: &signature::Verification) -> EventMemory {
     if event.reporting_controller.as_deref() != Some(AUDIT_CONTROLLER) {
         return EventMemory::None;
@@ -587,22 +690,26 @@ pub fn remembered_of_event(event: &Event, verification: &signature::Verification
         .as_ref()
         .and_then(|r| r.uid.as_deref())
         .filter(|uid| !uid.is_empty());
-    let annotations = event.metadata.annotations.as_ref();
-    let text = annotations
-        .and_then(|a| a.get(WHO_RECORDED_ANNOTATION))
-        .filter(|text| text.len() <= MAX_WHO_RECORDED_BYTES);
-    let (Some(uid), Some(text)) = (uid, text) else {
+    let (Some(uid), Some(annotations)) = (uid, event.metadata.annotations.as_ref()) else {
         return EventMemory::None;
     };
-    let signature = annotations
-        .and_then(|a| a.get(signature::WHO_RECORDED_SIGNATURE_ANNOTATION))
-        .map(String::as_str);
-    if !verification.property(WHO_RECORDED_ANNOTATION, uid, text, signature) {
-        return EventMemory::Unverified;
+    let read = |memory: MemoryAnnotation| memory.verified(annotations, uid, verification);
+    match read(MemoryAnnotation::WHO_RECORDED) {
+        Err(Unverified) => return EventMemory::Unverified,
+        Ok(Some(text)) => {
+            return match who_recorded_of(text) {
+                Some(recorded) => EventMemory::Remembered(uid.to_owned(), recorded),
+                None => EventMemory::None,
+            };
+        }
+        Ok(None) => {}
     }
-    match who_recorded_of(text) {
-        Some(recorded) => EventMemory::Remembered(uid.to_owned(), recorded),
-        None => EventMemory::None,
+    match read(MemoryAnnotation::BYPASS_SETTER) {
+        Err(Unverified) => EventMemory::Unverified,
+        Ok(text) => match text.and_then(bypass_setter_of) {
+            Some(setter) => EventMemory::Setter(uid.to_owned(), setter),
+            None => EventMemory::None,
+        },
     }
 }
 
@@ -1109,5 +1216,135 @@ mod tests {
         let read: EditRecord = serde_json::from_str(&text).unwrap();
         assert_eq!(read.edits.len() as u32 + read.omitted, 8);
         assert!(read.omitted > 0);
+    }
+
+    fn carol() -> RememberedSetter {
+        RememberedSetter {
+            manager: "kubectl-patch".into(),
+            time: "2026-03-01T10:00:00Z".into(),
+            user: "carol".into(),
+        }
+    }
+
+    /// An audit `Bypassed` Event about `uid` whose annotations are `annotations`.
+    fn bypassed(uid: &str, annotations: Vec<(String, String)>) -> Event {
+        let mut event = event(AUDIT_CONTROLLER, uid, None);
+        event.reason = Some(reason::BYPASSED.into());
+        event.metadata.annotations = Some(annotations.into_iter().collect());
+        event
+    }
+
+    /// Reference §8 "Memory": who set a bypass is written once (the Report property and the
+    /// `Bypassed` Event's annotation are the same JSON) and read back by the one reader, which
+    /// takes only a setter with a user and a time.
+    #[test]
+    fn a_bypass_setter_is_written_and_read_back_by_one_builder_and_reader() {
+        let text = bypass_setter_text(&carol()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            serde_json::json!({"manager": "kubectl-patch", "time": "2026-03-01T10:00:00Z", "user": "carol"})
+        );
+        assert_eq!(bypass_setter_of(&text), Some(carol()));
+        for unreadable in [
+            "",
+            "{",
+            r#"{"manager": "kubectl-patch", "time": "2026-03-01T10:00:00Z"}"#,
+            r#"{"manager": "kubectl-patch", "time": "2026-03-01T10:00:00Z", "user": ""}"#,
+            r#"{"manager": "kubectl-patch", "time": "", "user": "carol"}"#,
+        ] {
+            assert_eq!(bypass_setter_of(unreadable), None, "{unreadable}");
+        }
+        let over = text.clone() + &" ".repeat(MAX_WHO_RECORDED_BYTES);
+        assert_eq!(bypass_setter_of(&over), None);
+        assert_eq!(
+            MemoryAnnotation::of_reason(reason::BYPASSED),
+            Some(MemoryAnnotation::BYPASS_SETTER)
+        );
+        assert_eq!(
+            MemoryAnnotation::of_reason(reason::DRIFT_DETECTED),
+            Some(MemoryAnnotation::WHO_RECORDED)
+        );
+        assert_eq!(MemoryAnnotation::of_reason(reason::BYPASS_USED), None);
+        // The signature annotations are their memory annotation's name and `-signature`.
+        for memory in [
+            MemoryAnnotation::WHO_RECORDED,
+            MemoryAnnotation::BYPASS_SETTER,
+        ] {
+            assert_eq!(memory.signature, format!("{}-signature", memory.name));
+        }
+    }
+
+    /// Reference §8 "Memory" and "Trust": a `Bypassed` Event's setter is read back only from the
+    /// audit's Event, with this installation's signature over the regarded object's uid, the
+    /// annotation's name and its exact text: forged, unsigned, another key's, copied to another
+    /// object or signed as the other memory annotation, it is unverified (counted, not read).
+    #[test]
+    fn the_setter_of_a_bypassed_event_is_read_back_only_signed() {
+        let text = bypass_setter_text(&carol()).unwrap();
+        let memory = MemoryAnnotation::BYPASS_SETTER;
+        let genuine = memory.signed(Some(&key(1)), "u-1", &text);
+        let mut forged = genuine.clone();
+        forged[0].1 = text.replace("carol", "mallory");
+        let mut as_who = MemoryAnnotation::WHO_RECORDED.signed(Some(&key(1)), "u-1", &text);
+        as_who[0].0 = memory.name.to_owned();
+        as_who[1].0 = memory.signature.to_owned();
+        let read = EventMemory::Setter("u-1".into(), carol());
+        // (what, regarded uid, annotations, what is read back)
+        let cases = [
+            ("genuine", "u-1", genuine.clone(), read.clone()),
+            ("forged text", "u-1", forged, EventMemory::Unverified),
+            (
+                "unsigned",
+                "u-1",
+                memory.signed(None, "u-1", &text),
+                EventMemory::Unverified,
+            ),
+            (
+                "another key's",
+                "u-1",
+                memory.signed(Some(&key(2)), "u-1", &text),
+                EventMemory::Unverified,
+            ),
+            (
+                "copied to another object",
+                "u-2",
+                genuine.clone(),
+                EventMemory::Unverified,
+            ),
+            (
+                "signed as who-recorded",
+                "u-1",
+                as_who,
+                EventMemory::Unverified,
+            ),
+            ("no uid", "", genuine.clone(), EventMemory::None),
+            (
+                "signed, unreadable",
+                "u-1",
+                memory.signed(Some(&key(1)), "u-1", "{"),
+                EventMemory::None,
+            ),
+        ];
+        for (what, uid, annotations, expected) in cases {
+            let event = bypassed(uid, annotations);
+            assert_eq!(
+                remembered_of_event(&event, &verification()),
+                expected,
+                "{what}"
+            );
+            let unavailable = signature::Verification::Unavailable("no key".into());
+            assert_ne!(
+                remembered_of_event(&event, &unavailable),
+                read,
+                "{what}, no key"
+            );
+        }
+        // Another controller's Event is no memory, signed or not.
+        let mut webhook = bypassed("u-1", genuine);
+        webhook.reporting_controller = Some(WEBHOOK_CONTROLLER.into());
+        assert_eq!(
+            remembered_of_event(&webhook, &verification()),
+            EventMemory::None
+        );
     }
 }

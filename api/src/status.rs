@@ -155,7 +155,8 @@ pub enum SignedSource {
     Record,
     /// What the audit's Reports remember (`whoRecorded`, `bypassSetter`).
     Report,
-    /// What the audit's `DriftDetected` Events remember (`drift-sentinel.k8s.io/who-recorded`).
+    /// What the audit's `DriftDetected` and `Bypassed` Events remember
+    /// (`drift-sentinel.k8s.io/who-recorded`, `drift-sentinel.k8s.io/bypass-setter`).
     EventMemory,
 }
 

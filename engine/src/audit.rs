@@ -127,6 +127,19 @@ impl BypassFinding<'_> {
         crate::bypass::end_of(&self.read)
     }
 
+    /// Who set it, as the audit remembers it (reference §8 "Memory"): the user it found and
+    /// the managedFields entry (manager and time) that owns the annotation; `None` when the
+    /// user is not known or the entry has no time (then it cannot be told apart from a later
+    /// one).
+    pub fn setter(&self) -> Option<drift_api::events::RememberedSetter> {
+        let (user, edit) = (self.user.as_ref()?, self.set_by.as_ref()?);
+        Some(drift_api::events::RememberedSetter {
+            manager: edit.manager.to_string(),
+            time: edit.time.as_deref()?.to_owned(),
+            user: user.clone(),
+        })
+    }
+
     /// The end the value names, when it names one that could be read.
     pub fn end_time(&self) -> Option<SystemTime> {
         match &self.read {
@@ -227,6 +240,14 @@ impl<'a> Audit<'a> {
 
     pub fn mode(&self) -> Option<Mode> {
         self.matched.as_ref().map(|m| m.mode)
+    }
+
+    /// The bypass the object is skipped under (honoured), when it is.
+    pub fn honoured_bypass(&self) -> Option<&BypassFinding<'a>> {
+        match self.result {
+            AuditResult::Skipped(SkipReason::Bypassed) => self.bypass.as_ref(),
+            _ => None,
+        }
     }
 
     /// The comparison, when the object was compared.

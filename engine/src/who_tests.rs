@@ -458,6 +458,78 @@ fn who_set_a_bypass_holds_only_for_the_entry_it_was_recorded_for() {
     );
 }
 
+/// Reference §8 "Memory": a restarted audit fills in who set a bypass from its `Bypassed`
+/// Events only for objects its Reports have nothing of; the setter then names the user of the
+/// same managedFields entry only (manager and time), and is what the run remembers and writes
+/// again ([`BypassFinding::setter`]); a setter remembered for another entry names nobody.
+#[test]
+fn a_setter_remembered_by_an_event_fills_only_what_the_reports_lack_for_its_entry() {
+    const LATER: &str = "2026-03-01T10:40:00Z";
+    let setter = |user: &str, time: &str| BypassSetter {
+        manager: "kubectl-patch".into(),
+        time: time.into(),
+        user: user.into(),
+    };
+    let mut reports = Memory {
+        fields: HashMap::new(),
+        setters: HashMap::from([("u-1".to_owned(), setter("carol", EDITED))]),
+    };
+    reports.fill_from(Memory {
+        fields: HashMap::new(),
+        setters: HashMap::from([
+            ("u-1".to_owned(), setter("mallory", EDITED)),
+            ("u-2".to_owned(), setter("dave", EDITED)),
+        ]),
+    });
+    assert_eq!(reports.setters["u-1"], setter("carol", EDITED));
+    assert_eq!(reports.setters["u-2"], setter("dave", EDITED));
+
+    let bypassed = |uid: &str, time: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "held", "namespace": "shop", "uid": uid,
+                "annotations": {"drift-sentinel.k8s.io/bypass": "true"},
+                "managedFields": [{"manager": "kubectl-patch", "operation": "Update", "time": time,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:annotations": {"f:drift-sentinel.k8s.io/bypass": {}}}}}]},
+            "spec": {"replicas": 2}})
+    };
+    let rules = rules();
+    let namespaces = manifests::Namespaces::new();
+    // (object uid, the entry's time, the user named, the setter kept)
+    let cases = [
+        ("u-1", EDITED, Some("carol"), Some(setter("carol", EDITED))),
+        ("u-2", EDITED, Some("dave"), Some(setter("dave", EDITED))),
+        ("u-2", LATER, None, None),
+        ("u-3", EDITED, None, None),
+    ];
+    for (uid, time, user, kept) in cases {
+        let object = bypassed(uid, time);
+        let mut audit =
+            crate::audit::audit_object(&rules, &namespaces, &object, &[], at(LATER)).unwrap();
+        let identity = AuditedObject::of(&object, "deployments");
+        let mut run = RunEvidence::new(
+            Records::default(),
+            coverage("2026-03-01T10:30:00Z"),
+            reports.clone(),
+            WebhookScope::Unknown("not read".into()),
+        );
+        run.judge(&object, &identity, &mut audit);
+        let finding = audit.honoured_bypass().expect("honoured");
+        assert_eq!(finding.user.as_deref(), user, "{uid} {time}");
+        assert_eq!(
+            finding.user_unknown.is_some(),
+            user.is_none(),
+            "{uid} {time}"
+        );
+        assert_eq!(finding.setter(), kept, "{uid} {time}");
+        assert_eq!(
+            run.finish(true).setters.get(uid),
+            kept.as_ref(),
+            "{uid} {time}"
+        );
+    }
+}
+
 /// What is remembered is bounded in bytes, whatever the entries weigh: filling from a memory
 /// of large entries keeps whole objects up to [`MAX_REMEMBERED_BYTES`] and no more.
 #[test]

@@ -212,10 +212,10 @@ async fn read_namespace_labels(
     Ok(labels.into_map())
 }
 
-/// What the audit's `DriftDetected` Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, by
-/// object uid: of several Events of one object, the one observed last. At most
-/// [`MAX_REMEMBERED_OBJECTS`] Events, holding at most [`MAX_REMEMBERED_BYTES`] of annotations,
-/// are read (pages of 500); the memory keeps its bounds.
+/// What the audit's Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, by object uid: who made
+/// drifted fields (`DriftDetected`) and who set bypasses (`Bypassed`); of several Events of one
+/// object, the one observed last. At most [`MAX_REMEMBERED_OBJECTS`] Events, holding at most
+/// [`MAX_REMEMBERED_BYTES`] of annotations, are read (pages of 500); the memory keeps its bounds.
 /// An annotation without this installation's signature over its object's uid is not read back
 /// (logged with the count, as for the Reports' properties).
 async fn remembered_of_events(
@@ -225,8 +225,8 @@ async fn remembered_of_events(
     let api: Api<Event> = Api::all(client.clone());
     let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
     let mut pages = Pages::new(500);
-    let mut latest: HashMap<String, (Option<String>, Vec<drift_api::events::Remembered>)> =
-        HashMap::new();
+    let mut fields = Latest::default();
+    let mut setters = Latest::default();
     let (mut read, mut bytes, mut unverified) = (0usize, 0usize, 0usize);
     while read < MAX_REMEMBERED_OBJECTS
         && bytes < MAX_REMEMBERED_BYTES
@@ -239,21 +239,15 @@ async fn remembered_of_events(
         pages.answered(page.metadata.continue_.as_deref());
         read += page.items.len();
         for event in &page.items {
-            let (uid, remembered) =
-                match drift_api::events::remembered_of_event(event, verification) {
-                    EventMemory::Remembered(uid, remembered) => (uid, remembered),
-                    EventMemory::Unverified => {
-                        unverified += 1;
-                        continue;
-                    }
-                    EventMemory::None => continue,
-                };
+            let memory = drift_api::events::remembered_of_event(event, verification);
+            if memory == EventMemory::None {
+                continue;
+            }
             bytes += event
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(drift_api::events::WHO_RECORDED_ANNOTATION))
-                .map_or(0, String::len);
+                .map_or(0, |a| a.values().map(String::len).sum());
             // RFC 3339 times in UTC order as text.
             let observed = event
                 .series
@@ -261,24 +255,50 @@ async fn remembered_of_events(
                 .map(|s| &s.last_observed_time)
                 .or(event.event_time.as_ref())
                 .map(|t| t.0.to_string());
-            match latest.get(&uid) {
-                Some((seen, _)) if *seen >= observed => {}
-                _ => {
-                    latest.insert(uid, (observed, remembered));
+            match memory {
+                EventMemory::Remembered(uid, remembered) => {
+                    fields.keep(uid, observed, remembered);
                 }
+                EventMemory::Setter(uid, setter) => setters.keep(uid, observed, setter),
+                EventMemory::Unverified => unverified += 1,
+                EventMemory::None => {}
             }
         }
     }
     super::trust::warn_unverified(SignedSource::EventMemory, unverified, verification);
     let mut memory = Memory::default();
     memory.fill_from(Memory {
-        fields: latest
-            .into_iter()
-            .map(|(uid, (_, remembered))| (uid, remembered))
-            .collect(),
-        setters: HashMap::new(),
+        fields: fields.into_map(),
+        setters: setters.into_map(),
     });
     Ok(memory)
+}
+
+/// Of several Events of one object, what the one observed last remembers.
+struct Latest<T>(HashMap<String, (Option<String>, T)>);
+
+impl<T> Default for Latest<T> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<T> Latest<T> {
+    fn keep(&mut self, uid: String, observed: Option<String>, value: T) {
+        match self.0.get(&uid) {
+            Some((seen, _)) if *seen >= observed => {}
+            _ => {
+                self.0.insert(uid, (observed, value));
+            }
+        }
+    }
+
+    fn into_map(self) -> HashMap<String, T> {
+        self.0
+            .into_iter()
+            .map(|(uid, (_, value))| (uid, value))
+            .collect()
+    }
 }
 
 /// The valid records of every Event labelled as carrying one, by object uid

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use drift_engine::audit::AuditedObject;
 use drift_engine::truncate::truncate_bytes;
-use drift_engine::{Audit, AuditResult, SkipReason, rule::Mode};
+use drift_engine::{Audit, rule::Mode};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -141,9 +141,7 @@ impl Reports {
             }
             // A bypassed object is listed (a `skip` result), so that a forgotten bypass is
             // seen where the drift would be (reference §8 step 1).
-            if let (Some(finding), Some(rule), AuditResult::Skipped(SkipReason::Bypassed)) =
-                (&audit.bypass, audit.rule(), &audit.result)
-            {
+            if let (Some(finding), Some(rule)) = (audit.honoured_bypass(), audit.rule()) {
                 let mut entry = json!({
                     "source": "drift-sentinel",
                     "policy": rule.id.to_string(),
@@ -163,14 +161,9 @@ impl Reports {
                     "timestamp": {"seconds": seconds, "nanos": 0},
                 });
                 // Who set it, for a restarted audit and the plugin once the record expires.
-                if let (Some(user), Some(edit)) = (&finding.user, &finding.set_by)
-                    && let Some(time) = edit.time.as_deref()
-                    && let Ok(setter) =
-                        serde_json::to_string(&drift_api::events::RememberedSetter {
-                            manager: edit.manager.to_string(),
-                            time: time.to_owned(),
-                            user: user.clone(),
-                        })
+                if let Some(setter) = finding
+                    .setter()
+                    .and_then(|s| drift_api::events::bypass_setter_text(&s))
                 {
                     Self::remember(
                         key.as_deref(),

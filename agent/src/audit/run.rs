@@ -167,6 +167,14 @@ impl Progress<'_> {
         }
         let who = attributions.fields;
         self.list_bypass(&identity, &audit)?;
+        if let Some(events) = self.events {
+            // Who set the bypass, kept on the object for a restarted audit (§8 "Memory").
+            events.send_all(crate::events::audit::bypassed(
+                &identity,
+                &audit,
+                self.judged_at,
+            ));
+        }
         if !audit.is_drifted() {
             return Ok(());
         }

@@ -1,5 +1,6 @@
 //! What the audit reads that must carry this installation's signature (reference §8 "Trust"):
-//! the webhook's records of edits, and its own memory in Reports and `DriftDetected` Events.
+//! the webhook's records of edits, and its own memory in Reports and `DriftDetected` and
+//! `Bypassed` Events.
 //! The one place that says in the log what of a read did not verify.
 
 use drift_api::events::signature::Verification;
@@ -14,7 +15,7 @@ fn consequence(source: SignedSource) -> &'static str {
             "Report properties of who made drifted fields or set a bypass that did not verify: not read back"
         }
         SignedSource::EventMemory => {
-            "DriftDetected Event annotations of who made drifted fields that did not verify: not read back"
+            "audit Event annotations of who made drifted fields (DriftDetected) or set a bypass (Bypassed) that did not verify: not read back"
         }
     }
 }

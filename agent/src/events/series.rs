@@ -16,13 +16,10 @@ use std::time::{Duration, SystemTime};
 
 pub use super::setters::BypassSeen;
 use super::setters::Setters;
-use drift_api::events::signature::{
-    RECORD_SIGNATURE_ANNOTATION, SigningKey, WHO_RECORDED_SIGNATURE_ANNOTATION, sign_property,
-    sign_record,
-};
+use drift_api::events::signature::{RECORD_SIGNATURE_ANNOTATION, SigningKey, sign_record};
 use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EDITS_ANNOTATION, EditRecord, LAST_DENIED_ANNOTATION,
-    RECORD_LABEL, RECORD_VERSION, RecordedEdit, WHO_RECORDED_ANNOTATION, Why, record_annotation,
+    MemoryAnnotation, RECORD_LABEL, RECORD_VERSION, RecordedEdit, Why, record_annotation,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -104,8 +101,9 @@ pub struct Intent {
     pub bypass: Option<BypassSeen>,
     /// What else tells this finding's series apart (the audit's drift: its note).
     pub distinct: Option<String>,
-    /// What the audit attributed from records of the object (its `DriftDetected` Event's
-    /// [`WHO_RECORDED_ANNOTATION`]), for a restarted audit without Reports to remember.
+    /// What the audit remembers of the object, in the memory annotation of its reason
+    /// ([`MemoryAnnotation::of_reason`]: a `DriftDetected` Event's who made the drifted fields,
+    /// a `Bypassed` Event's who set the bypass), for a restarted audit without Reports.
     pub memory: Option<String>,
     pub at: SystemTime,
 }
@@ -309,18 +307,21 @@ impl Reporter {
         Some(annotations)
     }
 
-    /// The annotations of the audit's memory of object `uid`: its text and, with a key, its
-    /// signature over the uid and the text (reference §8 "Trust"; unsigned, it is not read back).
-    fn memory_annotations(&self, uid: &str, memory: &str) -> BTreeMap<String, String> {
-        let mut annotations = BTreeMap::new();
-        if let Some(key) = &self.signing_key {
-            annotations.insert(
-                WHO_RECORDED_SIGNATURE_ANNOTATION.to_owned(),
-                sign_property(key, WHO_RECORDED_ANNOTATION, uid, memory),
-            );
-        }
-        annotations.insert(WHO_RECORDED_ANNOTATION.to_owned(), memory.to_owned());
-        annotations
+    /// The annotations of the audit's memory `memory` of object `uid` in an Event of `reason`:
+    /// its text and, with a key, its signature over the uid and the text (reference §8 "Trust";
+    /// unsigned, it is not read back). Empty for a reason that carries no memory.
+    fn memory_annotations(
+        &self,
+        reason: &str,
+        uid: &str,
+        memory: &str,
+    ) -> BTreeMap<String, String> {
+        MemoryAnnotation::of_reason(reason).map_or_else(BTreeMap::new, |annotation| {
+            annotation
+                .signed(self.signing_key.as_deref(), uid, memory)
+                .into_iter()
+                .collect()
+        })
     }
 }
 
@@ -632,7 +633,11 @@ impl Store {
                 )]
                 .into(),
             );
-            metadata.annotations = Some(self.reporter.memory_annotations(&regarding.uid, memory));
+            metadata.annotations = Some(self.reporter.memory_annotations(
+                intent.reason,
+                &regarding.uid,
+                memory,
+            ));
         }
         Event {
             metadata,
@@ -671,17 +676,18 @@ impl Store {
             patch["metadata"] = json!({"annotations": {LAST_DENIED_ANNOTATION: bounded(last)}});
         }
         // What the audit remembers now of the object (null: nothing any more, and no signature).
-        if series.latest.reason == drift_api::events::reason::DRIFT_DETECTED {
+        if let Some(annotation) = MemoryAnnotation::of_reason(series.latest.reason) {
             let memory = series.latest.memory.as_ref();
             let mut annotations = json!({
-                WHO_RECORDED_ANNOTATION: null,
-                WHO_RECORDED_SIGNATURE_ANNOTATION: null,
+                annotation.name: null,
+                annotation.signature: null,
             });
             if let Some(memory) = memory {
-                for (name, value) in self
-                    .reporter
-                    .memory_annotations(&series.latest.regarding.uid, memory)
-                {
+                for (name, value) in self.reporter.memory_annotations(
+                    series.latest.reason,
+                    &series.latest.regarding.uid,
+                    memory,
+                ) {
                     annotations[name] = Value::String(value);
                 }
             }

@@ -484,80 +484,87 @@ proptest::proptest! {
 }
 
 /// Reference §8 "Memory" and "Trust": the audit's `DriftDetected` Event carries what it
-/// attributed from records (label and annotation) and, with a key, its signature over the
-/// object's uid and the text; created with it and patched with each repeat; a repeat without any
-/// takes the label, the annotation and the signature away. Without a key: no signature.
+/// attributed from records, its `Bypassed` Event who set the bypass (label and annotation) and,
+/// with a key, its signature over the object's uid and the text; created with it and patched
+/// with each repeat; a repeat without any takes the label, the annotation and the signature
+/// away. Without a key: no signature.
 #[test]
-fn a_drift_detected_event_carries_the_audits_memory_signed() {
-    use drift_api::events::signature::{
-        Verification, WHO_RECORDED_SIGNATURE_ANNOTATION, signing_key_of_seed,
-    };
+fn an_audit_event_carries_the_audits_memory_signed() {
+    use drift_api::events::reason::{BYPASSED, DRIFT_DETECTED};
+    use drift_api::events::signature::{Verification, signing_key_of_seed};
     let key = signing_key_of_seed(&[5; 32]).unwrap();
     let verification = Verification::Key(key.verifying_key());
-    let signed = |annotations: &Value, text: &str| {
-        let signature = annotations[WHO_RECORDED_SIGNATURE_ANNOTATION].as_str();
-        verification.property(WHO_RECORDED_ANNOTATION, "u-1", text, signature)
-    };
-    let detected = |memory: Option<&str>, time| {
-        let mut intent = warned("", time);
-        intent.reason = drift_api::events::reason::DRIFT_DETECTED;
-        intent.record = None;
-        intent.distinct = Some("drift".into());
-        intent.memory = memory.map(str::to_owned);
-        intent
-    };
-    for signing_key in [Some(Arc::new(key.clone())), None] {
-        let with_key = signing_key.is_some();
-        let mut store = Store::new(Reporter {
-            controller: drift_api::events::AUDIT_CONTROLLER,
-            signing_key,
-            ..reporter()
-        });
-        store.observe(detected(Some("[alice]"), at(0.0)));
-        let writes = flush(&mut store, at(0.5), Outcome::Done);
-        let [Write::Create { event, .. }] = writes.as_slice() else {
-            panic!("{writes:?}")
+    for (reason, memory) in [
+        (DRIFT_DETECTED, MemoryAnnotation::WHO_RECORDED),
+        (BYPASSED, MemoryAnnotation::BYPASS_SETTER),
+    ] {
+        let signed = |annotations: &Value, text: &str| {
+            let signature = annotations[memory.signature].as_str();
+            verification.property(memory.name, "u-1", text, signature)
         };
-        assert_eq!(
-            event.metadata.labels.as_ref().unwrap()[AUDIT_MEMORY_LABEL],
-            AUDIT_MEMORY_VERSION
-        );
-        let annotations = serde_json::to_value(event.metadata.annotations.as_ref()).unwrap();
-        assert_eq!(annotations[WHO_RECORDED_ANNOTATION], "[alice]");
-        assert_eq!(signed(&annotations, "[alice]"), with_key, "{annotations}");
-        assert_eq!(
-            annotations.get(WHO_RECORDED_SIGNATURE_ANNOTATION).is_some(),
-            with_key
-        );
-        store.observe(detected(Some("[alice, bob]"), at(20.0)));
-        let writes = flush(&mut store, at(20.5), Outcome::Done);
-        let [Write::Patch { patch, .. }] = writes.as_slice() else {
-            panic!("{writes:?}")
+        let audited = |remembered: Option<&str>, time| {
+            let mut intent = warned("", time);
+            intent.reason = reason;
+            intent.record = None;
+            intent.distinct = Some("drift".into());
+            intent.memory = remembered.map(str::to_owned);
+            intent
         };
-        let annotations = &patch["metadata"]["annotations"];
-        assert_eq!(annotations[WHO_RECORDED_ANNOTATION], "[alice, bob]");
-        assert_eq!(signed(annotations, "[alice, bob]"), with_key, "{patch}");
-        assert!(!signed(annotations, "[alice]"), "{patch}");
-        if !with_key {
-            // No key: a signature left from an earlier write is removed.
-            assert_eq!(annotations[WHO_RECORDED_SIGNATURE_ANNOTATION], Value::Null);
-        }
-        store.observe(detected(None, at(40.0)));
-        let writes = flush(&mut store, at(40.5), Outcome::Done);
-        let [Write::Patch { patch, .. }] = writes.as_slice() else {
-            panic!("{writes:?}")
-        };
-        // JSON merge patch: a null removes.
-        for (key, name) in [
-            ("annotations", WHO_RECORDED_ANNOTATION),
-            ("annotations", WHO_RECORDED_SIGNATURE_ANNOTATION),
-            ("labels", AUDIT_MEMORY_LABEL),
-        ] {
+        for signing_key in [Some(Arc::new(key.clone())), None] {
+            let with_key = signing_key.is_some();
+            let mut store = Store::new(Reporter {
+                controller: drift_api::events::AUDIT_CONTROLLER,
+                signing_key,
+                ..reporter()
+            });
+            store.observe(audited(Some("[alice]"), at(0.0)));
+            let writes = flush(&mut store, at(0.5), Outcome::Done);
+            let [Write::Create { event, .. }] = writes.as_slice() else {
+                panic!("{writes:?}")
+            };
             assert_eq!(
-                patch["metadata"][key].as_object().and_then(|m| m.get(name)),
-                Some(&Value::Null),
-                "{patch}"
+                event.metadata.labels.as_ref().unwrap()[AUDIT_MEMORY_LABEL],
+                AUDIT_MEMORY_VERSION
             );
+            let annotations = serde_json::to_value(event.metadata.annotations.as_ref()).unwrap();
+            assert_eq!(annotations[memory.name], "[alice]", "{reason}");
+            assert_eq!(signed(&annotations, "[alice]"), with_key, "{annotations}");
+            assert_eq!(annotations.get(memory.signature).is_some(), with_key);
+            // Only its own reason's memory annotation.
+            assert_eq!(
+                annotations.as_object().map(|a| a.len()),
+                Some(1 + usize::from(with_key))
+            );
+            store.observe(audited(Some("[alice, bob]"), at(20.0)));
+            let writes = flush(&mut store, at(20.5), Outcome::Done);
+            let [Write::Patch { patch, .. }] = writes.as_slice() else {
+                panic!("{writes:?}")
+            };
+            let annotations = &patch["metadata"]["annotations"];
+            assert_eq!(annotations[memory.name], "[alice, bob]");
+            assert_eq!(signed(annotations, "[alice, bob]"), with_key, "{patch}");
+            assert!(!signed(annotations, "[alice]"), "{patch}");
+            if !with_key {
+                // No key: a signature left from an earlier write is removed.
+                assert_eq!(annotations[memory.signature], Value::Null);
+            }
+            store.observe(audited(None, at(40.0)));
+            let writes = flush(&mut store, at(40.5), Outcome::Done);
+            let [Write::Patch { patch, .. }] = writes.as_slice() else {
+                panic!("{writes:?}")
+            };
+            // JSON merge patch: a null removes.
+            for (key, name) in [
+                ("annotations", memory.name),
+                ("annotations", memory.signature),
+                ("labels", AUDIT_MEMORY_LABEL),
+            ] {
+                assert_eq!(
+                    patch["metadata"][key].as_object().and_then(|m| m.get(name)),
+                    Some(&Value::Null),
+                    "{reason}: {patch}"
+                );
+            }
         }
     }
 }

@@ -54,6 +54,7 @@ fn kubectl_edit(env: &Env, dir: &Path, object: &str, from: &str, to: &str) {
 }
 
 fn run_audit(env: &Env) -> Output {
+    let _auditing = crate::env::auditing();
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())

@@ -138,6 +138,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
     );
 
     // The audit: the drift made under the ended bypass is reported; both bypasses are listed.
+    let auditing = crate::env::auditing();
     let audit = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--audit-reports", "none", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
@@ -146,6 +147,7 @@ fn a_bypass_ends_and_the_audit_finds_what_it_let_in() {
         .args(["--pod-namespace", AGENT_NAMESPACE])
         .output()
         .expect("run drift-sentinel audit");
+    drop(auditing);
     let printed = stdout(&audit);
     for line in [
         "drifted apps/v1 Deployment e2e-bypass/web (rule drift-system/e2e-bypass, enforce)\n  spec.replicas: 2 → 5 (by kubectl-patch at".to_owned(),

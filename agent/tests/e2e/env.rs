@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use drift_testkit::cluster::{Cluster, ClusterOptions};
@@ -351,6 +351,24 @@ static REPORT_WRITER: Mutex<()> = Mutex::new(());
 /// [`REPORT_WRITER`], held until the guard is dropped.
 pub fn writing_reports() -> MutexGuard<'static, ()> {
     REPORT_WRITER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An audit of the shared environment writes its memory Events (`DriftDetected`, `Bypassed`:
+/// reference §8 "Memory") in every namespace it audits, from what it read at its start. Each
+/// audit run holds this for reading ([`auditing`]); a test that deletes that memory to show a
+/// restarted audit forgets it holds it for writing while it deletes
+/// ([`forgetting_audit_memory`]), so that no audit that read the memory before the deletion
+/// writes it back after it.
+static AUDIT_MEMORY: RwLock<()> = RwLock::new(());
+
+/// [`AUDIT_MEMORY`] for an audit run, held until the guard is dropped.
+pub fn auditing() -> RwLockReadGuard<'static, ()> {
+    AUDIT_MEMORY.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`AUDIT_MEMORY`] for deleting the audit's memory, held until the guard is dropped.
+pub fn forgetting_audit_memory() -> RwLockWriteGuard<'static, ()> {
+    AUDIT_MEMORY.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The shared environment, started by the first test that asks for it and stopped by

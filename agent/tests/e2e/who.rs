@@ -30,6 +30,7 @@ pub fn tests() -> Vec<Trial> {
         trial!(a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired),
         trial!(blame_names_the_user_from_the_report_after_the_event_expired),
         trial!(a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event),
+        trial!(a_restarted_audit_without_reports_names_who_set_a_bypass_from_its_bypassed_event),
         trial!(a_record_forged_by_a_user_who_may_create_events_names_nobody),
     ]
 }
@@ -46,6 +47,7 @@ pub fn audit_once(env: &Env, pod: &str, extra: &[&str]) -> Output {
 
 /// [`audit_once`] with `--audit-reports reports`.
 fn audit_once_reporting(env: &Env, pod: &str, reports: &str, extra: &[&str]) -> Output {
+    let _auditing = crate::env::auditing();
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())
@@ -287,6 +289,15 @@ fn carol_sets_a_bypass(env: &Env, name: &str) -> String {
     ns
 }
 
+/// [`carol_sets_a_bypass`], once the webhook's record of her edit is an Event.
+fn carol_sets_a_recorded_bypass(env: &Env, name: &str) -> String {
+    let ns = carol_sets_a_bypass(env, name);
+    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
+        !events(env, &ns, "Deployment", "held", "BypassUsed").is_empty()
+    });
+    ns
+}
+
 /// The bypass listing's line of `held` in `ns`, from an `--audit-once` as `pod`.
 fn held_bypass_line(env: &Env, pod: &str, ns: &str) -> String {
     let audit = audit_once(env, pod, &[]);
@@ -434,8 +445,10 @@ fn web_block(output: &Output, ns: &str) -> (String, String) {
     (drifted_block(&printed, "Deployment", ns, "web"), printed)
 }
 
-/// Deletes the audit's `DriftDetected` Events in `ns` that carry what it remembers.
-fn forget_drift_detected(env: &Env, ns: &str) {
+/// Deletes the audit's Events in `ns` that carry what it remembers (`DriftDetected`,
+/// `Bypassed`).
+fn forget_audit_memory(env: &Env, ns: &str) {
+    let _forgetting = crate::env::forgetting_audit_memory();
     delete_events_labelled(env, ns, "drift-sentinel.k8s.io/audit-memory=v1");
 }
 
@@ -491,11 +504,72 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     );
 
     // Without that Event either, not known.
-    forget_drift_detected(&env, &ns);
+    forget_audit_memory(&env, &ns);
     let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(
         block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
         "{block}\nin\n{printed}"
+    );
+}
+
+/// Reference §8 "Memory": without Reports (`--audit-reports none`) who set a bypass is kept on
+/// the audit's own `Bypassed` Event of the object (annotation
+/// `drift-sentinel.k8s.io/bypass-setter`, signed); a restarted audit reads it back after the
+/// webhook's Event naming the setter is gone, for the same managedFields entry. Without that
+/// Event either, the user is not known, and the listing says why.
+fn a_restarted_audit_without_reports_names_who_set_a_bypass_from_its_bypassed_event() {
+    let env = shared();
+    let ns = carol_sets_a_recorded_bypass(&env, "e2e-who-bypass-events");
+    let carol = "bypass without an end (set by user carol with kubectl-patch at ";
+    let pod = "e2e-audit-bypass-events";
+    let line = held_bypass_line(&env, pod, &ns);
+    assert!(line.contains(carol), "{line}");
+    // Other tests' audits (every namespace) write their own.
+    let bypassed = events(&env, &ns, "Deployment", "held", "Bypassed");
+    let event = bypassed
+        .iter()
+        .find(|e| e["reportingInstance"] == pod)
+        .unwrap_or_else(|| panic!("no Bypassed Event of {pod}: {bypassed:#?}"));
+    assert_eq!(event["type"], "Normal", "{event:#}");
+    assert_eq!(
+        event["reportingController"], "drift-sentinel.k8s.io/audit",
+        "{event:#}"
+    );
+    assert!(
+        event["note"].as_str().is_some_and(|n| n.contains(carol)),
+        "{event:#}"
+    );
+    let annotations = &event["metadata"]["annotations"];
+    let setter: Value = serde_json::from_str(
+        annotations["drift-sentinel.k8s.io/bypass-setter"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no bypass-setter in {event:#}")),
+    )
+    .expect("the setter is JSON");
+    assert_eq!(setter["user"], "carol", "{setter:#}");
+    assert_eq!(setter["manager"], "kubectl-patch", "{setter:#}");
+    assert!(
+        annotations["drift-sentinel.k8s.io/bypass-setter-signature"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ed25519:")),
+        "{event:#}"
+    );
+
+    expire_edit_records(&env, &ns);
+    assert!(events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty());
+
+    // A new audit process, without Reports: only its Bypassed Event can tell it.
+    let line = held_bypass_line(&env, pod, &ns);
+    assert!(line.contains(carol), "{line}");
+
+    // Without that Event either, not known, and why.
+    forget_audit_memory(&env, &ns);
+    let line = held_bypass_line(&env, pod, &ns);
+    assert!(
+        line.contains("(set by kubectl-patch at ")
+            && line.contains("; user unknown: no record of the edit kubectl-patch at ")
+            && !line.contains("carol"),
+        "{line}"
     );
 }
 
@@ -515,10 +589,7 @@ fn bypass_line_of(printed: &str, ns: &str) -> String {
 fn a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expired() {
     let env = shared();
     install_openreports(&env);
-    let ns = carol_sets_a_bypass(&env, "e2e-who-bypass-memory");
-    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
-        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
-    });
+    let ns = carol_sets_a_recorded_bypass(&env, "e2e-who-bypass-memory");
     let carol = "bypass without an end (set by user carol with kubectl-patch at ";
 
     // The plugin names the setter from the webhook's Event.
@@ -557,7 +628,9 @@ fn a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expi
     let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
     let line = bypass_line_of(&stdout(&plugin), &ns);
     assert!(line.contains(carol), "{line}{}", stderr(&plugin));
-    // Without the Report the user is not known, and the listing says why.
+    // Without the Report (an audit that writes none, and reads none) and without the audit's
+    // Bypassed Event (the other memory) the user is not known, and the listing says why.
+    forget_audit_memory(&env, &ns);
     let forgetful = audit_once(&env, "e2e-audit-bypass-memory-none", &[]);
     let line = bypass_line_of(&stdout(&forgetful), &ns);
     assert!(
@@ -602,10 +675,7 @@ fn blame_names_the_user_from_the_report_after_the_event_expired() {
 /// webhook's Event stands in for its expiry; each `--audit-once` is a new process.
 fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
     let env = shared();
-    let crds =
-        std::fs::read_to_string(crate::env::workspace().join("testkit/crds/openreports.yaml"))
-            .expect("the OpenReports CRDs");
-    env.apply(&crds);
+    install_openreports(&env);
     let ns = warned_edit_by_alice(&env, "e2e-who-memory");
     let alice = "  who: spec.replicas: user alice, warn mode\n";
 
@@ -651,7 +721,7 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
 
     // Without the Report (an audit that writes none, and reads none) and without the audit's
     // DriftDetected Events (the other memory) the user is not known: never a guess.
-    forget_drift_detected(&env, &ns);
+    forget_audit_memory(&env, &ns);
     let forgetful = audit_once(&env, "e2e-audit-memory-none", &[]);
     let printed = stdout(&forgetful);
     let block = drifted_block(&printed, "Deployment", &ns, "web");
@@ -667,10 +737,7 @@ fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
 /// says why the user is unknown and does not carry carol over.
 fn a_bypass_entry_an_unrecorded_edit_took_over_has_no_user() {
     let env = shared();
-    let ns = carol_sets_a_bypass(&env, "e2e-who-bypass-moved");
-    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
-        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
-    });
+    let ns = carol_sets_a_recorded_bypass(&env, "e2e-who-bypass-moved");
     opt_out_of_the_webhook(&env, &ns, "e2e-who-bypass-moved");
     // managedFields times are whole seconds.
     std::thread::sleep(Duration::from_millis(1100));
@@ -695,10 +762,7 @@ fn a_bypass_entry_an_unrecorded_edit_took_over_has_no_user() {
 fn a_bypass_removed_and_set_again_unseen_is_not_carried_over_by_the_webhook() {
     let env = shared();
     let rule = "e2e-who-bypass-reset";
-    let ns = carol_sets_a_bypass(&env, rule);
-    wait_for("carol's BypassUsed Event", Duration::from_secs(30), || {
-        !events(&env, &ns, "Deployment", "held", "BypassUsed").is_empty()
-    });
+    let ns = carol_sets_a_recorded_bypass(&env, rule);
     opt_out_of_the_webhook(&env, &ns, rule);
     // managedFields times are whole seconds: each write below is a new time.
     for (what, patch) in [

@@ -360,6 +360,7 @@ fn kubectl_edit(env: &Env, dir: &Path, object: &str, sed: &str) {
 /// `drift-sentinel audit --once` against the cluster (every namespace: other tests' objects
 /// may drift too, so the exit code is not this test's).
 fn agent_audit(env: &Env) -> Output {
+    let _auditing = crate::env::auditing();
     Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
         .args(["audit", "--once", "--audit-reports", "none", "--kubeconfig"])
         .arg(env.cluster.admin_kubeconfig())

@@ -18,6 +18,10 @@ pub const RECORD_SIGNATURE_ANNOTATION: &str = "drift-sentinel.k8s.io/edits-signa
 /// [`super::WHO_RECORDED_ANNOTATION`] ([`sign_property`] over that name, the object's uid and
 /// the text, like the Report's `whoRecorded`).
 pub const WHO_RECORDED_SIGNATURE_ANNOTATION: &str = "drift-sentinel.k8s.io/who-recorded-signature";
+/// The annotation holding the signature of an audit `Bypassed` Event's
+/// [`super::BYPASS_SETTER_ANNOTATION`] (the same way, over that name).
+pub const BYPASS_SETTER_SIGNATURE_ANNOTATION: &str =
+    "drift-sentinel.k8s.io/bypass-setter-signature";
 /// The suffix of a Report property holding the signature of its sibling (`whoRecorded` →
 /// `whoRecordedSignature`).
 pub const PROPERTY_SIGNATURE_SUFFIX: &str = "Signature";
