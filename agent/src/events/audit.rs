@@ -182,7 +182,7 @@ mod tests {
         }
         let mut run = RunEvidence::new(
             drift_api::events::Records::default(),
-            None,
+            Err("not read in this test".to_owned()),
             memory,
             WebhookScope::Unknown("not read".into()),
         );
