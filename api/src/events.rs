@@ -898,18 +898,7 @@ mod tests {
                 );
             }
             event.metadata.annotations = Some(annotations);
-            assert_eq!(
-                remembered_of_event(&event, &verification),
-                expected,
-                "{what}"
-            );
-            // Without the public key nothing is read back.
-            let unavailable = signature::Verification::Unavailable("no key".into());
-            assert_ne!(
-                remembered_of_event(&event, &unavailable),
-                read,
-                "{what}, no key"
-            );
+            assert_remembered(&event, &verification, &expected, &read, what);
         }
         assert_eq!(who_recorded_of(&text), Some(vec![alice]));
     }
@@ -1218,6 +1207,28 @@ mod tests {
         assert!(read.omitted > 0);
     }
 
+    /// What `event` remembers with `verification` is `expected`; without the public key it is
+    /// never what a genuine Event reads back (`read`).
+    fn assert_remembered(
+        event: &Event,
+        verification: &signature::Verification,
+        expected: &EventMemory,
+        read: &EventMemory,
+        what: &str,
+    ) {
+        assert_eq!(
+            &remembered_of_event(event, verification),
+            expected,
+            "{what}"
+        );
+        let unavailable = signature::Verification::Unavailable("no key".into());
+        assert_ne!(
+            &remembered_of_event(event, &unavailable),
+            read,
+            "{what}, no key"
+        );
+    }
+
     fn carol() -> RememberedSetter {
         RememberedSetter {
             manager: "kubectl-patch".into(),
@@ -1326,17 +1337,12 @@ mod tests {
             ),
         ];
         for (what, uid, annotations, expected) in cases {
-            let event = bypassed(uid, annotations);
-            assert_eq!(
-                remembered_of_event(&event, &verification()),
-                expected,
-                "{what}"
-            );
-            let unavailable = signature::Verification::Unavailable("no key".into());
-            assert_ne!(
-                remembered_of_event(&event, &unavailable),
-                read,
-                "{what}, no key"
+            assert_remembered(
+                &bypassed(uid, annotations),
+                &verification(),
+                &expected,
+                &read,
+                what,
             );
         }
         // Another controller's Event is no memory, signed or not.
