@@ -185,5 +185,10 @@ fn status_document(shared: &Shared, process: &Process) -> AgentStatus {
         export: export_state(export),
         audit: runs.and_then(|r| r.last()),
         audit_interval_seconds: runs.and_then(|r| r.interval()).map(|i| i.as_secs_f64()),
+        record_signing: match process {
+            Process::Serve(serving) => serving.record_signing.as_ref(),
+            Process::Audit(runs) => runs.record_signing(),
+        }
+        .map(crate::record_key::SigningStatus::status),
     }
 }

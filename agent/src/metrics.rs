@@ -65,6 +65,7 @@ pub struct Metrics {
     pub audit_drifted: prometheus::IntGaugeVec,
     pub audit_bypassed: prometheus::IntGaugeVec,
     pub audit_bypass_oldest: prometheus::Gauge,
+    pub audit_unverified: prometheus::IntGaugeVec,
 }
 
 /// Which process serves the metrics: each exposes only the families it writes, so that the
@@ -267,6 +268,13 @@ impl Metrics {
                 "drift_sentinel_audit_bypass_oldest_seconds",
                 "How long the longest-standing honoured bypass of the last completed audit run had been set (since its annotation's managedFields time); 0 when none.",
             )?,
+            audit_unverified: prometheus::IntGaugeVec::new(
+                prometheus::Opts::new(
+                    "drift_sentinel_audit_unverified_records",
+                    "What did not verify with the installation's record signing key, by source: record (the webhook's records the last run read; no user is named from them), report and event-memory (what the audit remembers, as last read back: not read back).",
+                ),
+                &["source"],
+            )?,
         };
         for collector in metrics.collectors(role) {
             metrics.registry.register(collector)?;
@@ -314,9 +322,20 @@ impl Metrics {
                 Box::new(self.audit_drifted.clone()),
                 Box::new(self.audit_bypassed.clone()),
                 Box::new(self.audit_bypass_oldest.clone()),
+                Box::new(self.audit_unverified.clone()),
             ]),
         }
         collectors
+    }
+
+    /// `drift_sentinel_audit_unverified_records`: every source (its bounded label values), 0
+    /// when nothing of it was read.
+    pub fn set_audit_unverified(&self, evidence: &drift_api::status::AuditEvidence) {
+        for (source, count) in evidence.unverified_by_source() {
+            self.audit_unverified
+                .with_label_values(&[source.as_str()])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -359,14 +378,66 @@ mod tests {
         names
     }
 
-    const AUDIT: [&str; 6] = [
+    const AUDIT: [&str; 7] = [
         "drift_sentinel_audit_bypass_oldest_seconds",
         "drift_sentinel_audit_bypassed_objects",
         "drift_sentinel_audit_drifted_objects",
         "drift_sentinel_audit_duration_seconds",
         "drift_sentinel_audit_last_run_timestamp_seconds",
         "drift_sentinel_audit_objects",
+        "drift_sentinel_audit_unverified_records",
     ];
+
+    #[test]
+    fn what_did_not_verify_is_served_by_source() {
+        use drift_api::status::{AuditEvidence, MemoryRead, RecordsRead, SignedSource};
+        let memory = |source, unverified| MemoryRead {
+            source,
+            read: 3,
+            unverified,
+            unverified_why: None,
+            error: None,
+        };
+        // (the evidence, the lines served)
+        let cases = [
+            (
+                AuditEvidence::default(),
+                [
+                    r#"drift_sentinel_audit_unverified_records{source="event-memory"} 0"#,
+                    r#"drift_sentinel_audit_unverified_records{source="record"} 0"#,
+                    r#"drift_sentinel_audit_unverified_records{source="report"} 0"#,
+                ],
+            ),
+            (
+                AuditEvidence {
+                    records: RecordsRead {
+                        read: 10,
+                        unverified: 4,
+                        ..RecordsRead::default()
+                    },
+                    memory: vec![
+                        memory(SignedSource::Report, 2),
+                        memory(SignedSource::EventMemory, 1),
+                    ],
+                },
+                [
+                    r#"drift_sentinel_audit_unverified_records{source="event-memory"} 1"#,
+                    r#"drift_sentinel_audit_unverified_records{source="record"} 4"#,
+                    r#"drift_sentinel_audit_unverified_records{source="report"} 2"#,
+                ],
+            ),
+        ];
+        for (evidence, want) in cases {
+            let metrics = Metrics::audit().unwrap();
+            metrics.set_audit_unverified(&evidence);
+            let text = metrics.render().unwrap();
+            let served: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("drift_sentinel_audit_unverified_records"))
+                .collect();
+            assert_eq!(served, want, "{evidence:?}");
+        }
+    }
 
     #[test]
     fn the_webhook_serves_no_audit_metric() {
@@ -393,6 +464,7 @@ mod tests {
         metrics.audit_objects.with_label_values(&["drifted"]).set(2);
         metrics.audit_drifted.with_label_values(&["a/b"]).set(2);
         metrics.audit_bypassed.with_label_values(&["active"]).set(1);
+        metrics.set_audit_unverified(&drift_api::status::AuditEvidence::default());
         metrics.admission_duration.observe(0.1);
         metrics.export_published.with_label_values(&["audit"]).inc();
         let names = families(&metrics);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use drift_api::events::signature::{self, SigningKey, Verification};
+use drift_api::status::{KeyPublication, MAX_PUBLICATION_ERROR_BYTES, PublicationState};
 
 /// The key of `--record-signing-key`, or `None` without the flag. A missing, unreadable or
 /// wrongly sized file is a startup error naming the file and the fix.
@@ -58,7 +59,11 @@ pub fn verification(key: Option<&SigningKey>) -> Verification {
 /// get and patch it), where `kubectl drift` reads it to verify the records. Without a key, an
 /// empty value says the records are unsigned. A failure is logged: the webhook serves anyway,
 /// and the plugin then says the records could not be verified.
-pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&SigningKey>) -> bool {
+pub async fn publish(
+    client: &kube::Client,
+    namespace: &str,
+    key: Option<&SigningKey>,
+) -> Result<(), String> {
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(client.clone(), namespace);
     let value = key.map_or_else(String::new, |k| {
@@ -80,7 +85,7 @@ pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&Signin
                 signed = key.is_some(),
                 "published the record signing key's public half for kubectl drift"
             );
-            true
+            Ok(())
         }
         Err(e) => {
             tracing::warn!(
@@ -89,21 +94,80 @@ pub async fn publish(client: &kube::Client, namespace: &str, key: Option<&Signin
             error = %e,
             "cannot publish the record signing key's public half: kubectl drift cannot verify the webhook's records and names no user from them (the chart creates this ConfigMap and lets the agent patch it)"
             );
-            false
+            Err(e.to_string())
         }
     }
 }
 
+/// The record signing of a process for its `/status` (reference §8 "Trust"): whether it has a
+/// key, and — the webhook — where the publication of its public half stands.
+#[derive(Clone)]
+pub struct SigningStatus {
+    pub signed: bool,
+    pub publication: Option<Arc<PublicationStatus>>,
+}
+
+impl SigningStatus {
+    pub fn status(&self) -> drift_api::status::RecordSigning {
+        drift_api::status::RecordSigning {
+            signed: self.signed,
+            public_key: self.publication.as_ref().map(|p| p.get()),
+        }
+    }
+}
+
+/// Where the publication stands, for the webhook's `/status` (reference §8 "Trust"): pending,
+/// published, or failing with the last error (bounded).
+pub struct PublicationStatus(std::sync::Mutex<KeyPublication>);
+
+impl PublicationStatus {
+    /// Pending, for the ConfigMap of `namespace`.
+    pub fn new(namespace: &str) -> Self {
+        Self(std::sync::Mutex::new(KeyPublication {
+            config_map: format!("{namespace}/{}", signature::PUBLIC_KEY_CONFIGMAP),
+            ..KeyPublication::default()
+        }))
+    }
+
+    fn attempted(&self, outcome: &Result<(), String>, at: std::time::SystemTime) {
+        if let Ok(mut publication) = self.0.lock() {
+            publication.attempts = publication.attempts.saturating_add(1);
+            publication.at = Some(humantime::format_rfc3339_seconds(at).to_string());
+            (publication.state, publication.last_error) = match outcome {
+                Ok(()) => (PublicationState::Published, None),
+                Err(e) => (
+                    PublicationState::Failing,
+                    Some(drift_engine::truncate::truncate_bytes(
+                        e,
+                        MAX_PUBLICATION_ERROR_BYTES,
+                    )),
+                ),
+            };
+        }
+    }
+
+    pub fn get(&self) -> KeyPublication {
+        self.0.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+}
+
 /// [`publish`] until it succeeds or the agent shuts down, waiting 5 s after the first failure,
-/// doubling up to 5 minutes: a ConfigMap made after the agent started is still filled in.
+/// doubling up to 5 minutes: a ConfigMap made after the agent started is still filled in. Each
+/// attempt is told to `status`.
 pub async fn publish_until_done(
     client: kube::Client,
     namespace: String,
     key: Option<Arc<SigningKey>>,
+    status: Arc<PublicationStatus>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut wait = std::time::Duration::from_secs(5);
-    while !publish(&client, &namespace, key.as_deref()).await {
+    loop {
+        let outcome = publish(&client, &namespace, key.as_deref()).await;
+        status.attempted(&outcome, std::time::SystemTime::now());
+        if outcome.is_ok() {
+            return;
+        }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,

@@ -96,6 +96,9 @@ pub struct ServeState {
     pub decisions: crate::decisions::DecisionPool,
     /// Cluster mode with `--events`: where findings go to become Events (reference §6).
     pub events: Option<crate::events::EventSink>,
+    /// Cluster mode with `--events`: whether records are signed, and the publication of the
+    /// public key (reference §8 "Trust").
+    pub record_signing: Option<crate::record_key::SigningStatus>,
 }
 
 /// The export of this process: the exporter, its status and where its Connection comes from.
@@ -111,14 +114,24 @@ pub struct AuditRuns {
     /// Run periodically: `--audit-interval`.
     interval: Option<Duration>,
     last: Mutex<Option<AuditRun>>,
+    /// Cluster mode with `--events`: whether the audit verifies with a key.
+    record_signing: Option<crate::record_key::SigningStatus>,
 }
 
 impl AuditRuns {
-    pub fn new(interval: Option<Duration>) -> Self {
+    pub fn new(
+        interval: Option<Duration>,
+        record_signing: Option<crate::record_key::SigningStatus>,
+    ) -> Self {
         Self {
             interval,
             last: Mutex::new(None),
+            record_signing,
         }
+    }
+
+    pub fn record_signing(&self) -> Option<&crate::record_key::SigningStatus> {
+        self.record_signing.as_ref()
     }
 
     /// Records a run. A failed run keeps the start of the last run that completed, so that

@@ -102,22 +102,34 @@ fn patched_deployment(time: &str) -> serde_json::Value {
 /// What a continuous audit (`--audit-interval 2s`) said of the patched Deployment's
 /// `spec.replicas` with `records` of the webhook's records served (none of them of that edit):
 /// the notes of its `DriftDetected` Events once a run that read the records 30 s after the edit
-/// has ended, the list requests of records that continued a page, and the audit's log.
+/// has ended, the list requests of records that continued a page, the audit's log, its
+/// `/status` and its metrics.
 ///
 /// The edit is timed after the audit's first read of the records (its managedFields time is
 /// taken from the test's clock once the double has served that read), so that a run 30 s later
 /// may call it unseen: the one wait of the test is that grace (reference §8 "Who and why").
-fn audit_continuously(records: usize) -> (Vec<String>, usize, String) {
+fn audit_continuously(records: usize) -> Continuous {
     let fixtures =
         std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/audit"));
     let double = Double::builder().start();
     let api = double.api();
     api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}));
     for n in 0..records {
+        // The first few carry a record of an edit of another object, unsigned (forged): read,
+        // never verified.
+        let annotations = if n < FORGED {
+            json!({drift_api::events::EDITS_ANNOTATION: json!({
+                "v": RECORD_VERSION, "uid": format!("u-{n}"), "user": "mallory",
+                "why": {"kind": "warn-mode"}, "rule": "drift-system/workloads", "edits": []
+            }).to_string()})
+        } else {
+            json!({})
+        };
         api.apply(json!({
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": format!("other.{n:x}"), "namespace": "shop",
-                "labels": {RECORD_LABEL: format!("v{RECORD_VERSION}")}},
+                "labels": {RECORD_LABEL: format!("v{RECORD_VERSION}")},
+                "annotations": annotations},
             "reportingController": drift_api::events::WEBHOOK_CONTROLLER,
             "regarding": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
                 "name": "other", "uid": format!("u-{n}")},
@@ -207,14 +219,59 @@ fn audit_continuously(records: usize) -> (Vec<String>, usize, String) {
         .iter()
         .filter_map(|e| e["note"].as_str().map(str::to_owned))
         .collect();
-    (seen, record_reads(true), agent.logs())
+    let client = drift_testkit::client();
+    Continuous {
+        notes: seen,
+        continued: record_reads(true),
+        status: client
+            .get(agent.url("/status"))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap_or_default(),
+        metrics: client
+            .get(format!("http://127.0.0.1:{}/metrics", agent.port()))
+            .send()
+            .and_then(|r| r.text())
+            .unwrap_or_default(),
+        log: agent.logs(),
+    }
+}
+
+/// The served records that carry a record (unsigned) of an edit: the rest are Events labelled
+/// as records that hold none.
+const FORGED: usize = 3;
+
+/// What [`audit_continuously`] saw.
+struct Continuous {
+    notes: Vec<String>,
+    continued: usize,
+    status: serde_json::Value,
+    metrics: String,
+    log: String,
 }
 
 #[test]
 fn a_continuous_audit_pages_the_records_and_calls_an_unrecorded_edit_unseen() {
-    let (notes, continued, log) = audit_continuously(MAX_RECORDS);
+    let Continuous {
+        notes,
+        continued,
+        status,
+        metrics,
+        log,
+    } = audit_continuously(MAX_RECORDS);
     // 100 pages of 500 a read: 99 continued.
     assert!(continued >= 99, "{continued} continued reads\n{log}");
+    // The forged records: read, none verified, and said where an operator looks.
+    let records = &status["audit"]["evidence"]["records"];
+    assert_eq!(records["read"], FORGED, "{status:#}");
+    assert_eq!(records["unverified"], FORGED, "{status:#}");
+    assert_eq!(status["recordSigning"]["signed"], true, "{status:#}");
+    assert!(
+        metrics.contains(&format!(
+            "drift_sentinel_audit_unverified_records{{source=\"record\"}} {FORGED}"
+        )),
+        "{metrics}"
+    );
     assert!(
         notes
             .iter()
@@ -225,7 +282,20 @@ fn a_continuous_audit_pages_the_records_and_calls_an_unrecorded_edit_unseen() {
 
 #[test]
 fn a_continuous_audit_over_the_bound_never_calls_an_edit_unseen_and_says_why() {
-    let (notes, continued, log) = audit_continuously(MAX_RECORDS + 1);
+    let Continuous {
+        notes,
+        continued,
+        status,
+        log,
+        ..
+    } = audit_continuously(MAX_RECORDS + 1);
+    let records = &status["audit"]["evidence"]["records"];
+    assert!(
+        records["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with(&format!("more than {MAX_RECORDS}"))),
+        "{status:#}"
+    );
     // The reader stops at the bound with more to read: 99 continued requests a read, whatever
     // the page it stopped on.
     assert!(continued >= 99, "{continued} continued reads\n{log}");

@@ -566,3 +566,41 @@ fn memory_does_not_grow_with_non_rule_config_maps() {
         "RSS grew from {baseline} KiB to {loaded} KiB with 10,000 plain ConfigMaps"
     );
 }
+
+/// Reference §8 "Trust": the webhook's `/status` says whether its records are signed and where
+/// the publication of its public key stands: failing with the API server's error while the
+/// ConfigMap is missing (the chart creates it), then published once it exists (retried 5 s
+/// later).
+#[test]
+fn the_record_key_publication_is_in_status_until_it_succeeds() {
+    let cluster = Cluster::with_rule();
+    let agent = cluster.ready_agent();
+    let status = agent.wait_for_status("a failed publication", |s| {
+        s["recordSigning"]["publicKey"]["state"] == "failing"
+    });
+    let signing = &status["recordSigning"];
+    // No --record-signing-key: records are unsigned, and the key published is empty.
+    assert_eq!(signing["signed"], false, "{status:#}");
+    let public_key = &signing["publicKey"];
+    assert!(
+        public_key["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("not found")),
+        "{status:#}"
+    );
+    assert!(public_key["attempts"].as_u64() >= Some(1), "{status:#}");
+    let config_map = public_key["configMap"].as_str().unwrap_or_default();
+    let (namespace, name) = config_map.split_once('/').expect("namespace/name");
+    cluster.api().apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace}, "data": {}
+    }));
+    let status = agent.wait_for_status("the key published", |s| {
+        s["recordSigning"]["publicKey"]["state"] == "published"
+    });
+    assert_eq!(
+        status["recordSigning"]["publicKey"].get("lastError"),
+        None,
+        "{status:#}"
+    );
+}

@@ -49,6 +49,188 @@ pub struct AgentStatus {
     /// (`--audit-interval`); present from startup, before the first run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_interval_seconds: Option<f64>,
+    /// Cluster mode with `--events`: whether the records are signed, and (the webhook) whether
+    /// its public key is published (reference §8 "Trust"). `None` from an agent that predates it
+    /// or writes and reads no records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_signing: Option<RecordSigning>,
+}
+
+/// Whether the agent signs (the webhook) or verifies (the audit) the records with the
+/// installation's key (`--record-signing-key`, reference §8 "Trust").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordSigning {
+    /// Whether the agent runs with `--record-signing-key`.
+    pub signed: bool,
+    /// The webhook only: its public key's publication in the record key ConfigMap, where
+    /// `kubectl drift audit|blame` read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<KeyPublication>,
+}
+
+/// The most bytes of an error `/status` carries about the public key's publication.
+pub const MAX_PUBLICATION_ERROR_BYTES: usize = 512;
+
+/// The webhook's publication of the public key (retried in the background until it succeeds).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyPublication {
+    pub state: PublicationState,
+    /// `namespace/name` of the ConfigMap.
+    pub config_map: String,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// When it was published, or last tried (RFC 3339); absent before the first attempt ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// `failing`: the last attempt's error (at most [`MAX_PUBLICATION_ERROR_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublicationState {
+    /// Not tried yet, or the first attempt has not ended.
+    #[default]
+    Pending,
+    Published,
+    /// The last attempt failed; tried again (5 s doubling up to 5 minutes).
+    Failing,
+}
+
+impl RecordSigning {
+    /// What an operator is told of it, when it is not as it should be: records unsigned, or the
+    /// public key not (yet) published; `None` when the records are signed and the key published.
+    /// `audit`: the audit's status (it verifies, publishes nothing).
+    pub fn concern(&self, audit: bool) -> Option<String> {
+        if !self.signed {
+            return Some(if audit {
+                "no --record-signing-key: the webhook's records and the audit's memory cannot be verified, so the audit names no user from them".to_owned()
+            } else {
+                "no --record-signing-key: records are written unsigned; the audit names no user from them".to_owned()
+            });
+        }
+        let publication = self.public_key.as_ref()?;
+        match publication.state {
+            PublicationState::Published => None,
+            PublicationState::Pending => Some(format!(
+                "the record key's public half is not published yet in ConfigMap {}: kubectl drift audit|blame name no user until it is",
+                publication.config_map
+            )),
+            PublicationState::Failing => Some(format!(
+                "cannot publish the record key's public half in ConfigMap {} ({} attempts, retried): {}; kubectl drift audit|blame name no user until it is",
+                publication.config_map,
+                publication.attempts,
+                publication.last_error.as_deref().unwrap_or("unknown error")
+            )),
+        }
+    }
+}
+
+/// What an audit run read of the webhook's records, and what the audit process read back of its
+/// memory, and what of each did not verify (reference §8 "Trust").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvidence {
+    /// The run's read of the webhook's records.
+    pub records: RecordsRead,
+    /// The last read of each memory (Reports, `DriftDetected` and `Bypassed` Events) since the
+    /// process started:
+    /// read once, retried each run until it can be.
+    #[serde(default)]
+    pub memory: Vec<MemoryRead>,
+}
+
+/// One read of the webhook's records.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordsRead {
+    /// Records read (valid ones, signed or not).
+    pub read: u64,
+    /// Of those, records that did not verify: no user is named from them.
+    pub unverified: u64,
+    /// Why they did not verify, when some did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified_why: Option<String>,
+    /// Why the records could not be read (then no user is named this run), bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One read of the audit's memory from `source` (`report` or `event-memory`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryRead {
+    pub source: SignedSource,
+    /// Objects whose remembered attributions were read back.
+    pub read: u64,
+    /// Entries not read back because they did not verify.
+    pub unverified: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified_why: Option<String>,
+    /// Why the memory could not be read (retried next run), bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl AuditEvidence {
+    /// What did not verify, by source: the `drift_sentinel_audit_unverified_records` gauge (every
+    /// source, 0 when nothing of it was read).
+    pub fn unverified_by_source(&self) -> [(SignedSource, u64); 3] {
+        SignedSource::ALL.map(|source| {
+            let count = match source {
+                SignedSource::Record => self.records.unverified,
+                memory => self
+                    .memory
+                    .iter()
+                    .filter(|m| m.source == memory)
+                    .map(|m| m.unverified)
+                    .sum(),
+            };
+            (source, count)
+        })
+    }
+
+    /// One line per read that did not go as it should (an error, or items that did not
+    /// verify), as `kubectl drift status` warns.
+    pub fn concerns(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let r = &self.records;
+        if let Some(error) = &r.error {
+            out.push(format!("the webhook's records could not be read: {error}"));
+        }
+        if r.unverified > 0 {
+            out.push(format!(
+                "{} of {} of the webhook's records did not verify: {}",
+                r.unverified,
+                r.read,
+                r.unverified_why
+                    .as_deref()
+                    .unwrap_or("no user is named from them")
+            ));
+        }
+        for m in &self.memory {
+            let what = match m.source {
+                SignedSource::Report => "the audit's Reports",
+                _ => "the audit's DriftDetected and Bypassed Events",
+            };
+            if let Some(error) = &m.error {
+                out.push(format!("the memory in {what} could not be read: {error}"));
+            }
+            if m.unverified > 0 {
+                out.push(format!(
+                    "{} remembered entries in {what} did not verify and were not read back: {}",
+                    m.unverified,
+                    m.unverified_why
+                        .as_deref()
+                        .unwrap_or("not signed by this installation")
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// One completed audit run (reference §8), as `/status` of the audit process shows it.
@@ -69,6 +251,10 @@ pub struct AuditRun {
     /// failed — an earlier one's; absent when none has completed yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completed: Option<String>,
+    /// Cluster mode with `--events`: the records the run read and the memory the process read
+    /// back, with what did not verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<AuditEvidence>,
 }
 
 /// Audited objects by result: the `result` label of `drift_sentinel_audit_objects`.
@@ -416,8 +602,33 @@ mod tests {
                 },
                 error: None,
                 last_completed: Some("2026-07-28T12:00:00Z".into()),
+                evidence: Some(AuditEvidence {
+                    records: RecordsRead {
+                        read: 10,
+                        unverified: 2,
+                        unverified_why: Some("forged".into()),
+                        error: None,
+                    },
+                    memory: vec![MemoryRead {
+                        source: SignedSource::EventMemory,
+                        read: 1,
+                        unverified: 1,
+                        unverified_why: Some("forged".into()),
+                        error: None,
+                    }],
+                }),
             }),
             audit_interval_seconds: Some(60.0),
+            record_signing: Some(RecordSigning {
+                signed: true,
+                public_key: Some(KeyPublication {
+                    state: PublicationState::Failing,
+                    config_map: "drift-system/drift-sentinel-record-key".into(),
+                    attempts: 3,
+                    at: Some("2026-07-28T12:00:00Z".into()),
+                    last_error: Some("configmaps is forbidden".into()),
+                }),
+            }),
         };
         let text = serde_json::to_string(&status).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -431,6 +642,11 @@ mod tests {
         assert_eq!(value["audit"]["counts"]["noBaseline"], 3);
         assert_eq!(value["clusterRuleNamespaces"][1], "platform-*");
         assert_eq!(value["staleRules"][0]["servedResourceVersion"], "7");
+        assert_eq!(value["recordSigning"]["publicKey"]["state"], "failing");
+        assert_eq!(
+            value["audit"]["evidence"]["memory"][0]["source"],
+            "event-memory"
+        );
         let back: AgentStatus = serde_json::from_str(&text).unwrap();
         assert_eq!(back, status);
     }
@@ -445,5 +661,116 @@ mod tests {
         assert_eq!(status.cluster_rule_namespaces, None);
         let text = serde_json::to_string(&status).unwrap();
         assert!(!text.contains("clusterRuleNamespaces"), "{text}");
+    }
+
+    #[test]
+    fn what_is_said_of_the_record_signing() {
+        let publication = |state, last_error: Option<&str>| KeyPublication {
+            state,
+            config_map: "ops/drift-sentinel-record-key".into(),
+            attempts: 4,
+            at: None,
+            last_error: last_error.map(str::to_owned),
+        };
+        let signing = |signed, public_key| RecordSigning { signed, public_key };
+        // (signing, the audit's status, what is said)
+        let cases = [
+            (signing(true, None), true, None),
+            (
+                signing(true, Some(publication(PublicationState::Published, None))),
+                false,
+                None,
+            ),
+            (
+                signing(false, None),
+                false,
+                Some("records are written unsigned; the audit names no user from them"),
+            ),
+            (
+                signing(false, None),
+                true,
+                Some("cannot be verified, so the audit names no user from them"),
+            ),
+            (
+                signing(true, Some(publication(PublicationState::Pending, None))),
+                false,
+                Some("not published yet in ConfigMap ops/drift-sentinel-record-key"),
+            ),
+            (
+                signing(
+                    true,
+                    Some(publication(PublicationState::Failing, Some("forbidden"))),
+                ),
+                false,
+                Some("ConfigMap ops/drift-sentinel-record-key (4 attempts, retried): forbidden"),
+            ),
+        ];
+        for (signing, audit, want) in cases {
+            let said = signing.concern(audit);
+            match want {
+                None => assert_eq!(said, None, "{signing:?}"),
+                Some(part) => assert!(
+                    said.as_deref().is_some_and(|s| s.contains(part)),
+                    "{said:?} lacks {part:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_said_of_the_evidence_read() {
+        let memory = |source, unverified, error: Option<&str>| MemoryRead {
+            source,
+            read: 5,
+            unverified,
+            unverified_why: (unverified > 0).then(|| "forged".to_owned()),
+            error: error.map(str::to_owned),
+        };
+        let read = |unverified, error: Option<&str>| RecordsRead {
+            read: 7,
+            unverified,
+            unverified_why: (unverified > 0).then(|| "not signed".to_owned()),
+            error: error.map(str::to_owned),
+        };
+        // (evidence, what is said, the gauge by source: record, report, event-memory)
+        let cases: Vec<(AuditEvidence, Vec<&str>, [u64; 3])> = vec![
+            (AuditEvidence::default(), vec![], [0, 0, 0]),
+            (
+                AuditEvidence {
+                    records: read(0, Some("more than 50000 records")),
+                    memory: vec![memory(
+                        SignedSource::Report,
+                        0,
+                        Some("reports is forbidden"),
+                    )],
+                },
+                vec![
+                    "the webhook's records could not be read: more than 50000 records",
+                    "the memory in the audit's Reports could not be read: reports is forbidden",
+                ],
+                [0, 0, 0],
+            ),
+            (
+                AuditEvidence {
+                    records: read(3, None),
+                    memory: vec![
+                        memory(SignedSource::Report, 1, None),
+                        memory(SignedSource::EventMemory, 2, None),
+                    ],
+                },
+                vec![
+                    "3 of 7 of the webhook's records did not verify: not signed",
+                    "1 remembered entries in the audit's Reports did not verify and were not read back: forged",
+                    "2 remembered entries in the audit's DriftDetected and Bypassed Events did not verify and were not read back: forged",
+                ],
+                [3, 1, 2],
+            ),
+        ];
+        for (evidence, said, gauge) in cases {
+            assert_eq!(evidence.concerns(), said, "{evidence:?}");
+            let by_source = evidence.unverified_by_source();
+            assert_eq!(by_source.map(|(_, n)| n), gauge, "{evidence:?}");
+            assert_eq!(by_source.map(|(s, _)| s), SignedSource::ALL);
+        }
     }
 }

@@ -16,7 +16,7 @@ use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
-use drift_api::status::SignedSource;
+use drift_api::status::{AuditEvidence, RecordsRead, SignedSource};
 use drift_engine::attribution::Coverage;
 use drift_engine::who::{
     MAX_REMEMBERED_BYTES, MAX_REMEMBERED_OBJECTS, Memory, NamespaceLabels, RunEvidence,
@@ -47,6 +47,8 @@ pub struct Attributor {
     verification: Verification,
     /// Whether a run without a key has said so (once).
     said_unverifiable: bool,
+    /// The last read of the records, and of each memory, for `/status` and the metrics.
+    evidence: AuditEvidence,
 }
 
 impl Attributor {
@@ -67,6 +69,7 @@ impl Attributor {
             seed_from_events: true,
             verification: crate::record_key::verification(signing_key.as_deref()),
             said_unverifiable: false,
+            evidence: AuditEvidence::default(),
         }
     }
 
@@ -75,8 +78,16 @@ impl Attributor {
     /// The first run of the process first reads what the audit's last Reports remember.
     pub async fn start_run(&mut self) -> RunEvidence {
         if self.seed_from_reports {
-            match super::reports::remembered(&self.client, &self.verification).await {
-                Ok(memory) => {
+            let outcome = super::reports::remembered(&self.client, &self.verification).await;
+            self.note_memory(
+                SignedSource::Report,
+                outcome
+                    .as_ref()
+                    .map(|(m, unverified)| (m.fields.len() + m.setters.len(), *unverified))
+                    .map_err(|e| format!("{e:#}")),
+            );
+            match outcome {
+                Ok((memory, _)) => {
                     tracing::info!(
                         objects = memory.fields.len(),
                         bypasses = memory.setters.len(),
@@ -92,8 +103,16 @@ impl Attributor {
             }
         }
         if self.seed_from_events {
-            match remembered_of_events(&self.client, &self.verification).await {
-                Ok(memory) => {
+            let outcome = remembered_of_events(&self.client, &self.verification).await;
+            self.note_memory(
+                SignedSource::EventMemory,
+                outcome
+                    .as_ref()
+                    .map(|(m, unverified)| (m.fields.len() + m.setters.len(), *unverified))
+                    .map_err(Clone::clone),
+            );
+            match outcome {
+                Ok((memory, _)) => {
                     tracing::info!(
                         objects = memory.fields.len(),
                         "remembered attributions read from the audit's last DriftDetected Events"
@@ -124,11 +143,13 @@ impl Attributor {
                         &self.verification,
                     );
                 }
+                self.evidence.records = records_read(&records, None);
                 (records, Ok(Coverage { since, read_at }))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the webhook's records of edits (Events): the users of drifted fields are not known this run");
                 self.since = None;
+                self.evidence.records = records_read(&Records::default(), Some(&e));
                 (Records::default(), Err(e))
             }
         };
@@ -177,6 +198,23 @@ impl Attributor {
         }
     }
 
+    /// Keeps the last read of a memory for `/status`.
+    fn note_memory(&mut self, source: SignedSource, outcome: Result<(usize, usize), String>) {
+        let read = super::trust::memory_read(
+            source,
+            outcome.as_ref().copied().map_err(String::as_str),
+            &self.verification,
+        );
+        self.evidence.memory.retain(|m| m.source != source);
+        self.evidence.memory.push(read);
+        self.evidence.memory.sort_by_key(|m| m.source);
+    }
+
+    /// The last read of the records and of each memory, and what of them did not verify.
+    pub fn evidence(&self) -> AuditEvidence {
+        self.evidence.clone()
+    }
+
     /// Keeps what the run attributed for the next run; a run that did not see every object
     /// keeps what earlier runs remembered of the others.
     pub fn finish_run(&mut self, evidence: RunEvidence, complete: bool) {
@@ -221,7 +259,7 @@ async fn read_namespace_labels(
 async fn remembered_of_events(
     client: &kube::Client,
     verification: &Verification,
-) -> Result<Memory, String> {
+) -> Result<(Memory, usize), String> {
     let api: Api<Event> = Api::all(client.clone());
     let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
     let mut pages = Pages::new(500);
@@ -271,7 +309,25 @@ async fn remembered_of_events(
         fields: fields.into_map(),
         setters: setters.into_map(),
     });
-    Ok(memory)
+    Ok((memory, unverified))
+}
+
+/// What a read of the records shows in `/status`: how many, how many did not verify and why,
+/// or why they could not be read (bounded).
+fn records_read(records: &Records, error: Option<&str>) -> RecordsRead {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let unverified = records.unverified_count();
+    RecordsRead {
+        read: count(records.verified.values().map(Vec::len).sum::<usize>() + unverified),
+        unverified: count(unverified),
+        unverified_why: (unverified > 0).then(|| records.unverified_why.clone()),
+        error: error.map(|e| {
+            drift_engine::truncate::truncate_bytes(
+                e,
+                drift_engine::attribution::MAX_UNREAD_REASON_BYTES,
+            )
+        }),
+    }
 }
 
 /// Of several Events of one object, what the one observed last remembers.

@@ -135,6 +135,13 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
     // Run once, nothing serves `/status`.
     let runs = Arc::new(AuditRuns::new(
         (!args.audit_once).then_some(args.audit_interval),
+        client
+            .as_ref()
+            .filter(|_| args.events)
+            .map(|_| crate::record_key::SigningStatus {
+                signed: signing_key.is_some(),
+                publication: None,
+            }),
     ));
     let auditor = Auditor {
         shared: shared.clone(),

@@ -278,11 +278,12 @@ pub async fn installed(client: &kube::Client) -> bool {
 
 /// What the audit's Reports (and ClusterReport) remember of what earlier runs attributed
 /// ([`drift_engine::who::Memory::of_reports`]): read once when the audit starts, so that a
-/// restart does not forget users whose Events have expired.
+/// restart does not forget users whose Events have expired. With it, how many properties did not
+/// verify.
 pub async fn remembered(
     client: &kube::Client,
     verification: &drift_api::events::signature::Verification,
-) -> anyhow::Result<drift_engine::who::Memory> {
+) -> anyhow::Result<(drift_engine::who::Memory, usize)> {
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
     let mut reader = drift_engine::who::ReportReader::new(verification.clone());
     for cluster in [false, true] {
@@ -311,7 +312,8 @@ pub async fn remembered(
         reader.unverified(),
         verification,
     );
-    Ok(reader.into_memory())
+    let unverified = reader.unverified();
+    Ok((reader.into_memory(), unverified))
 }
 
 /// Applies every report of the run and deletes the audit's reports of namespaces it no longer

@@ -73,6 +73,8 @@ pub struct RunOutcome {
     /// managedFields time); zero when none.
     pub oldest_bypass: std::time::Duration,
     pub error: Option<String>,
+    /// Cluster mode with `--events`: the records read and the memory read back.
+    pub evidence: Option<drift_api::status::AuditEvidence>,
 }
 
 impl RunOutcome {
@@ -333,11 +335,11 @@ impl Auditor {
                 .await;
         }
         errors.extend(export_error);
+        let mut read = None;
         if let (Some(attributor), Some(evidence)) = (&self.attribution, progress.who.take()) {
-            attributor
-                .lock()
-                .await
-                .finish_run(evidence, errors.is_empty());
+            let mut attributor = attributor.lock().await;
+            attributor.finish_run(evidence, errors.is_empty());
+            read = Some(attributor.evidence());
         }
         if errors.is_empty()
             && let (Some(reports), Some(client)) = (&progress.reports, &self.client)
@@ -353,6 +355,7 @@ impl Auditor {
             drifted_by_rule: progress.drifted_by_rule,
             oldest_bypass: progress.oldest_bypass,
             error: (!errors.is_empty()).then(|| errors.join("; ")),
+            evidence: read,
         };
         self.record(&outcome);
         outcome
@@ -493,6 +496,9 @@ impl Auditor {
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
             }
         }
+        if let Some(evidence) = &outcome.evidence {
+            metrics.set_audit_unverified(evidence);
+        }
         self.runs.record(AuditRun {
             id: outcome.id.clone(),
             start: format_rfc3339(outcome.start),
@@ -501,6 +507,7 @@ impl Auditor {
             error: outcome.error.clone(),
             // Set from the previous run when this one failed.
             last_completed: None,
+            evidence: outcome.evidence.clone(),
         });
     }
 

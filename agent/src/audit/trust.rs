@@ -4,7 +4,7 @@
 //! The one place that says in the log what of a read did not verify.
 
 use drift_api::events::signature::Verification;
-use drift_api::status::SignedSource;
+use drift_api::status::{MemoryRead, SignedSource};
 
 /// What of `source` did not verify, and what becomes of it: named no user from (records) or
 /// not read back (memory).
@@ -15,8 +15,47 @@ fn consequence(source: SignedSource) -> &'static str {
             "Report properties of who made drifted fields or set a bypass that did not verify: not read back"
         }
         SignedSource::EventMemory => {
-            "audit Event annotations of who made drifted fields (DriftDetected) or set a bypass (Bypassed) that did not verify: not read back"
+            "DriftDetected and Bypassed Event annotations of who made drifted fields or set a bypass that did not verify: not read back"
         }
+    }
+}
+
+/// Why what was read did not verify: forged or an earlier key's, or this agent has no key.
+pub fn unverified_reason(verification: &Verification) -> &str {
+    match verification {
+        Verification::Key(_) => {
+            "not signed by this installation's key (forged, unsigned, or signed by an earlier key)"
+        }
+        Verification::Unavailable(why) => why.as_str(),
+    }
+}
+
+/// The memory read of `source` for `/status`: how much was read back, what did not verify and
+/// why, or why it could not be read (bounded).
+pub fn memory_read(
+    source: SignedSource,
+    outcome: Result<(usize, usize), &str>,
+    verification: &Verification,
+) -> MemoryRead {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    match outcome {
+        Ok((read, unverified)) => MemoryRead {
+            source,
+            read: count(read),
+            unverified: count(unverified),
+            unverified_why: (unverified > 0).then(|| unverified_reason(verification).to_owned()),
+            error: None,
+        },
+        Err(e) => MemoryRead {
+            source,
+            read: 0,
+            unverified: 0,
+            unverified_why: None,
+            error: Some(drift_engine::truncate::truncate_bytes(
+                e,
+                drift_engine::attribution::MAX_UNREAD_REASON_BYTES,
+            )),
+        },
     }
 }
 
@@ -26,12 +65,7 @@ pub fn warn_unverified(source: SignedSource, unverified: usize, verification: &V
     if unverified == 0 {
         return;
     }
-    let why = match verification {
-        Verification::Key(_) => {
-            "not signed by this installation's key (forged, unsigned, or signed by an earlier key)"
-        }
-        Verification::Unavailable(why) => why.as_str(),
-    };
+    let why = unverified_reason(verification);
     tracing::warn!(
         source = source.as_str(),
         unverified,

@@ -36,16 +36,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
     let (source, tier_policy, initial) = open_rule_source(&args).await?;
-    if let Some(client) = source.client().filter(|_| args.events) {
+    let record_signing = source.client().filter(|_| args.events).map(|client| {
+        let namespace = args.common.export.namespace_in(client);
+        let publication = Arc::new(crate::record_key::PublicationStatus::new(&namespace));
         // In the background: an API server that fails must not hold back serving (the admin
         // port answers /status while the first sync waits).
         tokio::spawn(crate::record_key::publish_until_done(
             client.clone(),
-            args.common.export.namespace_in(client),
+            namespace,
             signing_key.clone(),
+            publication.clone(),
             shutdown_rx.clone(),
         ));
-    }
+        crate::record_key::SigningStatus {
+            signed: signing_key.is_some(),
+            publication: Some(publication),
+        }
+    });
     let export = if args.enable_admission_violation_export {
         Some(export::start(&args, &metrics, source.client(), &shutdown_rx).await?)
     } else {
@@ -70,6 +77,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             )
             .0
         }),
+        record_signing,
     });
     let shared = Shared::new(metrics, tier_policy, initial);
     source.start(&args, &shared, &shutdown_rx);

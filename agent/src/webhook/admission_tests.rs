@@ -51,6 +51,7 @@ fn the_events_findings_are_made_after_the_answer_is_given() {
         export: None,
         decisions: crate::decisions::DecisionPool::new(1).unwrap(),
         events: Some(sink),
+        record_signing: None,
     };
     let review = drift_engine::review::update_review(deployment(3), deployment(5), "alice", "r-1")
         .unwrap()

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use drift_api::status::{AgentStatus, AuditRun};
+use drift_api::status::{AgentStatus, AuditRun, RecordSigning};
 use serde::Serialize;
 
 use super::fetch::AdminAnswer;
@@ -42,6 +42,10 @@ pub(crate) struct AuditAdmin {
     /// The last run, completed or failed.
     pub last_run: Option<AuditRun>,
     pub state: AuditState,
+    /// Whether the audit verifies the records with the installation's key (reference §8
+    /// "Trust"); `None` from an audit that does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_signing: Option<RecordSigning>,
 }
 
 /// How the audit is doing.
@@ -98,6 +102,7 @@ fn admin(answer: AdminAnswer, pod: &AgentPod, now: SystemTime) -> AuditAdmin {
         interval_seconds: None,
         last_run: None,
         state: AuditState::Unknown,
+        record_signing: None,
     };
     let (status, body) = match answer {
         Ok(answer) => answer,
@@ -124,6 +129,7 @@ fn admin(answer: AdminAnswer, pod: &AgentPod, now: SystemTime) -> AuditAdmin {
         interval_seconds: document.audit_interval_seconds,
         state: state(interval, document.audit.as_ref(), pod, now),
         last_run: document.audit,
+        record_signing: document.record_signing,
     }
 }
 
@@ -208,6 +214,44 @@ fn findings(
         )),
         AuditState::Ok => {}
     }
+    if let Some(concern) = admin.record_signing.as_ref().and_then(|s| s.concern(true)) {
+        warnings.push(format!("audit pod {name}: {concern}"));
+    }
+    for concern in run
+        .and_then(|r| r.evidence.as_ref())
+        .map(drift_api::status::AuditEvidence::concerns)
+        .unwrap_or_default()
+    {
+        warnings.push(format!("audit pod {name}: {concern}"));
+    }
+}
+
+/// What the last run of an audit pod read of the webhook's records and the process of its
+/// memory, one line (`None` when it does not say): `POD: records 7 read, 3 did not verify;
+/// memory read back: report 2 (1 did not verify), event-memory 0`.
+pub(super) fn evidence_line(p: &AuditPodReport) -> Option<String> {
+    let evidence = p.admin.as_ref()?.last_run.as_ref()?.evidence.as_ref()?;
+    let records = &evidence.records;
+    let mut line = match &records.error {
+        Some(_) => format!("{}: records not read", p.pod.name),
+        None => format!(
+            "{}: records {} read, {} did not verify",
+            p.pod.name, records.read, records.unverified
+        ),
+    };
+    let memory: Vec<String> = evidence
+        .memory
+        .iter()
+        .map(|m| match (&m.error, m.unverified) {
+            (Some(_), _) => format!("{} not read", m.source.as_str()),
+            (None, 0) => format!("{} {}", m.source.as_str(), m.read),
+            (None, n) => format!("{} {} ({n} did not verify)", m.source.as_str(), m.read),
+        })
+        .collect();
+    if !memory.is_empty() {
+        line.push_str(&format!("; memory read back: {}", memory.join(", ")));
+    }
+    Some(line)
 }
 
 /// The row of an audit pod: pod, ready, last run, its age, duration, counts, bypasses, state.
@@ -362,5 +406,109 @@ mod tests {
         let (state, problems, _) = state_of(10, Ok((500, Vec::new())), now);
         assert_eq!(state, AuditState::Unknown);
         assert!(problems[0].contains("HTTP 500"), "{problems:?}");
+    }
+
+    #[test]
+    fn what_the_runs_read_and_did_not_verify_is_shown_and_warned() {
+        use drift_api::status::{
+            AuditEvidence, MemoryRead, RecordSigning, RecordsRead, SignedSource,
+        };
+        let now = SystemTime::now();
+        let memory = |source, read, unverified, error: Option<&str>| MemoryRead {
+            source,
+            read,
+            unverified,
+            unverified_why: (unverified > 0).then(|| "forged".to_owned()),
+            error: error.map(str::to_owned),
+        };
+        // (signing, evidence, the evidence line, the warnings' parts)
+        type Case<'c> = (
+            Option<RecordSigning>,
+            Option<AuditEvidence>,
+            Option<&'c str>,
+            Vec<&'c str>,
+        );
+        let cases: Vec<Case> = vec![
+            (None, None, None, vec![]),
+            (
+                Some(RecordSigning {
+                    signed: true,
+                    public_key: None,
+                }),
+                Some(AuditEvidence {
+                    records: RecordsRead {
+                        read: 7,
+                        ..RecordsRead::default()
+                    },
+                    memory: vec![memory(SignedSource::EventMemory, 2, 0, None)],
+                }),
+                Some("audit-0: records 7 read, 0 did not verify; memory read back: event-memory 2"),
+                vec![],
+            ),
+            (
+                Some(RecordSigning {
+                    signed: false,
+                    public_key: None,
+                }),
+                Some(AuditEvidence {
+                    records: RecordsRead {
+                        read: 7,
+                        unverified: 7,
+                        unverified_why: Some("no key".into()),
+                        error: None,
+                    },
+                    memory: vec![
+                        memory(SignedSource::Report, 1, 3, None),
+                        memory(SignedSource::EventMemory, 0, 0, Some("events is forbidden")),
+                    ],
+                }),
+                Some(
+                    "audit-0: records 7 read, 7 did not verify; memory read back: report 1 (3 did not verify), event-memory not read",
+                ),
+                vec![
+                    "audit pod audit-0: no --record-signing-key",
+                    "audit pod audit-0: 7 of 7 of the webhook's records did not verify: no key",
+                    "audit pod audit-0: 3 remembered entries in the audit's Reports did not verify",
+                    "audit pod audit-0: the memory in the audit's DriftDetected and Bypassed Events could not be read: events is forbidden",
+                ],
+            ),
+            (
+                None,
+                Some(AuditEvidence {
+                    records: RecordsRead {
+                        error: Some("more than 50000 of the webhook's records".into()),
+                        ..RecordsRead::default()
+                    },
+                    memory: vec![],
+                }),
+                Some("audit-0: records not read"),
+                vec![
+                    "audit pod audit-0: the webhook's records could not be read: more than 50000 of the webhook's records",
+                ],
+            ),
+        ];
+        for (signing, evidence, line, warned) in cases {
+            let status = AgentStatus {
+                audit_interval_seconds: Some(60.0),
+                record_signing: signing,
+                audit: Some(AuditRun {
+                    id: "run".into(),
+                    start: drift_api::violation::format_rfc3339(now),
+                    last_completed: Some(drift_api::violation::format_rfc3339(now)),
+                    evidence: evidence.clone(),
+                    ..AuditRun::default()
+                }),
+                ..AgentStatus::default()
+            };
+            let answer = Ok((200, serde_json::to_vec(&status).unwrap()));
+            let (report, problems, warnings) =
+                audit_health("sel", "ns", vec![pod(3600, now)], vec![Some(answer)], now);
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(evidence_line(&report.pods[0]).as_deref(), line);
+            assert_eq!(warnings.len(), warned.len(), "{warnings:#?}");
+            for (warning, part) in warnings.iter().zip(&warned) {
+                assert!(warning.starts_with(part), "{warning:?} is not {part:?}");
+            }
+        }
     }
 }

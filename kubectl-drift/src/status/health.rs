@@ -125,6 +125,7 @@ fn admin_report(document: &AgentStatus) -> AdminReport {
             .map(ToString::to_string)
             .collect(),
         export_enabled: Some(document.export.enabled),
+        record_signing: document.record_signing.clone(),
     }
 }
 
@@ -382,6 +383,9 @@ fn pod_findings(report: &Report, port: u16, found: &mut Findings) {
                 pod.name
             ));
         }
+        if let Some(concern) = admin.record_signing.as_ref().and_then(|s| s.concern(false)) {
+            warnings.push(format!("pod {}: {concern}", pod.name));
+        }
     }
     for (rule, pods) in invalid_rules(&report.pods) {
         problems.push(format!(
@@ -567,7 +571,10 @@ mod tests {
                 "staleRules": [{"rule": "drift-sentinel/platform", "reason": "unknown field `mutabel`",
                                 "since": "2026-07-28T12:01:00Z", "servedResourceVersion": "7", "resourceVersion": "9"}],
                 "clusterRuleNamespaces": ["drift-sentinel"],
-                "namespacesKnown": 1, "export": {"enabled": true}
+                "namespacesKnown": 1, "export": {"enabled": true},
+                "recordSigning": {"signed": true, "publicKey": {"state": "failing",
+                    "configMap": "drift-system/drift-sentinel-record-key", "attempts": 2,
+                    "lastError": "configmaps \"drift-sentinel-record-key\" is forbidden"}}
             }))
             .unwrap();
         let report = admin_report(&document);
@@ -610,6 +617,17 @@ mod tests {
             }]
         );
         assert_eq!(report.export_enabled, Some(true));
+        // The public key not published: said with the error.
+        let concern = report
+            .record_signing
+            .as_ref()
+            .and_then(|s| s.concern(false));
+        assert!(
+            concern.as_deref().is_some_and(|c| c.contains(
+                "ConfigMap drift-system/drift-sentinel-record-key (2 attempts, retried): configmaps \"drift-sentinel-record-key\" is forbidden"
+            )),
+            "{concern:?}"
+        );
     }
 
     use crate::cluster::pods::AgentPod;

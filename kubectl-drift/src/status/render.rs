@@ -102,6 +102,26 @@ fn audit_text(report: &Report, now: SystemTime, out: &mut String) {
         .map(|p| super::audit::row(p, now))
         .collect();
     out.push_str(&table(super::audit::HEADER, &rows));
+    // What the runs read of the records and the memory, and what did not verify (reference §8
+    // "Trust"); the reasons are among the warnings.
+    let evidence: Vec<String> = audit
+        .pods
+        .iter()
+        .filter_map(super::audit::evidence_line)
+        .collect();
+    if !evidence.is_empty() {
+        out.push_str(
+            "
+Who and why, last run (the webhook's records, the audit's memory):
+",
+        );
+        for line in evidence {
+            out.push_str(&format!(
+                "  {line}
+"
+            ));
+        }
+    }
     // The findings themselves, by default (without export or Reports), are the audit's
     // DriftDetected Events on the drifted objects (reference §6 "Events", §8).
     let drifted = audit

@@ -74,6 +74,10 @@ pub(crate) struct AdminReport {
     pub cluster_rule_namespaces: Option<Vec<String>>,
     pub source_errors: Vec<String>,
     pub export_enabled: Option<bool>,
+    /// Whether the webhook signs its records and has published its public key (reference §8
+    /// "Trust"); `None` from an agent that does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_signing: Option<drift_api::status::RecordSigning>,
 }
 
 #[derive(Debug, Clone, Serialize)]
