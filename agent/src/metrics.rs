@@ -390,13 +390,14 @@ mod tests {
 
     #[test]
     fn what_did_not_verify_is_served_by_source() {
-        use drift_api::status::{AuditEvidence, MemoryRead, RecordsRead, SignedSource};
+        use drift_api::status::{AuditEvidence, MemoryRead, SignedRead, SignedSource};
         let memory = |source, unverified| MemoryRead {
             source,
-            read: 3,
-            unverified,
-            unverified_why: None,
-            error: None,
+            outcome: SignedRead {
+                read: 3,
+                unverified,
+                ..SignedRead::default()
+            },
         };
         // (the evidence, the lines served)
         let cases = [
@@ -410,10 +411,10 @@ mod tests {
             ),
             (
                 AuditEvidence {
-                    records: RecordsRead {
+                    records: SignedRead {
                         read: 10,
                         unverified: 4,
-                        ..RecordsRead::default()
+                        ..SignedRead::default()
                     },
                     memory: vec![
                         memory(SignedSource::Report, 2),

@@ -134,27 +134,27 @@ impl RecordSigning {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvidence {
-    /// The run's read of the webhook's records.
-    pub records: RecordsRead,
+    /// The run's read of the webhook's records (`unverified`: no user is named from them;
+    /// `error`: no user is named this run).
+    pub records: SignedRead,
     /// The last read of each memory (Reports, `DriftDetected` and `Bypassed` Events) since the
-    /// process started:
-    /// read once, retried each run until it can be.
+    /// process started: read once, retried each run until it can be.
     #[serde(default)]
     pub memory: Vec<MemoryRead>,
 }
 
-/// One read of the webhook's records.
+/// One read of what must carry the installation's signature: the webhook's records, or a memory.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RecordsRead {
-    /// Records read (valid ones, signed or not).
+pub struct SignedRead {
+    /// Items read: valid records (signed or not), or remembered entries read back.
     pub read: u64,
-    /// Of those, records that did not verify: no user is named from them.
+    /// Items that did not verify: records no user is named from, entries not read back.
     pub unverified: u64,
     /// Why they did not verify, when some did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unverified_why: Option<String>,
-    /// Why the records could not be read (then no user is named this run), bounded.
+    /// Why nothing could be read (bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -164,15 +164,8 @@ pub struct RecordsRead {
 #[serde(rename_all = "camelCase")]
 pub struct MemoryRead {
     pub source: SignedSource,
-    /// Objects whose remembered attributions were read back.
-    pub read: u64,
-    /// Entries not read back because they did not verify.
-    pub unverified: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unverified_why: Option<String>,
-    /// Why the memory could not be read (retried next run), bounded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    #[serde(flatten)]
+    pub outcome: SignedRead,
 }
 
 impl AuditEvidence {
@@ -186,7 +179,7 @@ impl AuditEvidence {
                     .memory
                     .iter()
                     .filter(|m| m.source == memory)
-                    .map(|m| m.unverified)
+                    .map(|m| m.outcome.unverified)
                     .sum(),
             };
             (source, count)
@@ -216,14 +209,15 @@ impl AuditEvidence {
                 SignedSource::Report => "the audit's Reports",
                 _ => "the audit's DriftDetected and Bypassed Events",
             };
-            if let Some(error) = &m.error {
+            if let Some(error) = &m.outcome.error {
                 out.push(format!("the memory in {what} could not be read: {error}"));
             }
-            if m.unverified > 0 {
+            if m.outcome.unverified > 0 {
                 out.push(format!(
                     "{} remembered entries in {what} did not verify and were not read back: {}",
-                    m.unverified,
-                    m.unverified_why
+                    m.outcome.unverified,
+                    m.outcome
+                        .unverified_why
                         .as_deref()
                         .unwrap_or("not signed by this installation")
                 ));
@@ -603,7 +597,7 @@ mod tests {
                 error: None,
                 last_completed: Some("2026-07-28T12:00:00Z".into()),
                 evidence: Some(AuditEvidence {
-                    records: RecordsRead {
+                    records: SignedRead {
                         read: 10,
                         unverified: 2,
                         unverified_why: Some("forged".into()),
@@ -611,10 +605,12 @@ mod tests {
                     },
                     memory: vec![MemoryRead {
                         source: SignedSource::EventMemory,
-                        read: 1,
-                        unverified: 1,
-                        unverified_why: Some("forged".into()),
-                        error: None,
+                        outcome: SignedRead {
+                            read: 1,
+                            unverified: 1,
+                            unverified_why: Some("forged".into()),
+                            error: None,
+                        },
                     }],
                 }),
             }),
@@ -721,12 +717,14 @@ mod tests {
     fn what_is_said_of_the_evidence_read() {
         let memory = |source, unverified, error: Option<&str>| MemoryRead {
             source,
-            read: 5,
-            unverified,
-            unverified_why: (unverified > 0).then(|| "forged".to_owned()),
-            error: error.map(str::to_owned),
+            outcome: SignedRead {
+                read: 5,
+                unverified,
+                unverified_why: (unverified > 0).then(|| "forged".to_owned()),
+                error: error.map(str::to_owned),
+            },
         };
-        let read = |unverified, error: Option<&str>| RecordsRead {
+        let read = |unverified, error: Option<&str>| SignedRead {
             read: 7,
             unverified,
             unverified_why: (unverified > 0).then(|| "not signed".to_owned()),

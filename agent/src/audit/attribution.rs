@@ -16,7 +16,7 @@ use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
-use drift_api::status::{AuditEvidence, RecordsRead, SignedSource};
+use drift_api::status::{AuditEvidence, MemoryRead, SignedSource};
 use drift_engine::attribution::Coverage;
 use drift_engine::who::{
     MAX_REMEMBERED_BYTES, MAX_REMEMBERED_OBJECTS, Memory, NamespaceLabels, RunEvidence,
@@ -143,13 +143,17 @@ impl Attributor {
                         &self.verification,
                     );
                 }
-                self.evidence.records = records_read(&records, None);
+                let unverified = records.unverified_count();
+                let read = records.verified.values().map(Vec::len).sum::<usize>() + unverified;
+                self.evidence.records = super::trust::signed_read(Ok((read, unverified)), || {
+                    records.unverified_why.clone()
+                });
                 (records, Ok(Coverage { since, read_at }))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the webhook's records of edits (Events): the users of drifted fields are not known this run");
                 self.since = None;
-                self.evidence.records = records_read(&Records::default(), Some(&e));
+                self.evidence.records = super::trust::signed_read(Err(&e), String::new);
                 (Records::default(), Err(e))
             }
         };
@@ -200,11 +204,13 @@ impl Attributor {
 
     /// Keeps the last read of a memory for `/status`.
     fn note_memory(&mut self, source: SignedSource, outcome: Result<(usize, usize), String>) {
-        let read = super::trust::memory_read(
+        let read = MemoryRead {
             source,
-            outcome.as_ref().copied().map_err(String::as_str),
-            &self.verification,
-        );
+            outcome: super::trust::signed_read(
+                outcome.as_ref().copied().map_err(String::as_str),
+                || super::trust::unverified_reason(&self.verification).to_owned(),
+            ),
+        };
         self.evidence.memory.retain(|m| m.source != source);
         self.evidence.memory.push(read);
         self.evidence.memory.sort_by_key(|m| m.source);
@@ -310,24 +316,6 @@ async fn remembered_of_events(
         setters: setters.into_map(),
     });
     Ok((memory, unverified))
-}
-
-/// What a read of the records shows in `/status`: how many, how many did not verify and why,
-/// or why they could not be read (bounded).
-fn records_read(records: &Records, error: Option<&str>) -> RecordsRead {
-    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-    let unverified = records.unverified_count();
-    RecordsRead {
-        read: count(records.verified.values().map(Vec::len).sum::<usize>() + unverified),
-        unverified: count(unverified),
-        unverified_why: (unverified > 0).then(|| records.unverified_why.clone()),
-        error: error.map(|e| {
-            drift_engine::truncate::truncate_bytes(
-                e,
-                drift_engine::attribution::MAX_UNREAD_REASON_BYTES,
-            )
-        }),
-    }
 }
 
 /// Of several Events of one object, what the one observed last remembers.

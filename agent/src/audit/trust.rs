@@ -4,7 +4,7 @@
 //! The one place that says in the log what of a read did not verify.
 
 use drift_api::events::signature::Verification;
-use drift_api::status::{MemoryRead, SignedSource};
+use drift_api::status::{SignedRead, SignedSource};
 
 /// What of `source` did not verify, and what becomes of it: named no user from (records) or
 /// not read back (memory).
@@ -30,31 +30,26 @@ pub fn unverified_reason(verification: &Verification) -> &str {
     }
 }
 
-/// The memory read of `source` for `/status`: how much was read back, what did not verify and
-/// why, or why it could not be read (bounded).
-pub fn memory_read(
-    source: SignedSource,
+/// One read of `source` for `/status`: `Ok((items read, items that did not verify))`, with why
+/// they did not, or why nothing could be read (bounded).
+pub fn signed_read(
     outcome: Result<(usize, usize), &str>,
-    verification: &Verification,
-) -> MemoryRead {
+    unverified_why: impl FnOnce() -> String,
+) -> SignedRead {
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     match outcome {
-        Ok((read, unverified)) => MemoryRead {
-            source,
+        Ok((read, unverified)) => SignedRead {
             read: count(read),
             unverified: count(unverified),
-            unverified_why: (unverified > 0).then(|| unverified_reason(verification).to_owned()),
+            unverified_why: (unverified > 0).then(unverified_why),
             error: None,
         },
-        Err(e) => MemoryRead {
-            source,
-            read: 0,
-            unverified: 0,
-            unverified_why: None,
+        Err(e) => SignedRead {
             error: Some(drift_engine::truncate::truncate_bytes(
                 e,
                 drift_engine::attribution::MAX_UNREAD_REASON_BYTES,
             )),
+            ..SignedRead::default()
         },
     }
 }

@@ -242,10 +242,14 @@ pub(super) fn evidence_line(p: &AuditPodReport) -> Option<String> {
     let memory: Vec<String> = evidence
         .memory
         .iter()
-        .map(|m| match (&m.error, m.unverified) {
+        .map(|m| match (&m.outcome.error, m.outcome.unverified) {
             (Some(_), _) => format!("{} not read", m.source.as_str()),
-            (None, 0) => format!("{} {}", m.source.as_str(), m.read),
-            (None, n) => format!("{} {} ({n} did not verify)", m.source.as_str(), m.read),
+            (None, 0) => format!("{} {}", m.source.as_str(), m.outcome.read),
+            (None, n) => format!(
+                "{} {} ({n} did not verify)",
+                m.source.as_str(),
+                m.outcome.read
+            ),
         })
         .collect();
     if !memory.is_empty() {
@@ -411,15 +415,17 @@ mod tests {
     #[test]
     fn what_the_runs_read_and_did_not_verify_is_shown_and_warned() {
         use drift_api::status::{
-            AuditEvidence, MemoryRead, RecordSigning, RecordsRead, SignedSource,
+            AuditEvidence, MemoryRead, RecordSigning, SignedRead, SignedSource,
         };
         let now = SystemTime::now();
         let memory = |source, read, unverified, error: Option<&str>| MemoryRead {
             source,
-            read,
-            unverified,
-            unverified_why: (unverified > 0).then(|| "forged".to_owned()),
-            error: error.map(str::to_owned),
+            outcome: SignedRead {
+                read,
+                unverified,
+                unverified_why: (unverified > 0).then(|| "forged".to_owned()),
+                error: error.map(str::to_owned),
+            },
         };
         // (signing, evidence, the evidence line, the warnings' parts)
         type Case<'c> = (
@@ -436,9 +442,9 @@ mod tests {
                     public_key: None,
                 }),
                 Some(AuditEvidence {
-                    records: RecordsRead {
+                    records: SignedRead {
                         read: 7,
-                        ..RecordsRead::default()
+                        ..SignedRead::default()
                     },
                     memory: vec![memory(SignedSource::EventMemory, 2, 0, None)],
                 }),
@@ -451,7 +457,7 @@ mod tests {
                     public_key: None,
                 }),
                 Some(AuditEvidence {
-                    records: RecordsRead {
+                    records: SignedRead {
                         read: 7,
                         unverified: 7,
                         unverified_why: Some("no key".into()),
@@ -475,9 +481,9 @@ mod tests {
             (
                 None,
                 Some(AuditEvidence {
-                    records: RecordsRead {
+                    records: SignedRead {
                         error: Some("more than 50000 of the webhook's records".into()),
-                        ..RecordsRead::default()
+                        ..SignedRead::default()
                     },
                     memory: vec![],
                 }),
