@@ -191,6 +191,13 @@ pub struct ServeArgs {
     #[arg(long, env = "DRIFT_SENTINEL_EVENTS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub events: bool,
 
+    /// The ConfigMap of the agent's namespace where the webhook publishes the public keys of
+    /// --record-signing-key and --record-verify-keys for `kubectl drift` (reference §8 "Trust").
+    /// The chart gives each release its own (`<fullname>-record-public-key`) and names it on the
+    /// webhook configuration (annotation `drift-sentinel.k8s.io/record-key-configmap`).
+    #[arg(long, env = "DRIFT_SENTINEL_RECORD_KEY_CONFIGMAP", default_value = drift_api::events::signature::PUBLIC_KEY_CONFIGMAP, value_parser = parse_configmap_name, value_name = "NAME")]
+    pub record_key_configmap: String,
+
     /// Export every violation (enforce, warn and dry-run) of the webhook to disk, through the
     /// Connection named by --audit-connection (reference §7). Off by default.
     #[arg(long, env = "DRIFT_SENTINEL_ENABLE_ADMISSION_VIOLATION_EXPORT", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Violation export")]
@@ -234,6 +241,14 @@ pub struct CommonArgs {
     /// unsigned and the audit names no user from them.
     #[arg(long, env = "DRIFT_SENTINEL_RECORD_SIGNING_KEY", value_name = "FILE")]
     pub record_signing_key: Option<std::path::PathBuf>,
+
+    /// Previous public keys still trusted after a rotation of --record-signing-key: a file of
+    /// base64 Ed25519 public keys (as the public key ConfigMap's `data.ed25519` showed them), one
+    /// per line, `#` comments, at most 16. Records and Report memory they signed still verify;
+    /// only --record-signing-key signs. The webhook publishes them next to its own key
+    /// (reference §8 "Trust"). Needs --record-signing-key.
+    #[arg(long, env = "DRIFT_SENTINEL_RECORD_VERIFY_KEYS", value_name = "FILE")]
+    pub record_verify_keys: Option<std::path::PathBuf>,
 
     /// Log level: DEBUG, INFO, WARN or ERROR. Logs are JSON, one object per line; the audit
     /// writes them on standard error (its standard output is its summary).
@@ -491,6 +506,24 @@ fn parse_client_name(text: &str) -> Result<String, String> {
     Ok(name.to_owned())
 }
 
+/// A ConfigMap name: a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253).
+fn parse_configmap_name(text: &str) -> Result<String, String> {
+    let valid = !text.is_empty()
+        && text.len() <= 253
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid ConfigMap name {text:?}: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+        ))
+    }
+}
+
 fn parse_http_path(text: &str) -> Result<String, String> {
     if !text.starts_with('/') || text.contains(char::is_whitespace) {
         return Err(format!(
@@ -576,6 +609,40 @@ fn with_whole_decimals(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_key_configmap_names() {
+        // (text, accepted)
+        let cases = [
+            ("drift-sentinel-record-key", true),
+            ("ds-drift-sentinel-record-public-key", true),
+            ("a.b-1", true),
+            ("", false),
+            ("Upper", false),
+            ("-leading", false),
+            ("trailing-", false),
+            ("has space", false),
+            ("slash/name", false),
+        ];
+        for (text, accepted) in cases {
+            assert_eq!(parse_configmap_name(text).is_ok(), accepted, "{text:?}");
+        }
+        assert!(parse_configmap_name(&"a".repeat(254)).is_err());
+        let e = parse_configmap_name("Upper").unwrap_err();
+        assert!(
+            e.contains("\"Upper\"") && e.contains("lowercase letters"),
+            "{e}"
+        );
+        // The default keeps installations from before the flag working.
+        let cli = Cli::try_parse_from(["drift-sentinel", "serve"]).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(
+            serve.record_key_configmap,
+            drift_api::events::signature::PUBLIC_KEY_CONFIGMAP
+        );
+    }
 
     #[test]
     fn durations() {

@@ -792,7 +792,7 @@ mod tests {
         let text = who_recorded_property(&[alice.clone(), unknown]).unwrap();
         let key = signature::signing_key_of_seed(&[7; 32]).unwrap();
         let other_key = signature::signing_key_of_seed(&[8; 32]).unwrap();
-        let verification = signature::Verification::Key(key.verifying_key());
+        let verification = signature::Verification::of_key(key.verifying_key());
         let sign = |key: &signature::SigningKey, uid: &str, text: &str| {
             Some(signature::sign_property(
                 key,
@@ -934,7 +934,7 @@ mod tests {
     }
 
     fn verification() -> signature::Verification {
-        signature::Verification::Key(key(1).verifying_key())
+        signature::Verification::of_key(key(1).verifying_key())
     }
 
     /// An Event of the webhook regarding `uid` carrying `record`, signed by `signer`.

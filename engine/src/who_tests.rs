@@ -25,7 +25,7 @@ fn key() -> drift_api::events::signature::SigningKey {
 }
 
 fn verification() -> Verification {
-    Verification::Key(key().verifying_key())
+    Verification::of_key(key().verifying_key())
 }
 
 /// A Report result's signed memory properties, as the audit writes them.

@@ -14,7 +14,7 @@ from cryptography import x509
 
 import operator_kinds
 from conftest import validate_k8s, admission_hook, CHART, FULLNAME, NAMESPACE, REPO, TESTS, find, find_all, render, render_text, run_helm, \
-    tls_material, tls_secret, tls_secrets
+    tls_material, tls_secret, tls_secrets, is_audit
 
 VALUES_ALL = TESTS / "values-all.yaml"
 # On top of values-all.yaml: the values whose objects need CRDs of other projects.
@@ -36,6 +36,8 @@ AT_DEFAULT = {
     "webhook.url": "the agent tests of values-all call the agent through the Service with the generated "
                    "CA; test_webhook_url covers it",
     "webhook.caBundle": "only used with webhook.url; test_webhook_url covers it",
+    "events.recordKey.previousPublicKeys": "only used with events.enabled, which values-all turns off; "
+                                           "test_previous_record_keys_are_mounted_for_both_pods covers it",
     "webhook.validateRules.url": "only used with webhook.url; test_webhook_url covers it",
     **{f"webhook.clientAuth.{name}": "the agent tests of values-all call without a client certificate; "
                                      "test_chart_client_auth.py covers it"
@@ -138,7 +140,7 @@ def test_defaults_render_the_documented_objects(helm):
         ("ConfigMap", f"{FULLNAME}-default-rule"),
         ("ConfigMap", f"{FULLNAME}-last-good-rules"),
         # Where the webhook publishes its record signing key's public half (events.enabled).
-        ("ConfigMap", "drift-sentinel-record-key"),
+        ("ConfigMap", f"{FULLNAME}-record-public-key"),
         ("Role", f"{FULLNAME}-record-key"),
         ("RoleBinding", f"{FULLNAME}-record-key"),
         # The record signing key itself, mounted into the webhook and audit pods.
@@ -309,7 +311,7 @@ def test_switches_turn_objects_off(helm):
     # The only ConfigMaps left are the agent's last-good store and where it publishes its record
     # key's public half, no rule.
     assert sorted(cm["metadata"]["name"] for cm in find_all(docs, "ConfigMap")) == sorted([
-        f"{FULLNAME}-last-good-rules", "drift-sentinel-record-key"])
+        f"{FULLNAME}-last-good-rules", f"{FULLNAME}-record-public-key"])
     assert find(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "default"
     # A single replica gets no PodDisruptionBudget (minAvailable 1 would block every drain).
     assert not find_all(render(sets=["replicaCount=1"]), "PodDisruptionBudget")
@@ -376,12 +378,12 @@ def test_rbac_grants_the_least_rights(helm):
 
 def test_the_record_key_configmap_and_its_role(helm):
     docs = render()
-    cm = find(docs, "ConfigMap", "drift-sentinel-record-key")
+    cm = find(docs, "ConfigMap", f"{FULLNAME}-record-public-key")
     assert "data" not in cm or not cm["data"], cm
     assert cm["metadata"]["labels"]["drift-sentinel.k8s.io/record-key"] == "ed25519"
     role = find(docs, "Role", f"{FULLNAME}-record-key")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
-                              "resourceNames": ["drift-sentinel-record-key"],
+                              "resourceNames": [f"{FULLNAME}-record-public-key"],
                               "verbs": ["get", "patch"]}]
     binding = find(docs, "RoleBinding", f"{FULLNAME}-record-key")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
@@ -399,6 +401,9 @@ def test_the_record_key_configmap_and_its_role(helm):
         assert volume["secret"]["secretName"] == f"{FULLNAME}-record-key"
         container = pod["containers"][0]
         assert "--record-signing-key=/record-key/seed" in container["args"]
+        # No previous keys by default: no --record-verify-keys, no volume of them.
+        assert not [a for a in container["args"] if a.startswith("--record-verify-keys")]
+        assert not [v for v in pod["volumes"] if v["name"] == "record-verify-keys"]
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == "record-key"]
         assert mount == {"name": "record-key", "mountPath": "/record-key", "readOnly": True}
     # No Role of the chart lets anyone read the Secret (only the kubelet, to mount it).
@@ -407,11 +412,75 @@ def test_the_record_key_configmap_and_its_role(helm):
             assert "secrets" not in rule.get("resources", []), role["metadata"]["name"]
     off = render(sets=["events.enabled=false"])
     names = {(d["kind"], d["metadata"]["name"]) for d in off}
-    assert ("ConfigMap", "drift-sentinel-record-key") not in names
+    assert ("ConfigMap", f"{FULLNAME}-record-public-key") not in names
     assert ("Secret", f"{FULLNAME}-record-key") not in names
+    webhook = find(off, "ValidatingWebhookConfiguration")
+    assert "drift-sentinel.k8s.io/record-key-configmap" not in (webhook["metadata"].get("annotations") or {})
     for deployment in find_all(off, "Deployment"):
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert not [a for a in container["args"] if a.startswith("--record-signing-key")]
+
+
+def test_two_releases_in_one_namespace_publish_their_keys_apart(helm):
+    """Each release's webhook publishes in its own ConfigMap, its Role names exactly that one,
+    its webhook passes it as --record-key-configmap, and its webhook configuration names it for
+    kubectl drift (reference §8 "Trust")."""
+    published = {}
+    for release in ("one", "two"):
+        docs = render(release=release)
+        fullname = f"{release}-drift-sentinel"
+        name = f"{fullname}-record-public-key"
+        cm = find(docs, "ConfigMap", name)
+        assert cm["metadata"]["namespace"] == NAMESPACE
+        role = find(docs, "Role", f"{fullname}-record-key")
+        assert [rule["resourceNames"] for rule in role["rules"]] == [[name]]
+        webhook = [d for d in find_all(docs, "Deployment") if not is_audit(d)][0]
+        args = webhook["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert f"--record-key-configmap={name}" in args
+        configuration = find(docs, "ValidatingWebhookConfiguration")
+        assert configuration["metadata"]["annotations"]["drift-sentinel.k8s.io/record-key-configmap"] == name
+        # The audit only verifies: it publishes nothing.
+        audit = [d for d in find_all(docs, "Deployment") if is_audit(d)][0]
+        assert not [a for a in audit["spec"]["template"]["spec"]["containers"][0]["args"]
+                    if a.startswith("--record-key-configmap")]
+        published[release] = name
+    assert published["one"] != published["two"]
+    # With cert-manager the annotation sits next to cainjector's.
+    cm_docs = render(sets=["certManager.enabled=true"])
+    annotations = find(cm_docs, "ValidatingWebhookConfiguration")["metadata"]["annotations"]
+    assert annotations["drift-sentinel.k8s.io/record-key-configmap"] == f"{FULLNAME}-record-public-key"
+    assert "cert-manager.io/inject-ca-from" in annotations
+
+
+def test_previous_record_keys_are_mounted_for_both_pods(helm, tmp_path):
+    old = [base64.b64encode(bytes([i]) * 32).decode() for i in (1, 2)]
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"events": {"recordKey": {"previousPublicKeys": old}}}))
+    docs = render(values=[values])
+    cm = find(docs, "ConfigMap", f"{FULLNAME}-record-verify-keys")
+    assert cm["data"]["keys"].split() == old
+    deployments = find_all(docs, "Deployment")
+    assert len(deployments) == 2
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "record-verify-keys"]
+        assert volume["configMap"]["name"] == f"{FULLNAME}-record-verify-keys"
+        container = pod["containers"][0]
+        assert "--record-verify-keys=/record-verify-keys/keys" in container["args"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "record-verify-keys"]
+        assert mount == {"name": "record-verify-keys", "mountPath": "/record-verify-keys", "readOnly": True}
+    # Not a key, or more than 16: rendering fails naming the value and the fix.
+    # (values, what the error says)
+    cases = [
+        (["not-a-key"], "events.recordKey.previousPublicKeys[0] is not an Ed25519 public key"),
+        ([old[0], base64.b64encode(b"x" * 31).decode()], "previousPublicKeys[1] is not an Ed25519 public key"),
+        ([base64.b64encode(bytes([i]) * 32).decode() for i in range(17)], "lists 17 keys, at most 16"),
+    ]
+    for keys, message in cases:
+        values.write_text(yaml.safe_dump({"events": {"recordKey": {"previousPublicKeys": keys}}}))
+        out = render_text(values=[values], check=False)
+        assert out.returncode != 0 and message in out.stderr, out.stderr
+
 
 
 def test_webhook_configuration_defaults(helm):

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use drift_api::events::signature::{SigningKey, Verification};
+use drift_api::events::signature::Verification;
 use drift_api::events::{
     AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
 };
@@ -58,7 +58,7 @@ impl Attributor {
         client: kube::Client,
         webhook_configuration: Option<String>,
         reports: bool,
-        signing_key: Option<std::sync::Arc<SigningKey>>,
+        verification: Verification,
     ) -> Self {
         Self {
             client,
@@ -67,7 +67,7 @@ impl Attributor {
             memory: Memory::default(),
             seed_from_reports: reports,
             seed_from_events: true,
-            verification: crate::record_key::verification(signing_key.as_deref()),
+            verification,
             said_unverifiable: false,
             evidence: AuditEvidence::default(),
         }
@@ -133,7 +133,7 @@ impl Attributor {
                 // Without a key every record is unverified: said once, not every run.
                 let unverified = records.unverified_count();
                 if unverified > 0
-                    && (matches!(self.verification, Verification::Key(_))
+                    && (matches!(self.verification, Verification::Keys(_))
                         || !self.said_unverifiable)
                 {
                     self.said_unverifiable = true;

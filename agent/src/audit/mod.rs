@@ -65,7 +65,11 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
             "no objects to audit: give --objects FILE (with --rules) to audit files, or a cluster (--kubeconfig, or run in a pod)"
         );
     }
-    let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
+    let record_keys = crate::record_key::load(
+        args.common.record_signing_key.as_deref(),
+        args.common.record_verify_keys.as_deref(),
+    )?;
+    let signing_key = record_keys.signing.clone();
     if signing_key.is_none() && args.events {
         tracing::warn!(
             "no --record-signing-key: the webhook's records and what the Reports remember cannot be verified, so the audit names no user from them"
@@ -167,7 +171,7 @@ async fn run_command(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 c,
                 args.webhook_configuration.clone(),
                 reports,
-                signing_key.clone(),
+                crate::record_key::verification(&record_keys),
             ))
         }),
         events: events.as_ref().map(|(sink, _)| sink.clone()),

@@ -534,7 +534,7 @@ mod tests {
             recorded: vec![recorded.clone()],
         };
         let key = drift_api::events::signature::signing_key_of_seed(&[3; 32]).unwrap();
-        let verification = drift_api::events::signature::Verification::Key(key.verifying_key());
+        let verification = drift_api::events::signature::Verification::of_key(key.verifying_key());
         let mut reports = Reports::signed_with(Some(std::sync::Arc::new(key)));
         reports.add("shop", &object, &audit, &who, 0);
         let (_, document) = reports.documents().next().unwrap();

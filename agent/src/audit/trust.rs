@@ -23,8 +23,8 @@ fn consequence(source: SignedSource) -> &'static str {
 /// Why what was read did not verify: forged or an earlier key's, or this agent has no key.
 pub fn unverified_reason(verification: &Verification) -> &str {
     match verification {
-        Verification::Key(_) => {
-            "not signed by this installation's key (forged, unsigned, or signed by an earlier key)"
+        Verification::Keys(_) => {
+            "not signed by this installation's key nor a previous key of --record-verify-keys (forged, unsigned, or signed by a key rotated out and not listed)"
         }
         Verification::Unavailable(why) => why.as_str(),
     }

@@ -493,7 +493,7 @@ fn an_audit_event_carries_the_audits_memory_signed() {
     use drift_api::events::reason::{BYPASSED, DRIFT_DETECTED};
     use drift_api::events::signature::{Verification, signing_key_of_seed};
     let key = signing_key_of_seed(&[5; 32]).unwrap();
-    let verification = Verification::Key(key.verifying_key());
+    let verification = Verification::of_key(key.verifying_key());
     for (reason, memory) in [
         (DRIFT_DETECTED, MemoryAnnotation::WHO_RECORDED),
         (BYPASSED, MemoryAnnotation::BYPASS_SETTER),

@@ -34,17 +34,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    let signing_key = crate::record_key::load(args.common.record_signing_key.as_deref())?;
+    let record_keys = crate::record_key::load(
+        args.common.record_signing_key.as_deref(),
+        args.common.record_verify_keys.as_deref(),
+    )?;
+    let signing_key = record_keys.signing.clone();
     let (source, tier_policy, initial) = open_rule_source(&args).await?;
     let record_signing = source.client().filter(|_| args.events).map(|client| {
         let namespace = args.common.export.namespace_in(client);
-        let publication = Arc::new(crate::record_key::PublicationStatus::new(&namespace));
+        let publication = Arc::new(crate::record_key::PublicationStatus::new(
+            &namespace,
+            &args.record_key_configmap,
+        ));
         // In the background: an API server that fails must not hold back serving (the admin
         // port answers /status while the first sync waits).
         tokio::spawn(crate::record_key::publish_until_done(
             client.clone(),
             namespace,
-            signing_key.clone(),
+            args.record_key_configmap.clone(),
+            record_keys,
             publication.clone(),
             shutdown_rx.clone(),
         ));

@@ -114,6 +114,10 @@ impl Env {
             drift_testkit::cluster::WEBHOOK_CLIENT_NAME.into(),
             "--record-signing-key".into(),
             record_key.display().to_string(),
+            // The chart's per-release ConfigMap, which its Role lets the agent patch and its
+            // webhook configuration names for kubectl drift (reference §8 "Trust").
+            "--record-key-configmap".into(),
+            format!("{RELEASE}-record-public-key"),
         ];
         args.extend(options.agent_args);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();

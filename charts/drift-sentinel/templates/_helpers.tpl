@@ -374,3 +374,28 @@ The file name of the client CA in its volume: the Secret's key, or the chart's C
 {{- define "drift-sentinel.clientCaKey" -}}
 {{- if .Values.webhook.clientAuth.caSecret.name }}{{ .Values.webhook.clientAuth.caSecret.key | default "ca.crt" }}{{ else }}ca.crt{{ end }}
 {{- end }}
+
+{{/*
+The ConfigMap where this release's webhook publishes the public halves of its record keys
+(reference §8 "Trust"): one per release, so two releases in one namespace never share it.
+*/}}
+{{- define "drift-sentinel.recordPublicKeyName" -}}
+{{- printf "%s-record-public-key" (include "drift-sentinel.fullname" .) }}
+{{- end }}
+
+{{/*
+The previous public keys still trusted after a rotation (events.recordKey.previousPublicKeys),
+one per line, checked: at most 16, each the base64 of 32 bytes.
+*/}}
+{{- define "drift-sentinel.recordPreviousKeys" -}}
+{{- $keys := .Values.events.recordKey.previousPublicKeys | default list }}
+{{- if gt (len $keys) 16 }}
+{{- fail (printf "events.recordKey.previousPublicKeys lists %d keys, at most 16: keep only those whose records still matter" (len $keys)) }}
+{{- end }}
+{{- range $i, $key := $keys }}
+{{- if not (regexMatch "^[A-Za-z0-9+/]{43}=$" (toString $key)) }}
+{{- fail (printf "events.recordKey.previousPublicKeys[%d] is not an Ed25519 public key: give the base64 of 32 bytes, as data.ed25519 of the ConfigMap %s showed it before the rotation" $i (include "drift-sentinel.recordPublicKeyName" $)) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $keys }}
+{{- end }}

@@ -93,11 +93,11 @@ async fn evidence(cluster: &Cluster, scope: Option<&str>, event_ttl: Duration) -
         who::read_records(cluster, scope, None, &verification),
         who::remembered(cluster, scope, &verification),
     );
-    if let (Ok(records), Verification::Key(_)) = (&records, &verification)
+    if let (Ok(records), Verification::Keys(_)) = (&records, &verification)
         && records.unverified_count() > 0
     {
         eprintln!(
-            "kubectl drift audit: {} of the webhook's records did not verify with its public key (forged, or signed by an earlier key): no user is named from them",
+            "kubectl drift audit: {} of the webhook's records did not verify with its public keys (forged, or signed by a key rotated out and no longer listed): no user is named from them",
             records.unverified_count()
         );
     }

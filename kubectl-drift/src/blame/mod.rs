@@ -82,7 +82,7 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
         let scope = who::webhook_scope(configurations, &namespace_object);
         let interception = scope.of(&AuditedObject::of(&object, &resource.plural));
         let records = records.unwrap_or_default();
-        if records.unverified_count() > 0 && matches!(verification, Verification::Key(_)) {
+        if records.unverified_count() > 0 && matches!(verification, Verification::Keys(_)) {
             notes.push(format!(
                 "{} of the webhook's records of this object did not verify: {}",
                 records.unverified_count(),

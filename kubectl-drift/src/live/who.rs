@@ -70,10 +70,77 @@ pub(crate) async fn read_records(
     Ok(records)
 }
 
-/// What the webhook's records and the audit's Reports are verified with: the public key the
-/// agent publishes in the ConfigMap [`signature::PUBLIC_KEY_CONFIGMAP`] of its namespace (the
-/// webhook configuration's `clientConfig.service.namespace`), or why it cannot be had — then
-/// no user is named from them, and that is said on stderr once.
+/// The ConfigMaps holding the agent's public keys: the one each drift-sentinel webhook
+/// configuration names in [`signature::PUBLIC_KEY_CONFIGMAP_ANNOTATION`] (the chart gives each
+/// release its own), or [`signature::PUBLIC_KEY_CONFIGMAP`] for one that names none. Each
+/// once, in the order of the configurations.
+pub(crate) fn record_key_configmaps(configurations: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for configuration in configurations {
+        let ours = configuration
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .is_some_and(|webhooks| {
+                webhooks
+                    .iter()
+                    .any(|w| w.get("name").and_then(Value::as_str) == Some(WEBHOOK_NAME))
+            });
+        if !ours {
+            continue;
+        }
+        let name = configuration
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(signature::PUBLIC_KEY_CONFIGMAP_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .unwrap_or(signature::PUBLIC_KEY_CONFIGMAP);
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// The public keys of one key ConfigMap (`data.ed25519` and `data.ed25519-previous`), or why
+/// it holds none that can be used. `place` names it in the message.
+pub(crate) fn keys_of_configmap(
+    place: &str,
+    configmap: &Value,
+) -> Result<Vec<signature::VerifyingKey>, String> {
+    let data = |key: &str| {
+        configmap
+            .pointer(&format!("/data/{key}"))
+            .and_then(Value::as_str)
+            .filter(|text| !text.trim().is_empty())
+    };
+    let current = data(signature::PUBLIC_KEY_DATA).ok_or_else(|| {
+        format!(
+            "{place} holds no public key (data.{}): the agent runs without --record-signing-key, or has not started",
+            signature::PUBLIC_KEY_DATA
+        )
+    })?;
+    let current = signature::public_key_of_text(current).map_err(|e| {
+        format!(
+            "the public key in {place} (data.{}) {e}",
+            signature::PUBLIC_KEY_DATA
+        )
+    })?;
+    let previous =
+        signature::previous_keys_of_text(data(signature::PREVIOUS_KEYS_DATA).unwrap_or_default())
+            .map_err(|e| {
+            format!(
+                "the previous public keys in {place} (data.{}), {e}",
+                signature::PREVIOUS_KEYS_DATA
+            )
+        })?;
+    Ok(std::iter::once(current).chain(previous).collect())
+}
+
+/// What the webhook's records and the audit's Reports are verified with: the public keys the
+/// agent publishes in its key ConfigMap ([`record_key_configmaps`]) of its namespace (the
+/// webhook configuration's `clientConfig.service.namespace`), or why they cannot be had — then
+/// no user is named from them, and that is said on stderr once, naming the ConfigMap read.
 pub(crate) async fn verification(
     cluster: &Cluster,
     configurations: &Result<Vec<Value>, String>,
@@ -82,40 +149,28 @@ pub(crate) async fn verification(
         .as_ref()
         .map_err(Clone::clone)
         .and_then(|c| crate::cluster::pods::namespace_of_webhook(c).map_err(|e| format!("{e:#}")));
-    let verification = match &namespace {
-        Err(why) => Verification::Unavailable(format!(
+    let verification = match (&namespace, configurations) {
+        (Err(why), _) | (_, Err(why)) => Verification::Unavailable(format!(
             "the agent's namespace, where its public key is, is not known: {why}"
         )),
-        Ok(namespace) => {
+        (Ok(namespace), Ok(configurations)) => {
             let collection = collection_path("", "v1", Some(namespace), "configmaps");
-            let place = format!("ConfigMap {namespace}/{}", signature::PUBLIC_KEY_CONFIGMAP);
-            match cluster
-                .get(&collection, signature::PUBLIC_KEY_CONFIGMAP)
-                .await
-            {
-                Ok(Some(found)) => match found
-                    .pointer(&format!("/data/{}", signature::PUBLIC_KEY_DATA))
-                    .and_then(Value::as_str)
-                    .filter(|text| !text.is_empty())
-                {
-                    Some(text) => match signature::public_key_of_text(text) {
-                        Ok(key) => Verification::Key(key),
-                        Err(e) => Verification::Unavailable(format!(
-                            "the public key in {place} (data.{}) {e}",
-                            signature::PUBLIC_KEY_DATA
-                        )),
+            let mut keys = Vec::new();
+            let mut failures = Vec::new();
+            for name in record_key_configmaps(configurations) {
+                let place = format!("ConfigMap {namespace}/{name}");
+                match cluster.get(&collection, &name).await {
+                    Ok(Some(found)) => match keys_of_configmap(&place, &found) {
+                        Ok(found) => keys.extend(found),
+                        Err(why) => failures.push(why),
                     },
-                    None => Verification::Unavailable(format!(
-                        "{place} holds no public key (data.{}): the agent runs without --record-signing-key, or has not started",
-                        signature::PUBLIC_KEY_DATA
+                    Ok(None) => failures.push(format!("{place} does not exist")),
+                    Err(e) => failures.push(format!(
+                        "{place} could not be read ({e}; needs get on configmaps {name} in namespace {namespace})"
                     )),
-                },
-                Ok(None) => Verification::Unavailable(format!("{place} does not exist")),
-                Err(e) => Verification::Unavailable(format!(
-                    "{place} could not be read ({e}; needs get on configmaps {} in namespace {namespace})",
-                    signature::PUBLIC_KEY_CONFIGMAP
-                )),
+                }
             }
+            trusted(keys, failures)
         }
     };
     if let Verification::Unavailable(why) = &verification {
@@ -124,6 +179,26 @@ pub(crate) async fn verification(
         );
     }
     verification
+}
+
+/// The verification of the keys read (the first is a release's current key), saying on stderr
+/// which key ConfigMaps could not be used when others could.
+fn trusted(keys: Vec<signature::VerifyingKey>, failures: Vec<String>) -> Verification {
+    let mut keys = keys.into_iter();
+    let Some(current) = keys.next() else {
+        return Verification::Unavailable(if failures.is_empty() {
+            "no drift-sentinel webhook configuration names a key ConfigMap".to_owned()
+        } else {
+            failures.join("; ")
+        });
+    };
+    for why in &failures {
+        eprintln!("kubectl drift: {why}; records signed with that release's key are not verified");
+    }
+    match signature::TrustedKeys::with_previous(current, keys.collect()) {
+        Ok(keys) => Verification::Keys(keys),
+        Err(e) => Verification::Unavailable(format!("the published public keys: {e}")),
+    }
 }
 
 /// Since when the records can tell an edit the webhook did not see: the API server keeps Events
@@ -257,4 +332,115 @@ pub(crate) async fn remembered(
         }
     }
     Ok(reader.into_memory())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn configuration(annotation: Option<&str>, webhook: &str) -> Value {
+        let mut c = json!({
+            "metadata": {"name": "c", "annotations": {}},
+            "webhooks": [{"name": webhook, "clientConfig": {"service": {"namespace": "ds"}}}],
+        });
+        if let Some(name) = annotation {
+            c["metadata"]["annotations"][signature::PUBLIC_KEY_CONFIGMAP_ANNOTATION] = json!(name);
+        }
+        c
+    }
+
+    #[test]
+    fn the_key_configmap_is_the_one_the_configuration_names() {
+        // (configurations, the ConfigMaps read)
+        let cases: Vec<(Vec<Value>, Vec<&str>)> = vec![
+            (
+                vec![configuration(Some("one-record-public-key"), WEBHOOK_NAME)],
+                vec!["one-record-public-key"],
+            ),
+            // An installation from before the annotation: the fixed name.
+            (
+                vec![configuration(None, WEBHOOK_NAME)],
+                vec![signature::PUBLIC_KEY_CONFIGMAP],
+            ),
+            (
+                vec![configuration(Some("  "), WEBHOOK_NAME)],
+                vec![signature::PUBLIC_KEY_CONFIGMAP],
+            ),
+            // Two releases in one namespace: both, once each.
+            (
+                vec![
+                    configuration(Some("one-record-public-key"), WEBHOOK_NAME),
+                    configuration(Some("two-record-public-key"), WEBHOOK_NAME),
+                    configuration(Some("one-record-public-key"), WEBHOOK_NAME),
+                ],
+                vec!["one-record-public-key", "two-record-public-key"],
+            ),
+            // Another product's webhook configuration is not read.
+            (
+                vec![configuration(Some("theirs"), "validate.example.com")],
+                vec![],
+            ),
+        ];
+        for (configurations, want) in cases {
+            assert_eq!(
+                record_key_configmaps(&configurations),
+                want,
+                "{configurations:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_current_and_previous_keys_of_a_configmap() {
+        let key = |b: u8| {
+            signature::signing_key_of_seed(&[b; signature::SEED_BYTES])
+                .unwrap()
+                .verifying_key()
+        };
+        let text = |b: u8| signature::public_key_text(&key(b));
+        let place = "ConfigMap ds/one-record-public-key";
+        let found = keys_of_configmap(
+            place,
+            &json!({"data": {"ed25519": text(1), "ed25519-previous": format!("{}\n{}", text(2), text(3))}}),
+        )
+        .unwrap();
+        assert_eq!(found, vec![key(1), key(2), key(3)]);
+        let only = keys_of_configmap(
+            place,
+            &json!({"data": {"ed25519": text(1), "ed25519-previous": ""}}),
+        );
+        assert_eq!(only.unwrap(), vec![key(1)]);
+        // (data, what the error says)
+        let cases = [
+            (json!({}), "holds no public key (data.ed25519)"),
+            (json!({"data": {"ed25519": ""}}), "holds no public key"),
+            (
+                json!({"data": {"ed25519": "nope"}}),
+                "the public key in ConfigMap ds/one-record-public-key (data.ed25519) is not base64",
+            ),
+            (
+                json!({"data": {"ed25519": text(1), "ed25519-previous": "nope"}}),
+                "the previous public keys in ConfigMap ds/one-record-public-key (data.ed25519-previous), line 1:",
+            ),
+        ];
+        for (configmap, want) in cases {
+            let e = keys_of_configmap(place, &configmap).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        // The keys of two releases verify each release's records; none is no verification.
+        let both = trusted(
+            vec![key(1), key(2), key(4)],
+            vec!["ConfigMap ds/x does not exist".into()],
+        );
+        let record = "{}";
+        for signer in [1, 2, 4] {
+            let signing = signature::signing_key_of_seed(&[signer; 32]).unwrap();
+            assert!(both.record(record, Some(&signature::sign_record(&signing, record))));
+        }
+        let none = trusted(vec![], vec!["ConfigMap ds/x does not exist".into()]);
+        assert!(
+            matches!(none, Verification::Unavailable(why) if why == "ConfigMap ds/x does not exist")
+        );
+    }
 }
