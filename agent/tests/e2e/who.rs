@@ -196,6 +196,15 @@ impl PeriodicAudit {
         }
     }
 
+    /// Its admin `/status`.
+    fn status(&self) -> Value {
+        reqwest::blocking::Client::new()
+            .get(format!("{}/status", self.admin))
+            .send()
+            .and_then(|r| r.json::<Value>())
+            .unwrap_or_default()
+    }
+
     /// Waits for a run that completed.
     fn wait_for_a_run(&self) {
         let client = reqwest::blocking::Client::new();
@@ -236,6 +245,20 @@ fn an_edit_the_unreachable_webhook_let_through_was_not_seen() {
     );
     let audit = PeriodicAudit::start(&env, "e2e-audit-unseen");
     audit.wait_for_a_run();
+    // Reference §8 "Trust", where an operator looks: the webhook signs its records and has
+    // published its public key through the real API server; the audit verifies with the key
+    // and read the records.
+    wait_for("the record key published", Duration::from_secs(30), || {
+        env.agent.status()["recordSigning"]["publicKey"]["state"] == "published"
+    });
+    assert_eq!(env.agent.status()["recordSigning"]["signed"], true);
+    let status = audit.status();
+    assert_eq!(status["recordSigning"]["signed"], true, "{status:#}");
+    let records = &status["audit"]["evidence"]["records"];
+    assert!(
+        records["read"].is_u64() && records["error"].is_null(),
+        "{status:#}"
+    );
     // managedFields times are whole seconds: the edit comes a second after the first read.
     std::thread::sleep(Duration::from_millis(1500));
 
