@@ -1,8 +1,12 @@
-//! The webhook's records of edits ([`EditRecord`]) as tests build them: one builder, so that a
-//! test says only what its record is about (`EditRecordBuilder::alice().warn().field("spec.replicas",
+//! The webhook's records of edits ([`EditRecord`]) and the audit's memory of them
+//! ([`Remembered`], [`RememberedSetter`]) as tests build them: one builder each, so that a test
+//! says only what its record is about (`EditRecordBuilder::alice().warn().field("spec.replicas",
 //! fp)`) and every test starts from the same object, rule and time.
 
-use drift_api::events::{EditRecord, RECORD_VERSION, RecordedEdit, RecordedField, Why};
+use drift_api::events::{
+    Attribution, EditRecord, RECORD_VERSION, RecordedEdit, RecordedField, Remembered,
+    RememberedSetter, Why,
+};
 
 /// The object every built record is about (`metadata.uid`).
 pub const UID: &str = "u-1";
@@ -110,6 +114,89 @@ fn kubectl_edit() -> RecordedEdit {
         time: None,
         fields: Vec::new(),
         fields_omitted: 0,
+    }
+}
+
+/// The field every built [`Remembered`] is about unless [`RememberedBuilder::path`] says otherwise.
+pub const PATH: &str = "spec.replicas";
+/// The fingerprint of a built [`Remembered`]'s value unless [`RememberedBuilder::value`] says
+/// otherwise.
+pub const VALUE: &str = "sha256:00";
+/// When a built [`RememberedSetter`] set the bypass (its managedFields entry's time).
+pub const SET_AT: &str = "2026-03-01T10:00:00Z";
+
+/// A [`Remembered`] attribution of [`PATH`] at [`VALUE`] to one user's edit let through in warn
+/// mode, with no rule and no time until [`Self::rule`] and [`Self::seen`] add them.
+#[derive(Debug, Clone)]
+pub struct RememberedBuilder {
+    remembered: Remembered,
+}
+
+impl RememberedBuilder {
+    /// Made by alice.
+    pub fn alice() -> Self {
+        Self::by("alice")
+    }
+
+    /// Made by `user`.
+    pub fn by(user: &str) -> Self {
+        let mut built = Self::not_seen();
+        built.remembered.attribution.user = Some(user.into());
+        built.remembered.attribution.why = Why::WarnMode;
+        built
+    }
+
+    /// Made by nobody the audit can name (no record: [`Why::NotSeen`]).
+    pub fn not_seen() -> Self {
+        Self {
+            remembered: Remembered {
+                path: PATH.into(),
+                value: VALUE.into(),
+                attribution: Attribution {
+                    user: None,
+                    why: Why::NotSeen,
+                    rule: None,
+                    seen: None,
+                },
+            },
+        }
+    }
+
+    /// The attributed field.
+    pub fn path(mut self, path: &str) -> Self {
+        self.remembered.path = path.into();
+        self
+    }
+
+    /// The fingerprint of its value.
+    pub fn value(mut self, value: &str) -> Self {
+        self.remembered.value = value.into();
+        self
+    }
+
+    /// Judged by `rule` (`namespace/name`).
+    pub fn rule(mut self, rule: &str) -> Self {
+        self.remembered.attribution.rule = Some(rule.into());
+        self
+    }
+
+    /// The edit was judged at `seen` (RFC 3339).
+    pub fn seen(mut self, seen: &str) -> Self {
+        self.remembered.attribution.seen = Some(seen.into());
+        self
+    }
+
+    pub fn build(self) -> Remembered {
+        self.remembered
+    }
+}
+
+/// `user` set a bypass by `kubectl-patch` at [`SET_AT`].
+pub fn setter(user: &str) -> RememberedSetter {
+    RememberedSetter {
+        manager: "kubectl-patch".into(),
+        time: SET_AT.into(),
+        user: user.into(),
     }
 }
 
