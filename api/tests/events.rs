@@ -286,13 +286,10 @@ fn the_reader_keeps_the_valid_records_of_each_page_within_its_bound() {
 /// others are kept apart (never "no record").
 #[test]
 fn a_record_is_used_only_with_the_installations_signature() {
-    let altered = {
+    // alice's signed record with its text replaced by `forged`'s (the signature stays).
+    let forged = |forged: EditRecord| {
         let mut event = signed("u-1", &record(), Some(&key(1)));
-        let text = record_annotation(&EditRecord {
-            user: "mallory".into(),
-            ..record()
-        })
-        .unwrap();
+        let text = record_annotation(&forged).unwrap();
         event
             .metadata
             .annotations
@@ -301,23 +298,16 @@ fn a_record_is_used_only_with_the_installations_signature() {
             .insert(EDITS_ANNOTATION.to_owned(), text);
         event
     };
+    let altered = forged(EditRecord {
+        user: "mallory".into(),
+        ..record()
+    });
     // Copied to another object: its uid changed to the other's (the signature was over u-1).
-    let copied = {
-        let mut event = signed("u-1", &record(), Some(&key(1)));
-        let text = record_annotation(&EditRecord {
-            uid: "u-2".into(),
-            ..record()
-        })
-        .unwrap();
-        event.regarding.as_mut().unwrap().uid = Some("u-2".into());
-        event
-            .metadata
-            .annotations
-            .as_mut()
-            .unwrap()
-            .insert(EDITS_ANNOTATION.to_owned(), text);
-        event
-    };
+    let mut copied = forged(EditRecord {
+        uid: "u-2".into(),
+        ..record()
+    });
+    copied.regarding.as_mut().unwrap().uid = Some("u-2".into());
     let mut garbled = signed("u-1", &record(), Some(&key(1)));
     garbled.metadata.annotations.as_mut().unwrap().insert(
         signature::RECORD_SIGNATURE_ANNOTATION.to_owned(),
