@@ -13,7 +13,9 @@ use std::fmt;
 
 pub mod signature;
 
-use k8s_openapi::api::events::v1::Event;
+/// The Event type the records and the audit's memory are read from (re-exported for the engine's
+/// readers, which take pages of them).
+pub use k8s_openapi::api::events::v1::Event;
 use serde::{Deserialize, Serialize};
 
 /// The version of the [`EditRecord`] encoding; a record of another version is not read.

@@ -15,7 +15,9 @@ use crate::attribution::{Coverage, Evidence, Remembered, Unverified, attribute_d
 use crate::audit::{AuditedObject, BypassFinding};
 use crate::webhook_scope::{Interception, Target, interception_by};
 use drift_api::events::signature::Verification;
-use drift_api::events::{FieldAttribution, Records};
+use drift_api::events::{
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, Event, EventMemory, FieldAttribution, Records,
+};
 
 /// Objects whose attributions (and bypass setters) are remembered at most.
 pub const MAX_REMEMBERED_OBJECTS: usize = 100_000;
@@ -146,6 +148,135 @@ impl ReportReader {
     /// What the Reports read remember.
     pub fn into_memory(self) -> Memory {
         self.memory
+    }
+}
+
+/// More of the audit's memory Events than the reader holds ([`MAX_REMEMBERED_OBJECTS`] Events,
+/// or [`MAX_REMEMBERED_BYTES`] of their annotations): none is read back, since a page left
+/// unread could hold an object's later Event, and an earlier one would then be taken for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "more than {MAX_REMEMBERED_OBJECTS} of the audit's memory Events (labelled {AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}), or more than {MAX_REMEMBERED_BYTES} bytes of their annotations: none was read back"
+)]
+pub struct TooManyMemoryEvents;
+
+/// The one reader of what the audit's Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, for
+/// the agent's audit and the plugin alike: fed each page as the caller lists them, it keeps, by
+/// object uid, who made the drifted fields (`DriftDetected`) and who set the bypass
+/// (`Bypassed`), of several Events of one object the one observed last, and counts the
+/// annotations without the installation's signature over their object's uid (not read back).
+/// Pure: the caller does the HTTP.
+#[derive(Debug)]
+pub struct MemoryEventReader {
+    verification: Verification,
+    fields: Latest<Vec<Remembered>>,
+    setters: Latest<BypassSetter>,
+    read: usize,
+    bytes: usize,
+    unverified: usize,
+}
+
+impl MemoryEventReader {
+    /// `verification`: an annotation is read back only with the installation's signature.
+    pub fn new(verification: Verification) -> Self {
+        Self {
+            verification,
+            fields: Latest::default(),
+            setters: Latest::default(),
+            read: 0,
+            bytes: 0,
+            unverified: 0,
+        }
+    }
+
+    /// Adds a page; `more`: whether the API server has another page (its `continue`). Past
+    /// [`MAX_REMEMBERED_OBJECTS`] Events with more to read (or in one page), or past
+    /// [`MAX_REMEMBERED_BYTES`] of annotations, nothing is kept: [`TooManyMemoryEvents`].
+    pub fn add_page(&mut self, events: &[Event], more: bool) -> Result<(), TooManyMemoryEvents> {
+        self.read = self.read.saturating_add(events.len());
+        if self.read > MAX_REMEMBERED_OBJECTS || (more && self.read >= MAX_REMEMBERED_OBJECTS) {
+            return Err(self.overflow());
+        }
+        for event in events {
+            let memory = drift_api::events::remembered_of_event(event, &self.verification);
+            if memory == EventMemory::None {
+                continue;
+            }
+            self.bytes += event
+                .metadata
+                .annotations
+                .as_ref()
+                .map_or(0, |a| a.values().map(String::len).sum());
+            if self.bytes > MAX_REMEMBERED_BYTES {
+                return Err(self.overflow());
+            }
+            // RFC 3339 times in UTC order as text.
+            let observed = event
+                .series
+                .as_ref()
+                .map(|s| &s.last_observed_time)
+                .or(event.event_time.as_ref())
+                .map(|t| t.0.to_string());
+            match memory {
+                EventMemory::Remembered(uid, remembered) => {
+                    self.fields.keep(uid, observed, remembered);
+                }
+                EventMemory::Setter(uid, setter) => self.setters.keep(uid, observed, setter),
+                EventMemory::Unverified => self.unverified += 1,
+                EventMemory::None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets what was read: with Events left unread, the last observed is not known.
+    fn overflow(&mut self) -> TooManyMemoryEvents {
+        self.fields = Latest::default();
+        self.setters = Latest::default();
+        TooManyMemoryEvents
+    }
+
+    /// The annotations left out because they did not carry the installation's signature.
+    pub fn unverified(&self) -> usize {
+        self.unverified
+    }
+
+    /// What the Events read remember, within the memory's bounds.
+    pub fn into_memory(self) -> Memory {
+        let mut memory = Memory::default();
+        memory.fill_from(Memory {
+            fields: self.fields.into_map(),
+            setters: self.setters.into_map(),
+        });
+        memory
+    }
+}
+
+/// Of several Events of one object, what the one observed last remembers.
+#[derive(Debug)]
+struct Latest<T>(HashMap<String, (Option<String>, T)>);
+
+impl<T> Default for Latest<T> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<T> Latest<T> {
+    fn keep(&mut self, uid: String, observed: Option<String>, value: T) {
+        match self.0.get(&uid) {
+            Some((seen, _)) if *seen >= observed => {}
+            _ => {
+                self.0.insert(uid, (observed, value));
+            }
+        }
+    }
+
+    fn into_map(self) -> HashMap<String, T> {
+        self.0
+            .into_iter()
+            .map(|(uid, (_, value))| (uid, value))
+            .collect()
     }
 }
 

@@ -5,6 +5,8 @@ use super::*;
 use crate::attribution::{EditRecord, Why, fingerprint};
 use crate::rule::{RuleId, RuleSource};
 use crate::{RuleSet, manifests};
+use drift_api::events::MemoryAnnotation;
+use drift_api::events::signature::SigningKey;
 use drift_testkit::records::EditRecordBuilder;
 use serde_json::json;
 use std::time::SystemTime;
@@ -628,4 +630,127 @@ fn the_report_reader_reads_at_most_max_reports() {
     assert!(reader.is_full());
     assert_eq!(pages, MAX_REPORTS.div_ceil(1000));
     assert!(reader.into_memory().fields.is_empty());
+}
+
+/// An audit memory Event about `uid`, last observed at `observed`, with `annotations`.
+fn memory_event(uid: &str, observed: &str, annotations: Vec<(String, String)>) -> Event {
+    let annotations: Map<String, Value> = annotations
+        .into_iter()
+        .map(|(name, text)| (name, Value::String(text)))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{uid}.{observed}"), "namespace": "shop",
+                     "annotations": annotations},
+        "eventTime": observed,
+        "reportingController": drift_api::events::AUDIT_CONTROLLER,
+        "reportingInstance": "audit",
+        "regarding": {"uid": uid},
+    }))
+    .expect("an Event")
+}
+
+fn setter_event(uid: &str, observed: &str, user: &str, key: Option<&SigningKey>) -> Event {
+    let text = drift_api::events::bypass_setter_text(&BypassSetter {
+        manager: "kubectl-annotate".into(),
+        time: APPLIED.into(),
+        user: user.into(),
+    })
+    .unwrap();
+    let annotations = MemoryAnnotation::BYPASS_SETTER.signed(key, uid, &text);
+    memory_event(uid, observed, annotations)
+}
+
+fn fields_event(uid: &str, observed: &str, user: &str) -> Event {
+    let mut recorded = remembered(5);
+    recorded.attribution.user = Some(user.into());
+    let text = drift_api::events::who_recorded_property(&[recorded]).unwrap();
+    let annotations = MemoryAnnotation::WHO_RECORDED.signed(Some(&key()), uid, &text);
+    memory_event(uid, observed, annotations)
+}
+
+/// The audit's memory Events read back through the one reader, in pages: of two Events of one
+/// object the one observed last wins (whichever page or order it came in), an unsigned one is
+/// counted and not read, and more Events than the bound read back nothing.
+#[test]
+fn the_memory_events_read_back_the_latest_of_each_object() {
+    const EARLY: &str = "2026-03-01T10:00:00.000000Z";
+    const LATE: &str = "2026-03-01T11:00:00.000000Z";
+    let setter_of = |memory: &Memory, uid: &str| memory.setters.get(uid).map(|s| s.user.clone());
+    let user_of = |memory: &Memory, uid: &str| {
+        memory
+            .fields
+            .get(uid)
+            .and_then(|f| f[0].attribution.user.clone())
+    };
+    // (what, pages, u-1's setter, u-2's fields' user, unverified)
+    let cases: Vec<(&str, Vec<Vec<Event>>, Option<&str>, Option<&str>, usize)> = vec![
+        (
+            "later second",
+            vec![vec![
+                setter_event("u-1", EARLY, "carol", Some(&key())),
+                setter_event("u-1", LATE, "dave", Some(&key())),
+            ]],
+            Some("dave"),
+            None,
+            0,
+        ),
+        (
+            "later first, earlier on the next page",
+            vec![
+                vec![
+                    setter_event("u-1", LATE, "dave", Some(&key())),
+                    fields_event("u-2", LATE, "erin"),
+                ],
+                vec![
+                    setter_event("u-1", EARLY, "carol", Some(&key())),
+                    fields_event("u-2", EARLY, "alice"),
+                ],
+            ],
+            Some("dave"),
+            Some("erin"),
+            0,
+        ),
+        (
+            "a later unsigned one is counted, not read",
+            vec![vec![
+                setter_event("u-1", EARLY, "carol", Some(&key())),
+                setter_event("u-1", LATE, "mallory", None),
+            ]],
+            Some("carol"),
+            None,
+            1,
+        ),
+    ];
+    for (what, pages, setter, user, unverified) in cases {
+        let mut reader = MemoryEventReader::new(verification());
+        let last = pages.len() - 1;
+        for (i, page) in pages.iter().enumerate() {
+            assert_eq!(reader.add_page(page, i < last), Ok(()), "{what}");
+        }
+        assert_eq!(reader.unverified(), unverified, "{what}");
+        let memory = reader.into_memory();
+        assert_eq!(setter_of(&memory, "u-1").as_deref(), setter, "{what}");
+        assert_eq!(user_of(&memory, "u-2").as_deref(), user, "{what}");
+    }
+
+    // The bound: a full page with more to read, or more than it, reads back nothing.
+    let mut reader = MemoryEventReader::new(verification());
+    let first = [setter_event("u-1", EARLY, "carol", Some(&key()))];
+    assert_eq!(reader.add_page(&first, true), Ok(()));
+    let filler = vec![Event::default(); MAX_REMEMBERED_OBJECTS - 1];
+    assert_eq!(reader.add_page(&filler, true), Err(TooManyMemoryEvents));
+    assert!(reader.into_memory().setters.is_empty());
+    let mut reader = MemoryEventReader::new(verification());
+    let over = vec![Event::default(); MAX_REMEMBERED_OBJECTS + 1];
+    assert_eq!(reader.add_page(&over, false), Err(TooManyMemoryEvents));
+    // Exactly the bound, nothing more to read: read.
+    let mut reader = MemoryEventReader::new(verification());
+    let mut full = vec![Event::default(); MAX_REMEMBERED_OBJECTS - 1];
+    full.push(setter_event("u-1", EARLY, "carol", Some(&key())));
+    assert_eq!(reader.add_page(&full, false), Ok(()));
+    assert_eq!(
+        setter_of(&reader.into_memory(), "u-1").as_deref(),
+        Some("carol")
+    );
+    assert!(TooManyMemoryEvents.to_string().contains("none was read back"));
 }

@@ -13,15 +13,12 @@ use std::time::SystemTime;
 
 use drift_api::events::signature::Verification;
 use drift_api::events::{
-    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, EventMemory, RECORD_SELECTOR, RecordReader, Records,
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
 use drift_api::status::{AuditEvidence, MemoryRead, SignedSource};
 use drift_engine::attribution::Coverage;
-use drift_engine::who::{
-    MAX_REMEMBERED_BYTES, MAX_REMEMBERED_OBJECTS, Memory, NamespaceLabels, RunEvidence,
-    WebhookScope,
-};
+use drift_engine::who::{Memory, MemoryEventReader, NamespaceLabels, RunEvidence, WebhookScope};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
@@ -256,12 +253,10 @@ async fn read_namespace_labels(
     Ok(labels.into_map())
 }
 
-/// What the audit's Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, by object uid: who made
-/// drifted fields (`DriftDetected`) and who set bypasses (`Bypassed`); of several Events of one
-/// object, the one observed last. At most [`MAX_REMEMBERED_OBJECTS`] Events, holding at most
-/// [`MAX_REMEMBERED_BYTES`] of annotations, are read (pages of 500); the memory keeps its bounds.
-/// An annotation without this installation's signature over its object's uid is not read back
-/// (logged with the count, as for the Reports' properties).
+/// What the audit's Events (labelled [`AUDIT_MEMORY_LABEL`]) remember, by object uid, and how
+/// many of their annotations did not verify ([`MemoryEventReader`]: its bounds, the one observed
+/// last of several Events of one object; pages of 500). An annotation without this
+/// installation's signature is not read back (logged with the count, as for the Reports').
 async fn remembered_of_events(
     client: &kube::Client,
     verification: &Verification,
@@ -269,80 +264,20 @@ async fn remembered_of_events(
     let api: Api<Event> = Api::all(client.clone());
     let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
     let mut pages = Pages::new(500);
-    let mut fields = Latest::default();
-    let mut setters = Latest::default();
-    let (mut read, mut bytes, mut unverified) = (0usize, 0usize, 0usize);
-    while read < MAX_REMEMBERED_OBJECTS
-        && bytes < MAX_REMEMBERED_BYTES
-        && let Some(params) = pages.next_params()
-    {
+    let mut reader = MemoryEventReader::new(verification.clone());
+    while let Some(params) = pages.next_params() {
         let page = api
             .list(&params.labels(&selector))
             .await
             .map_err(|e| e.to_string())?;
         pages.answered(page.metadata.continue_.as_deref());
-        read += page.items.len();
-        for event in &page.items {
-            let memory = drift_api::events::remembered_of_event(event, verification);
-            if memory == EventMemory::None {
-                continue;
-            }
-            bytes += event
-                .metadata
-                .annotations
-                .as_ref()
-                .map_or(0, |a| a.values().map(String::len).sum());
-            // RFC 3339 times in UTC order as text.
-            let observed = event
-                .series
-                .as_ref()
-                .map(|s| &s.last_observed_time)
-                .or(event.event_time.as_ref())
-                .map(|t| t.0.to_string());
-            match memory {
-                EventMemory::Remembered(uid, remembered) => {
-                    fields.keep(uid, observed, remembered);
-                }
-                EventMemory::Setter(uid, setter) => setters.keep(uid, observed, setter),
-                EventMemory::Unverified => unverified += 1,
-                EventMemory::None => {}
-            }
-        }
+        reader
+            .add_page(&page.items, pages.has_more())
+            .map_err(|e| e.to_string())?;
     }
+    let unverified = reader.unverified();
     super::trust::warn_unverified(SignedSource::EventMemory, unverified, verification);
-    let mut memory = Memory::default();
-    memory.fill_from(Memory {
-        fields: fields.into_map(),
-        setters: setters.into_map(),
-    });
-    Ok((memory, unverified))
-}
-
-/// Of several Events of one object, what the one observed last remembers.
-struct Latest<T>(HashMap<String, (Option<String>, T)>);
-
-impl<T> Default for Latest<T> {
-    fn default() -> Self {
-        Self(HashMap::new())
-    }
-}
-
-impl<T> Latest<T> {
-    fn keep(&mut self, uid: String, observed: Option<String>, value: T) {
-        match self.0.get(&uid) {
-            Some((seen, _)) if *seen >= observed => {}
-            _ => {
-                self.0.insert(uid, (observed, value));
-            }
-        }
-    }
-
-    fn into_map(self) -> HashMap<String, T> {
-        self.0
-            .into_iter()
-            .map(|(uid, (_, value))| (uid, value))
-            .collect()
-    }
+    Ok((reader.into_memory(), unverified))
 }
 
 /// The valid records of every Event labelled as carrying one, by object uid
