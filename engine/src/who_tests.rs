@@ -752,5 +752,9 @@ fn the_memory_events_read_back_the_latest_of_each_object() {
         setter_of(&reader.into_memory(), "u-1").as_deref(),
         Some("carol")
     );
-    assert!(TooManyMemoryEvents.to_string().contains("none was read back"));
+    assert!(
+        TooManyMemoryEvents
+            .to_string()
+            .contains("none was read back")
+    );
 }

@@ -497,6 +497,17 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     // A new audit process, without Reports: only its DriftDetected Event can tell it.
     let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
+    // Reference §9: the plugin's audit and blame read the same Event (no Report, no record).
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let (block, printed) = web_block(&plugin, &ns);
+    assert!(block.contains(alice), "{block}\nin\n{printed}{}", stderr(&plugin));
+    let blame = kubectl_drift(&env, &["blame", "deploy/web", "-n", &ns]);
+    assert!(
+        stdout(&blame).contains("who: user alice, warn mode"),
+        "{}{}",
+        stdout(&blame),
+        stderr(&blame)
+    );
 
     // Reference §8 "Trust": the memory is read back only with its signature (whoever may
     // create Events can write the annotation): without it, not known.
@@ -524,6 +535,13 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     assert!(
         block.contains("  who: spec.replicas: user unknown: ") && !block.contains("alice"),
         "{block}\nin\n{printed}"
+    );
+    let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
+    let (block, printed) = web_block(&plugin, &ns);
+    assert!(
+        !block.contains("alice") && stderr(&plugin).contains("did not verify"),
+        "{block}\nin\n{printed}{}",
+        stderr(&plugin)
     );
 
     // Without that Event either, not known.

@@ -76,7 +76,7 @@ pub(super) async fn audit(plan: &Scope<'_>, managers: &[String]) -> anyhow::Resu
 
 /// What the run joins drifted objects with, read once: the webhook's records in the audited
 /// namespace (every namespace with `-A`), the webhook configurations and what the agent's
-/// audit remembers in its Reports. What cannot be read is said on stderr and in each
+/// audit remembers in its Reports and memory Events. What cannot be read is said on stderr and in each
 /// attribution ("could not be read"), never guessed.
 struct Evidence {
     records: Result<Records, String>,
@@ -101,16 +101,14 @@ async fn evidence(cluster: &Cluster, scope: Option<&str>, event_ttl: Duration) -
             records.unverified_count()
         );
     }
-    for note in [records.as_ref().err(), remembered.as_ref().err()]
-        .into_iter()
-        .flatten()
-    {
+    let (remembered, memory_notes) = remembered;
+    for note in records.as_ref().err().into_iter().chain(&memory_notes) {
         eprintln!("kubectl drift audit: {note}");
     }
     Evidence {
         records,
         configurations,
-        remembered: remembered.unwrap_or_default(),
+        remembered,
         coverage: who::coverage(now, event_ttl),
     }
 }

@@ -18,7 +18,6 @@ use drift_api::events::signature::Verification;
 use drift_engine::attribution::{Evidence, Unverified};
 use drift_engine::audit::AuditedObject;
 use drift_engine::manifests;
-use drift_engine::who::Memory;
 use serde_json::Value;
 
 use crate::cluster::{Cluster, collection_path};
@@ -75,10 +74,8 @@ pub(crate) async fn run(plan: &Blame, print: Print) -> anyhow::Result<Verdict> {
             None => Ok(who::coverage(now, plan.event_ttl)),
             Some(e) => Err(e.as_str()),
         };
-        let remembered = remembered.unwrap_or_else(|e| {
-            notes.push(e);
-            Memory::default()
-        });
+        let (remembered, memory_notes) = remembered;
+        notes.extend(memory_notes);
         let scope = who::webhook_scope(configurations, &namespace_object);
         let interception = scope.of(&AuditedObject::of(&object, &resource.plural));
         let records = records.unwrap_or_default();

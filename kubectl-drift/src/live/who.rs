@@ -1,18 +1,19 @@
 //! What `kubectl drift audit` and `kubectl drift blame` read to tell who made a drifted field
 //! and why (reference §8 "Who and why", §9): the webhook's records of edits (its Events labelled
 //! [`RECORD_SELECTOR`]), the drift-sentinel webhook configurations, and what the agent's audit
-//! remembers in its Reports once the records' Events expired. Each is read once per command;
+//! remembers in its Reports and its memory Events once the records' Events expired. Each is read once per command;
 //! the join is the engine's ([`drift_engine::who`]). What cannot be read is said, never guessed.
 
 use std::time::{Duration, SystemTime};
 
 use drift_api::events::signature::{self, Verification};
 use drift_api::events::{
-    AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME, RECORD_SELECTOR, RecordReader, Records,
+    AUDIT_MEMORY_LABEL, AUDIT_MEMORY_VERSION, AUDIT_REPORT_LABEL, AUDIT_REPORT_NAME,
+    RECORD_SELECTOR, RecordReader, Records,
 };
 use drift_api::paging::Pages;
 use drift_engine::attribution::Coverage;
-use drift_engine::who::{Memory, NamespaceLabels, ReportReader, WebhookScope};
+use drift_engine::who::{Memory, MemoryEventReader, NamespaceLabels, ReportReader, WebhookScope};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use serde_json::Value;
@@ -267,11 +268,77 @@ pub(crate) fn webhook_scope(
     }
 }
 
+/// What the agent's audit remembers (reference §8 "Memory"): its Reports ([`reports_memory`]),
+/// then, for the objects they have nothing of, its memory Events ([`events_memory`]), as the
+/// audit itself reads them back after a restart. What could not be read, or did not verify,
+/// is said in the notes (and nobody is named from it).
+pub(crate) async fn remembered(
+    cluster: &Cluster,
+    namespace: Option<&str>,
+    verification: &Verification,
+) -> (Memory, Vec<String>) {
+    let (reports, events) = tokio::join!(
+        reports_memory(cluster, namespace, verification),
+        events_memory(cluster, namespace, verification),
+    );
+    let mut notes = Vec::new();
+    let mut memory = reports.unwrap_or_else(|e| {
+        notes.push(e);
+        Memory::default()
+    });
+    match events {
+        Ok((remembered, unverified)) => {
+            if unverified > 0 && matches!(verification, Verification::Key(_)) {
+                notes.push(format!(
+                    "{unverified} of the audit's memory Events did not verify with its public key (forged, or signed by an earlier key): no user is named from them"
+                ));
+            }
+            memory.fill_from(remembered);
+        }
+        Err(e) => notes.push(e),
+    }
+    (memory, notes)
+}
+
+/// What the audit's memory Events (labelled [`AUDIT_MEMORY_LABEL`]) in `namespace` (every
+/// namespace when `None` or empty) remember ([`MemoryEventReader`]), and how many of their
+/// annotations did not verify. `Err` says why they could not be read.
+async fn events_memory(
+    cluster: &Cluster,
+    namespace: Option<&str>,
+    verification: &Verification,
+) -> Result<(Memory, usize), String> {
+    let api: Api<Event> = match namespace.filter(|n| !n.is_empty()) {
+        Some(namespace) => Api::namespaced(cluster.client.clone(), namespace),
+        None => Api::all(cluster.client.clone()),
+    };
+    let selector = format!("{AUDIT_MEMORY_LABEL}={AUDIT_MEMORY_VERSION}");
+    let mut pages = Pages::new(500);
+    let mut reader = MemoryEventReader::new(verification.clone());
+    while let Some(params) = pages.next_params() {
+        let page = cluster
+            .timed(api.list(&params.labels(&selector)))
+            .await
+            .map_err(|e| {
+                format!(
+                    "the audit's memory Events (labelled {selector}) could not be read: {e}; what it attributed before the webhook's records expired is not known from them (needs list on events.k8s.io events in {})",
+                    place(namespace)
+                )
+            })?;
+        pages.answered(page.metadata.continue_.as_deref());
+        reader
+            .add_page(&page.items, pages.has_more())
+            .map_err(|e| format!("{e}; what the audit attributed before is not known from them"))?;
+    }
+    let unverified = reader.unverified();
+    Ok((reader.into_memory(), unverified))
+}
+
 /// What the agent's audit remembers in its Reports ([`ReportReader`]): the Report of
 /// `namespace` (and the ClusterReport for an empty one), or every Report and the ClusterReport
 /// when `None`. Without the OpenReports CRDs, or with nothing written yet, nothing is
 /// remembered. `Err` says why they could not be read.
-pub(crate) async fn remembered(
+async fn reports_memory(
     cluster: &Cluster,
     namespace: Option<&str>,
     verification: &Verification,
