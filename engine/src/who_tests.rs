@@ -683,7 +683,7 @@ fn the_memory_events_read_back_the_latest_of_each_object() {
             .and_then(|f| f[0].attribution.user.clone())
     };
     // (what, pages, u-1's setter, u-2's fields' user, unverified)
-    let cases: Vec<(&str, Vec<Vec<Event>>, Option<&str>, Option<&str>, usize)> = vec![
+    let cases = [
         (
             "later second",
             vec![vec![
