@@ -500,7 +500,11 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     // Reference §9: the plugin's audit and blame read the same Event (no Report, no record).
     let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
     let (block, printed) = web_block(&plugin, &ns);
-    assert!(block.contains(alice), "{block}\nin\n{printed}{}", stderr(&plugin));
+    assert!(
+        block.contains(alice),
+        "{block}\nin\n{printed}{}",
+        stderr(&plugin)
+    );
     let blame = kubectl_drift(&env, &["blame", "deploy/web", "-n", &ns]);
     assert!(
         stdout(&blame).contains("who: user alice, warn mode"),
