@@ -288,7 +288,7 @@ pub(crate) async fn remembered(
     });
     match events {
         Ok((remembered, unverified)) => {
-            if unverified > 0 && matches!(verification, Verification::Key(_)) {
+            if unverified > 0 && verification.has_keys() {
                 notes.push(format!(
                     "{unverified} of the audit's memory Events did not verify with its public key (forged, or signed by an earlier key): no user is named from them"
                 ));
