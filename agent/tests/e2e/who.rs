@@ -475,6 +475,17 @@ fn forget_audit_memory(env: &Env, ns: &str) {
     delete_events_labelled(env, ns, "drift-sentinel.k8s.io/audit-memory=v1");
 }
 
+/// Deletes the audit's Reports in `ns` (a reporting run writes one in every namespace it finds
+/// drift in), when the OpenReports CRDs are installed; the caller holds
+/// [`crate::env::writing_reports`] until its check is done.
+fn delete_reports(env: &Env, ns: &str) {
+    // Fails only without the CRDs: then there is no Report to delete.
+    env.kubectl(&["delete", "reports.openreports.io", "-n", ns, "--all"]);
+    if let Some(left) = env.get(&["reports.openreports.io", "-n", ns]) {
+        assert_eq!(left["items"].as_array().map(Vec::len), Some(0), "{left:#}");
+    }
+}
+
 /// Reference §8 "Memory": without Reports (`--audit-reports none`) the audit keeps what it
 /// attributed on its own `DriftDetected` Event of the object (annotation
 /// `drift-sentinel.k8s.io/who-recorded`); a restarted audit reads it back after the webhook's
@@ -497,7 +508,10 @@ fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_even
     // A new audit process, without Reports: only its DriftDetected Event can tell it.
     let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
-    // Reference §9: the plugin's audit and blame read the same Event (no Report, no record).
+    // Reference §9: the plugin's audit and blame read the same Event (no Report, no record):
+    // other tests' reporting runs write a Report here, so none is written until the end.
+    let _reports = crate::env::writing_reports();
+    delete_reports(&env, &ns);
     let plugin = kubectl_drift(&env, &["audit", "-n", &ns]);
     let (block, printed) = web_block(&plugin, &ns);
     assert!(
