@@ -512,3 +512,21 @@ pub fn edit_replicas_as(env: &Env, ns: &str, name: &str, user: &str, from: u32, 
         .expect("the Deployment");
     assert_eq!(live["spec"]["replicas"], to, "the editor's change was sent");
 }
+
+/// A namespace `namespace` with the Deployments `web` (2 replicas) and `probe`, a warn rule
+/// `drift-system/<namespace>` over it, and alice's `kubectl edit` of web's replicas 2 → 5, once
+/// its DriftWarned Event (the webhook's record) is there: the warned edit the audit's "who and
+/// why" tests start from. Returns the namespace.
+pub fn warned_edit_by_alice(env: &Env, namespace: &str) -> String {
+    let ns = env.namespace(namespace, &[]);
+    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
+    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
+    ruled(env, namespace, &warn_rule(&ns), &ns, |ok, err| {
+        ok && err.contains(&format!("rule drift-system/{namespace}"))
+    });
+    edit_replicas_as(env, &ns, "web", "alice", 2, 5);
+    wait_for("alice's edit record", Duration::from_secs(30), || {
+        !events(env, &ns, "Deployment", "web", "DriftWarned").is_empty()
+    });
+    ns
+}

@@ -28,8 +28,6 @@ const WARN_NS: &str = "e2e-events";
 const WARN_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 const FLOOD_NS: &str = "e2e-events-flood";
 const FLOOD_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events-flood]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
-const AUDIT_NS: &str = "e2e-events-audit";
-const AUDIT_RULE: &str = "mode: warn\npriority: 10\nnamespaces: [e2e-events-audit]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 const DENY_NS: &str = "e2e-events-deny";
 const DENY_RULE: &str = "mode: enforce\npriority: 10\nnamespaces: [e2e-events-deny]\nselectors: [{apiGroup: apps, kind: Deployment}]\nmutable: []\n";
 
@@ -194,17 +192,7 @@ fn denials_are_counted_on_the_rule_and_a_bypass_names_who_set_it() {
 /// the edit: the user and "warn mode", in its output and in a `DriftDetected` Event.
 fn the_audit_names_the_user_and_the_why_of_a_warned_edit() {
     let env = shared();
-    let ns = env.namespace(AUDIT_NS, &[]);
-    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
-    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
-    ruled(&env, "e2e-events-audit", AUDIT_RULE, &ns, |ok, err| {
-        ok && err.contains("rule drift-system/e2e-events-audit")
-    });
-    let edited = patch_as(&env, &ns, "web", "alice", &replicas(5));
-    assert!(edited.status.success(), "{}", stderr(&edited));
-    wait_for("alice's edit record", Duration::from_secs(30), || {
-        !events(&env, &ns, "Deployment", "web", "DriftWarned").is_empty()
-    });
+    let ns = crate::env::warned_edit_by_alice(&env, "e2e-events-audit");
 
     let audit = crate::who::audit_once(&env, "e2e-audit-events", &[]);
     let printed = stdout(&audit);
@@ -212,7 +200,7 @@ fn the_audit_names_the_user_and_the_why_of_a_warned_edit() {
     // In web's own block: other tests' objects may have their own alice.
     let block = crate::who::drifted_block(&printed, "Deployment", &ns, "web");
     assert!(
-        block.contains("  spec.replicas: 2 → 5 (by kubectl-patch at ")
+        block.contains("  spec.replicas: 2 → 5 (by kubectl-edit at ")
             && block.contains("  who: spec.replicas: user alice, warn mode\n"),
         "{block}\nin\n{printed}"
     );
@@ -228,7 +216,7 @@ fn the_audit_names_the_user_and_the_why_of_a_warned_edit() {
     let event = &found[0];
     let note = event["note"].as_str().expect("a note");
     assert!(
-        note.contains("spec.replicas: 2 → 5 (by kubectl-patch at ")
+        note.contains("spec.replicas: 2 → 5 (by kubectl-edit at ")
             && note.contains("user alice, warn mode")
             && note.contains("rule drift-system/e2e-events-audit"),
         "{note}"

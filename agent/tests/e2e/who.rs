@@ -390,27 +390,11 @@ fn with_events_off_the_audit_writes_no_drift_detected_event() {
     assert!(written.is_empty(), "{written:#?}");
 }
 
-/// A warned `kubectl edit --as alice` of `web` in a namespace of its own, once the webhook's
-/// record of it is an Event.
-fn warned_edit_by_alice(env: &Env, namespace: &str) -> String {
-    let ns = env.namespace(namespace, &[]);
-    env.apply(&deployment(&ns, "web", 2, "nginx:1.0"));
-    env.apply(&deployment(&ns, "probe", 1, "nginx:1.0"));
-    ruled(env, namespace, &warn_rule(&ns), &ns, |ok, err| {
-        ok && err.contains(&format!("rule drift-system/{namespace}"))
-    });
-    crate::env::edit_replicas_as(env, &ns, "web", "alice", 2, 5);
-    wait_for("alice's edit record", Duration::from_secs(30), || {
-        !events(env, &ns, "Deployment", "web", "DriftWarned").is_empty()
-    });
-    ns
-}
-
 /// `kubectl drift audit` (the plugin, cluster mode) tells who and why as the agent's audit
 /// does: in the object's own block, and in its `-o json` record (`who[]`).
 fn the_plugins_audit_names_the_user_and_the_why_of_a_warned_edit() {
     let env = shared();
-    let ns = warned_edit_by_alice(&env, "e2e-who-plugin");
+    let ns = crate::env::warned_edit_by_alice(&env, "e2e-who-plugin");
 
     let audit = kubectl_drift(&env, &["audit", "-n", &ns]);
     let printed = stdout(&audit);
@@ -492,7 +476,7 @@ fn delete_reports(env: &Env, ns: &str) {
 /// Event is gone, and only with its signature (§8 "Trust").
 fn a_restarted_audit_without_reports_names_the_user_from_its_drift_detected_event() {
     let env = shared();
-    let ns = warned_edit_by_alice(&env, "e2e-who-memory-events");
+    let ns = crate::env::warned_edit_by_alice(&env, "e2e-who-memory-events");
     let alice = "  who: spec.replicas: user alice, warn mode\n";
     let (block, printed) = web_block(&audit_once(&env, "e2e-audit-memory-events", &[]), &ns);
     assert!(block.contains(alice), "{block}\nin\n{printed}");
@@ -707,7 +691,7 @@ fn a_restarted_audit_names_who_set_a_bypass_from_its_report_after_the_event_expi
 fn blame_names_the_user_from_the_report_after_the_event_expired() {
     let env = shared();
     install_openreports(&env);
-    let ns = warned_edit_by_alice(&env, "e2e-who-blame-memory");
+    let ns = crate::env::warned_edit_by_alice(&env, "e2e-who-blame-memory");
     // No other test's run rewrites this namespace's Report before blame reads it.
     let _reports = crate::env::writing_reports();
     let first = audit_once_reporting(&env, "e2e-audit-blame-memory", "openreports", &[]);
@@ -739,7 +723,7 @@ fn blame_names_the_user_from_the_report_after_the_event_expired() {
 fn a_restarted_audit_names_the_user_from_its_report_after_the_event_expired() {
     let env = shared();
     install_openreports(&env);
-    let ns = warned_edit_by_alice(&env, "e2e-who-memory");
+    let ns = crate::env::warned_edit_by_alice(&env, "e2e-who-memory");
     let alice = "  who: spec.replicas: user alice, warn mode\n";
 
     // No other test's run rewrites this namespace's Report between the two audits.
