@@ -279,6 +279,16 @@ impl Metrics {
         for collector in metrics.collectors(role) {
             metrics.registry.register(collector)?;
         }
+        // Every source at 0 until a run reads it (reference §8): a dashboard or alert sees the
+        // series before the first run, and an offline audit (no records to read) exposes them too.
+        if role == Role::Audit {
+            for source in drift_api::status::SignedSource::ALL {
+                metrics
+                    .audit_unverified
+                    .with_label_values(&[source.as_str()])
+                    .set(0);
+            }
+        }
         Ok(metrics)
     }
 
@@ -438,6 +448,24 @@ mod tests {
                 .collect();
             assert_eq!(served, want, "{evidence:?}");
         }
+    }
+
+    #[test]
+    fn every_source_is_served_at_zero_before_the_first_run() {
+        // No run yet (or an offline audit, which reads no records): the series exist at 0.
+        let text = Metrics::audit().unwrap().render().unwrap();
+        let served: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("drift_sentinel_audit_unverified_records"))
+            .collect();
+        assert_eq!(
+            served,
+            [
+                r#"drift_sentinel_audit_unverified_records{source="event-memory"} 0"#,
+                r#"drift_sentinel_audit_unverified_records{source="record"} 0"#,
+                r#"drift_sentinel_audit_unverified_records{source="report"} 0"#,
+            ]
+        );
     }
 
     #[test]

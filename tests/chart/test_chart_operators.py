@@ -45,6 +45,7 @@ AUDIT_METRICS = [
     "drift_sentinel_audit_drifted_objects",
     "drift_sentinel_audit_bypassed_objects",
     "drift_sentinel_audit_bypass_oldest_seconds",
+    "drift_sentinel_audit_unverified_records",
 ]
 AUDIT_FIXTURES = REPO / "agent" / "tests" / "fixtures" / "audit"
 AUDIT = f"{FULLNAME}-audit"
